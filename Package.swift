@@ -1,0 +1,88 @@
+// swift-tools-version:6.2
+//
+// FormAttest: server-side Apple App Attest for signed forms.
+// Layout: pure libraries (no IO; time and randomness injected) under adapters (stores, HTTP, CLI).
+
+import PackageDescription
+
+// Settings shared by every target.
+// - ExistentialAny (SE-0335): spell out `any` for existentials.
+// - MemberImportVisibility (SE-0444): a member is visible only where its module is imported.
+// - InternalImportsByDefault (SE-0409): imports are internal unless marked `public import`.
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+// The pure verification libraries additionally surface every `unsafe` construct (SE-0458).
+let pureLibrarySettings: [SwiftSetting] = swiftSettings + [.strictMemorySafety()]
+
+let package = Package(
+    name: "FormAttest",
+    platforms: [.macOS(.v14), .iOS(.v17)],
+    products: [
+        .library(name: "AppAttest", targets: ["AppAttest"]),
+        .library(name: "AppAttestSimulator", targets: ["AppAttestSimulator"]),
+        .executable(name: "formattest", targets: ["formattest"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+    ],
+    targets: [
+        // The verifier: CBOR, authenticator data, attestation and assertion rules. Pure.
+        .target(
+            name: "AppAttest",
+            dependencies: [
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
+            swiftSettings: pureLibrarySettings
+        ),
+        // A software device that plays Apple's part, for tests, the demo and benchmarks.
+        .target(
+            name: "AppAttestSimulator",
+            dependencies: [
+                "AppAttest",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The one executable: thin commands over the libraries.
+        .executableTarget(
+            name: "formattest",
+            dependencies: [
+                "AppAttest",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "X509", package: "swift-certificates"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "AppAttestTests",
+            dependencies: [
+                "AppAttest",
+                "AppAttestSimulator",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
+            resources: [.copy("Fixtures")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "FormattestCLITests",
+            dependencies: ["formattest"],
+            resources: [.copy("Fixtures")],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

@@ -1,0 +1,154 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+/// The one error type of the `AppAttest` module.
+///
+/// Every rejection carries a ``Code`` that names the failed step (stable, machine readable, the
+/// `snake_case` identifier is what the command line and the HTTP API print) and a human-readable
+/// ``reason``. Two errors compare equal when their codes are equal, so tests can write
+/// `#expect(throws: AppAttestError.nonceMismatch)`-style checks on the code alone.
+///
+/// ``Code`` is a struct over a private enum so that adding a code is not a breaking change.
+public struct AppAttestError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What failed. Compare with the static members, for example ``Code/nonceMismatch``.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        fileprivate enum Backing: String, Hashable, Sendable {
+            case malformedCBOR = "malformed_cbor"
+            case malformedAttestation = "malformed_attestation"
+            case attestationTooLarge = "attestation_too_large"
+            case unsupportedFormat = "unsupported_format"
+            case malformedAuthenticatorData = "malformed_authenticator_data"
+            case malformedCertificate = "malformed_certificate"
+            case certificateExpired = "certificate_expired"
+            case certificateNotYetValid = "certificate_not_yet_valid"
+            case certificateChainInvalid = "certificate_chain_invalid"
+            case nonceExtensionInvalid = "nonce_extension_invalid"
+            case nonceMismatch = "nonce_mismatch"
+            case keyIDMismatch = "key_id_mismatch"
+            case appIDMismatch = "app_id_mismatch"
+            case counterNotZero = "counter_not_zero"
+            case aaguidInvalid = "aaguid_invalid"
+            case environmentNotAllowed = "environment_not_allowed"
+            case credentialIDMismatch = "credential_id_mismatch"
+            case publicKeyMismatch = "public_key_mismatch"
+            case validationCategoryNotAllowed = "validation_category_not_allowed"
+            case invalidClientDataHash = "invalid_client_data_hash"
+            case malformedAssertion = "malformed_assertion"
+            case assertionTooLarge = "assertion_too_large"
+            case invalidPublicKey = "invalid_public_key"
+            case signatureInvalid = "signature_invalid"
+            case counterNotIncreasing = "counter_not_increasing"
+            case invalidPolicy = "invalid_policy"
+        }
+
+        fileprivate let backing: Backing
+
+        fileprivate init(_ backing: Backing) {
+            self.backing = backing
+        }
+
+        /// The stable `snake_case` identifier, such as `nonce_mismatch`.
+        public var identifier: String { self.backing.rawValue }
+
+        public var description: String { self.backing.rawValue }
+
+        /// The input is not well-formed CBOR, or breaks a limit of the strict decoder.
+        public static let malformedCBOR = Code(.malformedCBOR)
+        /// The attestation object does not have the `apple-appattest` structure.
+        public static let malformedAttestation = Code(.malformedAttestation)
+        /// The attestation object is larger than ``AppAttestLimits/maximumAttestationSize``.
+        public static let attestationTooLarge = Code(.attestationTooLarge)
+        /// `fmt` is not `apple-appattest`.
+        public static let unsupportedFormat = Code(.unsupportedFormat)
+        /// The authenticator data is truncated, has trailing bytes or a malformed part.
+        public static let malformedAuthenticatorData = Code(.malformedAuthenticatorData)
+        /// A certificate in `x5c` (or a trust anchor) is not a well-formed X.509 certificate.
+        public static let malformedCertificate = Code(.malformedCertificate)
+        /// Step 1: a certificate of the chain expired before the verification time.
+        public static let certificateExpired = Code(.certificateExpired)
+        /// Step 1: a certificate of the chain is not yet valid at the verification time.
+        public static let certificateNotYetValid = Code(.certificateNotYetValid)
+        /// Step 1: `x5c` does not chain to a trusted App Attest root.
+        public static let certificateChainInvalid = Code(.certificateChainInvalid)
+        /// Steps 2–4: the leaf lacks the nonce extension (1.2.840.113635.100.8.2) or it has another shape.
+        public static let nonceExtensionInvalid = Code(.nonceExtensionInvalid)
+        /// Step 4: SHA256(authData ‖ clientDataHash) differs from the nonce in the leaf certificate.
+        public static let nonceMismatch = Code(.nonceMismatch)
+        /// Step 5: SHA256 of the leaf's public key differs from the keyId.
+        public static let keyIDMismatch = Code(.keyIDMismatch)
+        /// Step 6 (and assertion step 4): rpIdHash is not SHA256 of an accepted app id.
+        public static let appIDMismatch = Code(.appIDMismatch)
+        /// Step 7: the attestation's counter is not 0.
+        public static let counterNotZero = Code(.counterNotZero)
+        /// Step 8: the aaguid is neither `appattestdevelop` nor `appattest` followed by seven zero bytes.
+        public static let aaguidInvalid = Code(.aaguidInvalid)
+        /// Step 8: the aaguid names an environment the policy does not accept.
+        public static let environmentNotAllowed = Code(.environmentNotAllowed)
+        /// Step 9: the credentialId in authData differs from the keyId.
+        public static let credentialIDMismatch = Code(.credentialIDMismatch)
+        /// Step 9: the COSE key in authData is not the leaf certificate's key.
+        public static let publicKeyMismatch = Code(.publicKeyMismatch)
+        /// iOS 27 extensions: the validation category is not one the policy accepts.
+        public static let validationCategoryNotAllowed = Code(.validationCategoryNotAllowed)
+        /// The clientDataHash is empty or larger than the accepted maximum.
+        public static let invalidClientDataHash = Code(.invalidClientDataHash)
+        /// The assertion does not have the `{signature, authenticatorData}` structure.
+        public static let malformedAssertion = Code(.malformedAssertion)
+        /// The assertion is larger than ``AppAttestLimits/maximumAssertionSize``.
+        public static let assertionTooLarge = Code(.assertionTooLarge)
+        /// The public key given to verify an assertion is not a valid P-256 key.
+        public static let invalidPublicKey = Code(.invalidPublicKey)
+        /// Assertion step 3: the signature does not verify with the attested key.
+        public static let signatureInvalid = Code(.signatureInvalid)
+        /// Assertion step 5: the counter is not strictly greater than the stored one.
+        public static let counterNotIncreasing = Code(.counterNotIncreasing)
+        /// The verification policy itself is unusable (for example, no app id or no trust anchor).
+        public static let invalidPolicy = Code(.invalidPolicy)
+    }
+
+    /// What failed.
+    public let code: Code
+    /// Why, in words meant for a log or an operator. Never contains secrets.
+    public let reason: String
+    /// Where the error was raised.
+    public let file: String
+    /// Where the error was raised.
+    public let line: UInt
+
+    /// Creates an error with an explicit code. Prefer the static factories.
+    public init(code: Code, reason: String, file: String = #fileID, line: UInt = #line) {
+        self.code = code
+        self.reason = reason
+        self.file = file
+        self.line = line
+    }
+
+    public var description: String { "\(self.code.identifier): \(self.reason)" }
+
+    public static func == (lhs: AppAttestError, rhs: AppAttestError) -> Bool { lhs.code == rhs.code }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(self.code) }
+}
+
+extension AppAttestError {
+    // Factories, one per code, so call sites read like the spec step they enforce.
+
+    public static func malformedCBOR(_ reason: String, file: String = #fileID, line: UInt = #line) -> Self {
+        Self(code: .malformedCBOR, reason: reason, file: file, line: line)
+    }
+    public static func malformedAttestation(_ reason: String, file: String = #fileID, line: UInt = #line) -> Self {
+        Self(code: .malformedAttestation, reason: reason, file: file, line: line)
+    }
+    public static func malformedAuthenticatorData(
+        _ reason: String,
+        file: String = #fileID,
+        line: UInt = #line
+    ) -> Self {
+        Self(code: .malformedAuthenticatorData, reason: reason, file: file, line: line)
+    }
+    public static func malformedAssertion(_ reason: String, file: String = #fileID, line: UInt = #line) -> Self {
+        Self(code: .malformedAssertion, reason: reason, file: file, line: line)
+    }
+}

@@ -1,0 +1,136 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+import Foundation
+import SwiftASN1
+import X509
+
+/// Reading the command line's input files. Every failure here is a usage or I/O error (exit 2).
+enum InputFile {
+    /// Largest input file read, far above any App Attest object: a bound on memory, not a policy.
+    static let maximumSize = 1 << 20
+
+    /// The bytes of `path`, or of standard input for `-`.
+    static func readBytes(_ path: String) throws -> [UInt8] {
+        let data: Data
+        if path == "-" {
+            data = FileHandle.standardInput.readDataToEndOfFile()
+        } else {
+            guard let contents = FileManager.default.contents(atPath: path) else {
+                throw UsageError("cannot read \(path)")
+            }
+            data = contents
+        }
+        guard data.count <= Self.maximumSize else {
+            throw UsageError("\(path) is larger than \(Self.maximumSize) bytes")
+        }
+        return Array(data)
+    }
+
+    /// The text of `path` (UTF-8).
+    static func readText(_ path: String) throws -> String {
+        guard let text = String(validating: try self.readBytes(path), as: UTF8.self) else {
+            throw UsageError("\(path) is not UTF-8 text")
+        }
+        return text
+    }
+
+    /// A binary document given either as raw CBOR or as base64/base64url text.
+    ///
+    /// Raw CBOR App Attest objects are maps, whose first byte (0xA0-0xBF) is never a base64
+    /// character; anything else is read as base64 text, whitespace ignored.
+    static func readBinaryDocument(_ path: String) throws -> [UInt8] {
+        let bytes = try self.readBytes(path)
+        if let first = bytes.first, first >> 5 == 5 {
+            return bytes
+        }
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw UsageError("\(path) is neither CBOR nor base64 text")
+        }
+        return try self.decodeBase64(text, what: path)
+    }
+
+    /// Decodes standard or URL-safe base64, padded or not, ignoring whitespace.
+    static func decodeBase64(_ text: String, what: String) throws -> [UInt8] {
+        var normalized = String(
+            text.unicodeScalars.filter { !CharacterSet.whitespacesAndNewlines.contains($0) }.map { scalar in
+                switch scalar {
+                case "-": return "+"
+                case "_": return "/"
+                default: return Character(scalar)
+                }
+            }
+        )
+        if normalized.count % 4 != 0 {
+            normalized += String(repeating: "=", count: 4 - normalized.count % 4)
+        }
+        guard !normalized.isEmpty, let data = Data(base64Encoded: normalized) else {
+            throw UsageError("\(what) is not base64 or base64url")
+        }
+        return Array(data)
+    }
+
+    /// A PEM certificate file.
+    static func readCertificate(_ path: String) throws -> Certificate {
+        do {
+            return try Certificate(pemEncoded: try self.readText(path))
+        } catch let error as UsageError {
+            throw error
+        } catch {
+            throw UsageError("\(path) is not a PEM certificate")
+        }
+    }
+}
+
+/// Hexadecimal text.
+enum HexCoding {
+    /// Decodes hex (either case); `nil` for odd length or another character.
+    static func decode(_ text: String) -> [UInt8]? {
+        let digits = Array(text.utf8)
+        guard digits.count % 2 == 0 else { return nil }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(digits.count / 2)
+        var index = 0
+        while index < digits.count {
+            guard let high = Self.value(digits[index]), let low = Self.value(digits[index + 1]) else { return nil }
+            bytes.append(high << 4 | low)
+            index += 2
+        }
+        return bytes
+    }
+
+    static func encode(_ bytes: some Sequence<UInt8>) -> String {
+        bytes.map { String(format: "%02x", $0) }.joined()
+    }
+
+    private static func value(_ digit: UInt8) -> UInt8? {
+        switch digit {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return digit - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return digit - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return digit - UInt8(ascii: "A") + 10
+        default: return nil
+        }
+    }
+}
+
+/// RFC 3339 timestamps.
+enum RFC3339 {
+    static func parse(_ text: String) throws -> Date {
+        for options: ISO8601DateFormatter.Options in [
+            [.withInternetDateTime, .withFractionalSeconds], [.withInternetDateTime],
+        ] {
+            let formatter = ISO8601DateFormatter()
+            formatter.formatOptions = options
+            if let date = formatter.date(from: text) { return date }
+        }
+        throw UsageError("\(text) is not an RFC 3339 time such as 2024-02-07T21:08:56Z")
+    }
+
+    static func format(_ date: Date) -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime]
+        return formatter.string(from: date)
+    }
+}

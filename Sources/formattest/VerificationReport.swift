@@ -1,0 +1,126 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+import AppAttest
+import Crypto
+import Foundation
+import X509
+
+/// What `verify` prints when verification succeeds.
+struct VerificationReport: Encodable {
+    struct Extensions: Encodable {
+        var bundleVersion: String?
+        var validationCategory: String?
+        var otherKeys: [String]
+    }
+
+    struct CertificateSummary: Encodable {
+        var subject: String
+        var issuer: String
+        var notValidBefore: String
+        var notValidAfter: String
+    }
+
+    var verified = true
+    var keyId: String
+    var publicKey: String
+    var appId: String
+    var environment: String?
+    var counter: UInt32
+    var osVersion: String?
+    var receipt: String?
+    var extensions: Extensions?
+    var verifiedAt: String?
+    var certificateChain: [CertificateSummary]?
+
+    init(_ result: VerifiedAttestation) throws {
+        self.keyId = Data(result.keyID).base64EncodedString()
+        self.publicKey = result.publicKey.pemRepresentation
+        self.appId = result.appID
+        self.environment = result.environment.rawValue
+        self.counter = result.counter
+        self.osVersion = result.osVersion
+        self.receipt = Data(result.receipt).base64EncodedString()
+        self.extensions = result.extensions.map(Self.extensions)
+        self.verifiedAt = RFC3339.format(result.verificationTime)
+        self.certificateChain = result.certificateChain.map {
+            CertificateSummary(
+                subject: $0.subject.description,
+                issuer: $0.issuer.description,
+                notValidBefore: RFC3339.format($0.notValidBefore),
+                notValidAfter: RFC3339.format($0.notValidAfter)
+            )
+        }
+    }
+
+    init(_ result: VerifiedAssertion, publicKey: P256.Signing.PublicKey) throws {
+        self.keyId = Data(result.keyID).base64EncodedString()
+        self.publicKey = publicKey.pemRepresentation
+        self.appId = result.appID
+        self.counter = result.counter
+        self.extensions = result.extensions.map(Self.extensions)
+    }
+
+    private static func extensions(_ extensions: AuthenticatorExtensions) -> Extensions {
+        Extensions(
+            bundleVersion: extensions.bundleVersion,
+            validationCategory: extensions.validationCategory.map(HexCoding.encode),
+            otherKeys: extensions.additionalEntries.keys.sorted()
+        )
+    }
+
+    func jsonString() throws -> String {
+        try JSONOutput.string(self)
+    }
+
+    /// `key: value` lines for people.
+    var text: String {
+        var lines = [
+            "verified: true",
+            "keyId: \(self.keyId)",
+            "appId: \(self.appId)",
+        ]
+        if let environment { lines.append("environment: \(environment)") }
+        lines.append("counter: \(self.counter)")
+        if let osVersion { lines.append("osVersion: \(osVersion)") }
+        if let verifiedAt { lines.append("verifiedAt: \(verifiedAt)") }
+        if let extensions {
+            lines.append("extensions: bundleVersion=\(extensions.bundleVersion ?? "-") validationCategory=\(extensions.validationCategory ?? "-")")
+        }
+        lines.append(self.publicKey)
+        return lines.joined(separator: "\n")
+    }
+}
+
+/// What `verify` prints when verification fails.
+struct Rejection: Encodable {
+    struct Detail: Encodable {
+        var code: String
+        var message: String
+    }
+
+    var verified = false
+    var error: Detail
+
+    init(error: AppAttestError) {
+        self.error = Detail(code: error.code.identifier, message: error.reason)
+    }
+
+    func jsonString() throws -> String {
+        try JSONOutput.string(self)
+    }
+
+    var text: String {
+        "verified: false\nerror: \(self.error.code): \(self.error.message)"
+    }
+}
+
+enum JSONOutput {
+    static func string(_ value: some Encodable) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return String(decoding: try encoder.encode(value), as: UTF8.self)
+    }
+}
