@@ -66,22 +66,28 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Shared by the test targets: loads the real Apple recordings in Tests/Fixtures.
+        .target(
+            name: "FormAttestTestSupport",
+            dependencies: ["AppAttest"],
+            path: "Tests/FormAttestTestSupport",
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "AppAttestTests",
             dependencies: [
                 "AppAttest",
                 "AppAttestSimulator",
+                "FormAttestTestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
             ],
-            resources: [.copy("Fixtures")],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "FormattestCLITests",
-            dependencies: ["formattest"],
-            resources: [.copy("Fixtures")],
+            dependencies: ["formattest", "AppAttest", "AppAttestSimulator", "FormAttestTestSupport"],
             swiftSettings: swiftSettings
         ),
     ]

@@ -1,0 +1,89 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+import Foundation
+
+/// Runs the built `formattest` executable.
+enum Formattest {
+    struct Result {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+
+        func jsonObject() throws -> [String: Any] {
+            let object = try JSONSerialization.jsonObject(with: Data(self.stdout.utf8))
+            guard let dictionary = object as? [String: Any] else {
+                throw CocoaError(.propertyListReadCorrupt)
+            }
+            return dictionary
+        }
+    }
+
+    /// The executable beside the test bundle (SwiftPM puts both in the products directory).
+    static var executable: URL {
+        if let override = ProcessInfo.processInfo.environment["FORMATTEST_BINARY"] {
+            return URL(fileURLWithPath: override)
+        }
+        var directory = Bundle.main.bundleURL
+        if directory.pathExtension == "xctest" {
+            directory.deleteLastPathComponent()
+        }
+        return directory.appendingPathComponent("formattest")
+    }
+
+    static func run(_ arguments: [String], stdin: Data? = nil) throws -> Result {
+        let process = Process()
+        process.executableURL = Self.executable
+        process.arguments = arguments
+        let output = Pipe()
+        let errors = Pipe()
+        let input = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        process.standardInput = input
+        try process.run()
+        input.fileHandleForWriting.write(stdin ?? Data())
+        try input.fileHandleForWriting.close()
+        let stdoutData = output.fileHandleForReading.readDataToEndOfFile()
+        let stderrData = errors.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Result(
+            status: process.terminationStatus,
+            stdout: String(decoding: stdoutData, as: UTF8.self),
+            stderr: String(decoding: stderrData, as: UTF8.self)
+        )
+    }
+
+    static func rfc3339(_ date: Date?) -> String? {
+        guard let date else { return nil }
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter.string(from: date)
+    }
+}
+
+/// A temporary directory removed when the value goes away.
+final class TemporaryFiles {
+    let directory: URL
+
+    init() throws {
+        self.directory = FileManager.default.temporaryDirectory.appendingPathComponent("formattest-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: self.directory, withIntermediateDirectories: true)
+    }
+
+    deinit {
+        try? FileManager.default.removeItem(at: self.directory)
+    }
+
+    func write(_ data: Data, named name: String) throws -> String {
+        let url = self.directory.appendingPathComponent(name)
+        try data.write(to: url)
+        return url.path
+    }
+
+    func write(_ text: String, named name: String) throws -> String {
+        try self.write(Data(text.utf8), named: name)
+    }
+}
