@@ -23,6 +23,7 @@ let package = Package(
     platforms: [.macOS(.v14), .iOS(.v17)],
     products: [
         .library(name: "AppAttest", targets: ["AppAttest"]),
+        .library(name: "CanonicalJSON", targets: ["CanonicalJSON"]),
         .library(name: "AppAttestSimulator", targets: ["AppAttestSimulator"]),
         .executable(name: "formattest", targets: ["formattest"]),
     ],
@@ -41,6 +42,11 @@ let package = Package(
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
             ],
+            swiftSettings: pureLibrarySettings
+        ),
+        // RFC 8785 JSON Canonicalization: its own strict parser, no JSONSerialization. Pure.
+        .target(
+            name: "CanonicalJSON",
             swiftSettings: pureLibrarySettings
         ),
         // A software device that plays Apple's part, for tests, the demo and benchmarks.
@@ -82,6 +88,15 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "CanonicalJSONTests",
+            dependencies: [
+                "CanonicalJSON",
+                "FormAttestTestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),
