@@ -24,6 +24,7 @@ let package = Package(
     products: [
         .library(name: "AppAttest", targets: ["AppAttest"]),
         .library(name: "CanonicalJSON", targets: ["CanonicalJSON"]),
+        .library(name: "FormAttestClient", targets: ["FormAttestClient"]),
         .library(name: "AppAttestSimulator", targets: ["AppAttestSimulator"]),
         .executable(name: "formattest", targets: ["formattest"]),
     ],
@@ -49,11 +50,21 @@ let package = Package(
             name: "CanonicalJSON",
             swiftSettings: pureLibrarySettings
         ),
+        // The client side: form -> canonical bytes -> clientDataHash, the App Attest client, the key pool.
+        .target(
+            name: "FormAttestClient",
+            dependencies: [
+                "CanonicalJSON",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // A software device that plays Apple's part, for tests, the demo and benchmarks.
         .target(
             name: "AppAttestSimulator",
             dependencies: [
                 "AppAttest",
+                "FormAttestClient",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -65,6 +76,9 @@ let package = Package(
             name: "formattest",
             dependencies: [
                 "AppAttest",
+                "AppAttestSimulator",
+                "CanonicalJSON",
+                "FormAttestClient",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -98,6 +112,11 @@ let package = Package(
                 "FormAttestTestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "FormAttestClientTests",
+            dependencies: ["FormAttestClient", "CanonicalJSON", "AppAttest", "AppAttestSimulator", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: swiftSettings
         ),
         .testTarget(

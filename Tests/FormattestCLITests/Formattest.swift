@@ -33,7 +33,30 @@ enum Formattest {
         return directory.appendingPathComponent("formattest")
     }
 
-    static func run(_ arguments: [String], stdin: Data? = nil) throws -> Result {
+    /// A started process; ``finish()`` collects its output.
+    struct Running {
+        let process: Process
+        let output: Pipe
+        let errors: Pipe
+
+        func finish() -> Result {
+            // Read stderr on another thread so that neither pipe can fill up and block the child.
+            let errors = self.errors
+            let stderrData = LockedData()
+            let reader = Thread { stderrData.set(errors.fileHandleForReading.readDataToEndOfFile()) }
+            reader.start()
+            let stdoutData = self.output.fileHandleForReading.readDataToEndOfFile()
+            self.process.waitUntilExit()
+            while !stderrData.isSet { Thread.sleep(forTimeInterval: 0.001) }
+            return Result(
+                status: self.process.terminationStatus,
+                stdout: String(decoding: stdoutData, as: UTF8.self),
+                stderr: String(decoding: stderrData.value, as: UTF8.self)
+            )
+        }
+    }
+
+    static func start(_ arguments: [String], stdin: Data? = nil) throws -> Running {
         let process = Process()
         process.executableURL = Self.executable
         process.arguments = arguments
@@ -46,14 +69,11 @@ enum Formattest {
         try process.run()
         input.fileHandleForWriting.write(stdin ?? Data())
         try input.fileHandleForWriting.close()
-        let stdoutData = output.fileHandleForReading.readDataToEndOfFile()
-        let stderrData = errors.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Result(
-            status: process.terminationStatus,
-            stdout: String(decoding: stdoutData, as: UTF8.self),
-            stderr: String(decoding: stderrData, as: UTF8.self)
-        )
+        return Running(process: process, output: output, errors: errors)
+    }
+
+    static func run(_ arguments: [String], stdin: Data? = nil) throws -> Result {
+        try self.start(arguments, stdin: stdin).finish()
     }
 
     static func rfc3339(_ date: Date?) -> String? {
@@ -62,6 +82,16 @@ enum Formattest {
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
         return formatter.string(from: date)
     }
+}
+
+/// Data handed from a reader thread.
+final class LockedData: @unchecked Sendable {
+    private let lock = NSLock()
+    private var data: Data?
+
+    func set(_ data: Data) { self.lock.withLock { self.data = data } }
+    var isSet: Bool { self.lock.withLock { self.data != nil } }
+    var value: Data { self.lock.withLock { self.data ?? Data() } }
 }
 
 /// A temporary directory removed when the value goes away.

@@ -1,0 +1,55 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+public import CanonicalJSON
+
+/// Why a form cannot be signed or accepted. One type for the form rules, with a stable code.
+public struct FormError: Error, Sendable, Hashable, CustomStringConvertible {
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        fileprivate enum Backing: String, Hashable, Sendable {
+            case invalidJSON = "invalid_form_json"
+            case notAnObject = "form_not_object"
+            case missingField = "form_missing_field"
+            case invalidField = "form_invalid_field"
+            case timestampOutsideWindow = "timestamp_outside_window"
+            case bindingMismatch = "binding_mismatch"
+        }
+
+        fileprivate let backing: Backing
+        fileprivate init(_ backing: Backing) { self.backing = backing }
+
+        public var identifier: String { self.backing.rawValue }
+        public var description: String { self.backing.rawValue }
+
+        /// The form is not canonicalizable JSON (duplicates, lone surrogates, bad UTF-8, ...).
+        public static let invalidJSON = Code(.invalidJSON)
+        /// The form is JSON but not an object.
+        public static let notAnObject = Code(.notAnObject)
+        /// A required field is absent.
+        public static let missingField = Code(.missingField)
+        /// A field has the wrong type or format (such as a timestamp that is not RFC 3339 UTC).
+        public static let invalidField = Code(.invalidField)
+        /// The timestamp is too old or too far in the future.
+        public static let timestampOutsideWindow = Code(.timestampOutsideWindow)
+        /// A bound field (the username) differs from the session's.
+        public static let bindingMismatch = Code(.bindingMismatch)
+    }
+
+    public let code: Code
+    public let reason: String
+    /// The underlying JSON error, for ``Code/invalidJSON``.
+    public let jsonError: CanonicalJSONError?
+
+    public init(code: Code, reason: String, jsonError: CanonicalJSONError? = nil) {
+        self.code = code
+        self.reason = reason
+        self.jsonError = jsonError
+    }
+
+    public var description: String { "\(self.code.identifier): \(self.reason)" }
+
+    public static func == (lhs: Self, rhs: Self) -> Bool { lhs.code == rhs.code }
+    public func hash(into hasher: inout Hasher) { hasher.combine(self.code) }
+}

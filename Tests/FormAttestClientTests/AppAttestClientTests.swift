@@ -1,0 +1,210 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+import FormAttestClient
+import Foundation
+import Testing
+
+/// The client's behaviour against a service whose answers each test decides.
+struct AppAttestClientTests {
+    static let hash = Data(repeating: 7, count: 32)
+
+    static func expect<T>(_ expected: (AppAttestError) -> Bool, _ body: () async throws -> T) async {
+        do {
+            _ = try await body()
+            Issue.record("no error was thrown")
+        } catch let error as AppAttestError {
+            #expect(expected(error), "\(error)")
+        } catch {
+            Issue.record("unexpected error \(error)")
+        }
+    }
+
+    @Test("an unsupported device gives notSupported before calling the service")
+    func notSupported() async {
+        let service = FakeAppAttestService(isSupported: false)
+        let client = AppAttestClient(service: service)
+        #expect(client.isSupported == false)
+        await Self.expect({ if case .notSupported = $0 { true } else { false } }) { try await client.generateKey() }
+        await Self.expect({ if case .notSupported = $0 { true } else { false } }) {
+            try await client.register(clientDataHash: Self.hash)
+        }
+        #expect(service.calls.isEmpty)
+    }
+
+    @Test("a clientDataHash that is not 32 bytes is refused before calling the service", arguments: [0, 31, 33, 64])
+    func invalidHash(count: Int) async {
+        let service = FakeAppAttestService()
+        let client = AppAttestClient(service: service)
+        await Self.expect({ if case .invalidClientDataHash = $0 { true } else { false } }) {
+            try await client.attestKey(keyId: "k", clientDataHash: Data(count: count))
+        }
+        await Self.expect({ if case .invalidClientDataHash = $0 { true } else { false } }) {
+            try await client.generateAssertion(keyId: "k", clientDataHash: Data(count: count))
+        }
+        #expect(service.calls.isEmpty)
+    }
+
+    @Test("a service that never answers times out; a late answer is ignored")
+    func timeout() async throws {
+        let service = FakeAppAttestService()
+        service.keyAnswer = { _, _ in }  // never answers
+        service.assertAnswer = { _, respond in
+            // Answers after the timeout: must not resume the caller a second time.
+            DispatchQueue.global().asyncAfter(deadline: .now() + 0.2) { respond(Data([1]), nil) }
+        }
+        let client = AppAttestClient(service: service, configuration: .init(timeout: .milliseconds(50)))
+        await Self.expect({ if case .timeout = $0 { true } else { false } }) { try await client.generateKey() }
+        await Self.expect({ if case .timeout = $0 { true } else { false } }) {
+            try await client.generateAssertion(keyId: "k", clientDataHash: Self.hash)
+        }
+        try await Task.sleep(for: .milliseconds(300))
+    }
+
+    @Test("service errors are wrapped by operation; (nil, nil) is unknownError; featureUnsupported is notSupported")
+    func errorWrapping() async {
+        let service = FakeAppAttestService()
+        service.keyAnswer = { _, respond in respond(nil, DCErrorCode.serverUnavailable.error) }
+        service.attestAnswer = { _, respond in respond(nil, nil) }
+        service.assertAnswer = { _, respond in respond(nil, DCErrorCode.featureUnsupported.error) }
+        let client = AppAttestClient(service: service)
+        await Self.expect({ if case .keyGeneration(let e) = $0 { DCErrorCode(e) == .serverUnavailable } else { false } }) {
+            try await client.generateKey()
+        }
+        await Self.expect({ if case .unknownError = $0 { true } else { false } }) {
+            try await client.attestKey(keyId: "k", clientDataHash: Self.hash)
+        }
+        await Self.expect({ if case .notSupported = $0 { true } else { false } }) {
+            try await client.generateAssertion(keyId: "k", clientDataHash: Self.hash)
+        }
+    }
+
+    @Test("oversized answers are refused: attestation over 8 KiB, assertion over 2 KiB")
+    func oversized() async throws {
+        let service = FakeAppAttestService()
+        service.attestAnswer = { _, respond in respond(Data(count: 8 * 1024 + 1), nil) }
+        service.assertAnswer = { _, respond in respond(Data(count: 2 * 1024 + 1), nil) }
+        let client = AppAttestClient(service: service)
+        await Self.expect({ if case .attestation(let e) = $0 { (e as? OversizedResponse)?.limit == 8192 } else { false } }) {
+            try await client.attestKey(keyId: "k", clientDataHash: Self.hash)
+        }
+        await Self.expect({ if case .assertion(let e) = $0 { (e as? OversizedResponse)?.limit == 2048 } else { false } }) {
+            try await client.generateAssertion(keyId: "k", clientDataHash: Self.hash)
+        }
+        service.attestAnswer = { _, respond in respond(Data(count: 8 * 1024), nil) }
+        #expect(try await client.attestKey(keyId: "k", clientDataHash: Self.hash).count == 8192)
+    }
+
+    @Test("registration retries once with a fresh key on invalidKey or invalidInput", arguments: [DCErrorCode.invalidKey, .invalidInput])
+    func retryWithFreshKey(code: DCErrorCode) async throws {
+        let service = FakeAppAttestService()
+        service.attestAnswer = { call, respond in
+            call == 1 ? respond(nil, code.error) : respond(Data([0xA3]), nil)
+        }
+        let registration = try await AppAttestClient(service: service).register(clientDataHash: Self.hash)
+        #expect(registration.retriedWithFreshKey)
+        #expect(registration.keyId == "key-2")
+        #expect(service.calls == [.generateKey, .attestKey("key-1"), .generateKey, .attestKey("key-2")])
+    }
+
+    @Test("registration retries only once, and not for other errors")
+    func retryOnlyOnce() async throws {
+        let service = FakeAppAttestService()
+        service.attestAnswer = { _, respond in respond(nil, DCErrorCode.invalidKey.error) }
+        await Self.expect({ if case .attestation = $0 { true } else { false } }) {
+            try await AppAttestClient(service: service).register(clientDataHash: Self.hash)
+        }
+        #expect(service.calls.count == 4)
+
+        let other = FakeAppAttestService()
+        other.attestAnswer = { _, respond in respond(nil, DCErrorCode.serverUnavailable.error) }
+        await Self.expect({ if case .attestation = $0 { true } else { false } }) {
+            try await AppAttestClient(service: other).register(clientDataHash: Self.hash)
+        }
+        #expect(other.calls == [.generateKey, .attestKey("key-1")])
+    }
+
+    @Test("single flight: a concurrent registration joins the running one; another hash is refused")
+    func singleFlight() async throws {
+        let service = FakeAppAttestService()
+        let release = AsyncGate()
+        service.attestAnswer = { _, respond in
+            release.whenOpen { respond(Data([0xA3]), nil) }
+        }
+        let client = AppAttestClient(service: service)
+        async let first = client.register(clientDataHash: Self.hash)
+        try await Task.sleep(for: .milliseconds(100))  // let the first reach attestKey
+        async let second = client.register(clientDataHash: Self.hash)
+        await Self.expect({ if case .registrationInProgress = $0 { true } else { false } }) {
+            try await client.register(clientDataHash: Data(repeating: 8, count: 32))
+        }
+        try await Task.sleep(for: .milliseconds(100))
+        release.open()
+        let (a, b) = try await (first, second)
+        #expect(a == b)
+        #expect(service.calls == [.generateKey, .attestKey("key-1")], "the service ran once")
+    }
+
+    @Test("the circuit breaker: 3 attestations per 5 minutes, observable, then closed by time or reset")
+    func circuitBreaker() async throws {
+        let clock = ManualClock()
+        let service = FakeAppAttestService()
+        let client = AppAttestClient(service: service, now: { clock.now })
+        #expect(await client.circuitBreakerState == .closed(recentAttempts: 0))
+        for attempt in 1...3 {
+            _ = try await client.register(clientDataHash: Self.hash)
+            clock.advance(by: 10)
+            #expect(await client.circuitBreakerState == (attempt < 3 ? .closed(recentAttempts: attempt) : .open(until: Date(timeIntervalSince1970: 1_795_341_600 + 300))))
+        }
+        await Self.expect({ if case .reattestationLimited(let until) = $0 { until == Date(timeIntervalSince1970: 1_795_341_900) } else { false } }) {
+            try await client.register(clientDataHash: Self.hash)
+        }
+        #expect(service.calls.filter { if case .attestKey = $0 { true } else { false } }.count == 3)
+        clock.advance(by: 300 - 30)  // the first attempt leaves the window
+        #expect(await client.circuitBreakerState == .closed(recentAttempts: 2))
+        _ = try await client.register(clientDataHash: Self.hash)
+        #expect(await client.circuitBreakerState == .open(until: Date(timeIntervalSince1970: 1_795_341_610 + 300)))
+        await client.resetCircuitBreaker()
+        #expect(await client.circuitBreakerState == .closed(recentAttempts: 0))
+        _ = try await client.register(clientDataHash: Self.hash)
+    }
+
+    @Test("an expired server challenge is refused, with a configurable grace")
+    func expiredChallenge() async throws {
+        let clock = ManualClock()
+        let challenge = AppAttestClient.ServerChallenge(value: "c", expiresAt: clock.now.addingTimeInterval(-5))
+        let strict = AppAttestClient(service: FakeAppAttestService(), now: { clock.now })
+        await Self.expect({ if case .challengeExpired = $0 { true } else { false } }) {
+            try await strict.register(clientDataHash: Self.hash, challenge: challenge)
+        }
+        let lenient = AppAttestClient(service: FakeAppAttestService(), configuration: .init(challengeGrace: 10), now: { clock.now })
+        _ = try await lenient.register(clientDataHash: Self.hash, challenge: challenge)
+    }
+}
+
+/// Holds callbacks until opened.
+final class AsyncGate: @unchecked Sendable {
+    private let lock = NSLock()
+    private var isOpen = false
+    private var pending: [@Sendable () -> Void] = []
+
+    func whenOpen(_ action: @escaping @Sendable () -> Void) {
+        let runNow = self.lock.withLock { () -> Bool in
+            if self.isOpen { return true }
+            self.pending.append(action)
+            return false
+        }
+        if runNow { action() }
+    }
+
+    func open() {
+        let actions = self.lock.withLock { () -> [@Sendable () -> Void] in
+            self.isOpen = true
+            defer { self.pending = [] }
+            return self.pending
+        }
+        actions.forEach { $0() }
+    }
+}

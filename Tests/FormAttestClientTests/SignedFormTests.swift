@@ -1,0 +1,102 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+import CanonicalJSON
+import Crypto
+import FormAttestClient
+import Foundation
+import Testing
+
+struct SignedFormTests {
+    static let transfer = #"{ "to": "alice", "amount": 1234.50, "timestamp": "2026-11-22T10:00:00Z", "username": "bob" }"#
+
+    @Test("clientDataHash is SHA-256 of the RFC 8785 bytes, whatever the input's spelling")
+    func hash() throws {
+        let form = try SignedForm(jsonBytes: Array(Self.transfer.utf8))
+        let canonical = #"{"amount":1234.5,"timestamp":"2026-11-22T10:00:00Z","to":"alice","username":"bob"}"#
+        #expect(form.canonicalBytes == Array(canonical.utf8))
+        #expect(form.clientDataHash == Array(SHA256.hash(data: Array(canonical.utf8))))
+        #expect(form.clientDataHash.count == 32)
+        let reordered = try SignedForm(jsonBytes: Array(#"{"username":"bob","to":"alice","timestamp":"2026-11-22T10:00:00Z","amount":1.2345e3}"#.utf8))
+        #expect(reordered.clientDataHash == form.clientDataHash)
+        #expect(form.username == "bob")
+        #expect(form.timestamp == Date(timeIntervalSince1970: 1_795_341_600))
+    }
+
+    @Test(
+        "forms that cannot be signed are rejected with a specific code",
+        arguments: [
+            (#"{"timestamp":"2026-11-22T10:00:00Z","a":1,"a":2}"#, FormError.Code.invalidJSON),
+            (#"["timestamp"]"#, .notAnObject),
+            (#"{"to":"alice"}"#, .missingField),
+            (#"{"timestamp":"2026-11-22T10:00:00+01:00"}"#, .invalidField),
+            (#"{"timestamp":"yesterday"}"#, .invalidField),
+            (#"{"timestamp":1795341600}"#, .invalidField),
+            (#"{"timestamp":"2026-11-22T10:00:00Z","username":7}"#, .invalidField),
+            (#"{"timestamp":"2026-11-22T10:00:00Z","nonce":"\ud800"}"#, .invalidJSON),
+        ]
+    )
+    func rejected(json: String, code: FormError.Code) throws {
+        let error = try #require(throws: FormError.self) { try SignedForm(jsonBytes: Array(json.utf8)) }
+        #expect(error.code == code, "\(error)")
+    }
+
+    @Test("the builder stamps a UTC timestamp and a 16-byte nonce, and refuses reserved names")
+    func builder() throws {
+        let now = Date(timeIntervalSince1970: 1_795_341_600.123)
+        let form = try SignedForm.make(fields: ["amount": .number(10), "to": .string(JSONString("alice"))], username: "bob", now: now)
+        #expect(form.timestamp.timeIntervalSince1970 == 1_795_341_600.123)
+        #expect(form.value["timestamp"]?.stringValue == "2026-11-22T10:00:00.123Z")
+        #expect(Base64URL.decode(try #require(form.nonce))?.count == 16)
+        #expect(form.username == "bob")
+        let another = try SignedForm.make(fields: ["amount": .number(10)], now: now)
+        #expect(another.nonce != form.nonce)
+        #expect(throws: FormError(code: .invalidField, reason: "")) {
+            try SignedForm.make(fields: ["timestamp": .null], now: now)
+        }
+    }
+}
+
+struct FormPolicyTests {
+    static let stamped = Date(timeIntervalSince1970: 1_795_341_600)
+
+    static func form(username: String? = "bob", extra: String = "") throws -> SignedForm {
+        let user = username.map { #","username":"\#($0)""# } ?? ""
+        return try SignedForm(jsonBytes: Array(#"{"timestamp":"2026-11-22T10:00:00Z"\#(user)\#(extra)}"#.utf8))
+    }
+
+    @Test("the window: 300 s in the past and 30 s in the future, edges included", arguments: [
+        (300.0, true), (300.5, false), (-30.0, true), (-30.5, false), (0.0, true),
+    ])
+    func window(offset: TimeInterval, accepted: Bool) throws {
+        let now = Self.stamped.addingTimeInterval(offset)
+        if accepted {
+            #expect(throws: Never.self) { try FormPolicy().validate(Self.form(), now: now) }
+        } else {
+            #expect(throws: FormError(code: .timestampOutsideWindow, reason: "")) { try FormPolicy().validate(Self.form(), now: now) }
+        }
+    }
+
+    @Test("username binding is exact: another user, a missing name or a canonically equivalent spelling is refused")
+    func binding() throws {
+        #expect(throws: Never.self) { try FormPolicy().validate(Self.form(), now: Self.stamped, username: "bob") }
+        #expect(throws: FormError(code: .bindingMismatch, reason: "")) {
+            try FormPolicy().validate(Self.form(), now: Self.stamped, username: "eve")
+        }
+        #expect(throws: FormError(code: .missingField, reason: "")) {
+            try FormPolicy().validate(Self.form(username: nil), now: Self.stamped, username: "bob")
+        }
+        #expect(throws: FormError(code: .bindingMismatch, reason: "")) {
+            try FormPolicy().validate(Self.form(username: "jos\u{e9}"), now: Self.stamped, username: "jose\u{301}")
+        }
+    }
+
+    @Test("configured required fields")
+    func requiredFields() throws {
+        let policy = FormPolicy(requiredFields: ["nonce"])
+        #expect(throws: FormError(code: .missingField, reason: "")) { try policy.validate(Self.form(), now: Self.stamped) }
+        #expect(throws: Never.self) { try policy.validate(Self.form(extra: #","nonce":"n1""#), now: Self.stamped) }
+    }
+}
