@@ -1,0 +1,264 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+import AppAttest
+import AppAttestSimulator
+import ArgumentParser
+import CanonicalJSON
+import Crypto
+import FormAttestClient
+import Foundation
+import X509
+
+/// `formattest bench`: throughput and latency of the hot paths, printed as JSON.
+///
+/// Each case runs in batches for `--duration` seconds on the calling thread (one core); a batch's
+/// time divided by its size is one latency sample, so clock overhead never dominates operations
+/// that take a microsecond. Build with `-c release` for figures worth quoting.
+struct Bench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Measure canonicalization, verification and the cryptographic limit; print JSON."
+    )
+
+    @Option(help: "Seconds per case.")
+    var duration: Double = 2
+
+    @Option(help: "Comma-separated groups to run: jcs, attestation, assertion, limit (default: all).")
+    var only: String = "jcs,attestation,assertion,limit"
+
+    @Option(help: "A real sample (JSON, as in Tests/Fixtures/appattest/samples) for attestation cases.")
+    var sample = "Tests/Fixtures/appattest/samples/uebelack_production.json"
+
+    @Option(name: .customLong("form"), help: "The small form for the jcs cases.")
+    var formPath = "benchmarks/jcs/form-small.json"
+
+    @Option(name: .customLong("document"), help: "The large document for the jcs cases.")
+    var documentPath = "benchmarks/jcs/doc-1mb.json"
+
+    struct CaseResult: Encodable {
+        var name: String
+        var operations: Int
+        var seconds: Double
+        var opsPerSecond: Double
+        var megabytesPerSecond: Double?
+        var p50Microseconds: Double
+        var p90Microseconds: Double
+        var p99Microseconds: Double
+    }
+
+    struct Report: Encodable {
+        var build: String
+        var machine: Machine
+        var durationPerCase: Double
+        var cases: [CaseResult]
+    }
+
+    struct Machine: Encodable {
+        var cores: Int
+        var os: String
+    }
+
+    func run() async throws {
+        let groups = Set(self.only.split(separator: ",").map { String($0) })
+        var cases: [CaseResult] = []
+        if groups.contains("jcs") { cases += try self.jcsCases() }
+        if groups.contains("attestation") { cases += try await self.attestationCases() }
+        if groups.contains("assertion") { cases += try self.assertionCases() }
+        if groups.contains("limit") { cases += try self.limitCases() }
+        #if DEBUG
+        let build = "debug"
+        #else
+        let build = "release"
+        #endif
+        let report = Report(
+            build: build,
+            machine: Machine(cores: ProcessInfo.processInfo.activeProcessorCount, os: ProcessInfo.processInfo.operatingSystemVersionString),
+            durationPerCase: self.duration,
+            cases: cases
+        )
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        print(String(decoding: try encoder.encode(report), as: UTF8.self))
+    }
+
+    // MARK: - Cases
+
+    private func jcsCases() throws -> [CaseResult] {
+        let form = try InputFile.readBytes(self.formPath)
+        let document = Array(try Data(contentsOf: URL(fileURLWithPath: self.documentPath)))
+        return [
+            try self.measure("jcs.canonicalize.form-small", bytesPerOperation: form.count) {
+                _ = try CanonicalJSON.canonicalize(form)
+            },
+            try self.measure("jcs.canonicalize+sha256.form-small", bytesPerOperation: form.count) {
+                _ = SHA256.hash(data: try CanonicalJSON.canonicalize(form))
+            },
+            try self.measure("jcs.canonicalize.doc-1mb", bytesPerOperation: document.count) {
+                _ = try CanonicalJSON.canonicalize(document, limits: .init(maximumSize: 1 << 30))
+            },
+        ]
+    }
+
+    private func attestationCases() async throws -> [CaseResult] {
+        let sample = try BenchSample(path: self.sample)
+        let real = try AppAttestVerifier(policy: AppAttestPolicy(appIDs: [sample.appID], environments: [.development, .production]))
+        let authority = try SimulatedAttestationAuthority()
+        let device = SimulatedDevice(authority: authority, appID: sample.appID)
+        let key = device.key(0)
+        let at = Date(timeIntervalSince1970: 1_749_988_800)
+        let simulated = try device.attest(key, clientDataHash: sample.clientDataHash, at: at)
+        let simulatedVerifier = try AppAttestVerifier(
+            policy: AppAttestPolicy(appIDs: [sample.appID], environments: [.development], trustAnchors: [authority.rootCertificate])
+        )
+        return [
+            try await self.measureAsync("attestation.verify.real(\(sample.name))") {
+                _ = try await real.verifyAttestation(sample.attestation, keyID: sample.keyID, clientDataHash: sample.clientDataHash, at: sample.validAt)
+            },
+            try await self.measureAsync("attestation.verify.simulated") {
+                _ = try await simulatedVerifier.verifyAttestation(simulated, keyID: key.keyID, clientDataHash: sample.clientDataHash, at: at)
+            },
+        ]
+    }
+
+    private func assertionCases() throws -> [CaseResult] {
+        let device = SimulatedDevice(authority: try SimulatedAttestationAuthority(), appID: "ABCDE12345.com.formattest.bench")
+        let key = device.key(0)
+        let hash = Array(SHA256.hash(data: Array("form".utf8)))
+        let assertion = try device.assert(key, clientDataHash: hash, counter: 1)
+        let verifier = try AppAttestVerifier(policy: AppAttestPolicy(appIDs: [device.appID], environments: [.development]))
+        let form = try InputFile.readBytes(self.formPath)
+        return [
+            try self.measure("assertion.verify") {
+                _ = try verifier.verifyAssertion(assertion, publicKey: key.publicKey, clientDataHash: hash, previousCounter: 0)
+            },
+            try self.measure("assertion.verify+form-hash") {
+                let formHash = SHA256.hash(data: try CanonicalJSON.canonicalize(form))
+                _ = formHash
+                _ = try verifier.verifyAssertion(assertion, publicKey: key.publicKey, clientDataHash: hash, previousCounter: 0)
+            },
+        ]
+    }
+
+    /// The operations no verifier can avoid, through the same library (swift-crypto).
+    private func limitCases() throws -> [CaseResult] {
+        let sample = try BenchSample(path: self.sample)
+        let object = try AttestationObject(cborEncoded: sample.attestation)
+        let (leaf, intermediate) = try object.statement.parsedCertificates()
+        guard let intermediateKey = P384.Signing.PublicKey(intermediate.publicKey),
+            let rootKey = P384.Signing.PublicKey(AppleAppAttestationRoot.certificate.publicKey)
+        else { throw UsageError("the sample's chain is not P-384") }
+        let leafTBS = leaf.tbsCertificateBytes
+        let leafSignature = try P384.Signing.ECDSASignature(derRepresentation: leaf.signature.rawRepresentation)
+        let intermediateTBS = intermediate.tbsCertificateBytes
+        let intermediateSignature = try P384.Signing.ECDSASignature(derRepresentation: intermediate.signature.rawRepresentation)
+        let p256 = P256.Signing.PrivateKey()
+        let nonce = Array(SHA256.hash(data: Array("nonce".utf8)))
+        let p256Signature = try p256.signature(for: nonce)
+        let authData = object.authenticatorData.rawValue
+        return [
+            try self.measure("limit.p384.verify(leaf, sha256)") {
+                guard intermediateKey.isValidSignature(leafSignature, for: SHA256.hash(data: leafTBS)) else { throw UsageError("bad") }
+            },
+            try self.measure("limit.p384.verify(intermediate, sha384)") {
+                guard rootKey.isValidSignature(intermediateSignature, for: SHA384.hash(data: intermediateTBS)) else { throw UsageError("bad") }
+            },
+            try self.measure("limit.p256.verify") {
+                guard p256.publicKey.isValidSignature(p256Signature, for: nonce) else { throw UsageError("bad") }
+            },
+            try self.measure("limit.sha256(authData||clientDataHash)+sha256(key)", bytesPerOperation: authData.count + 32 + 65) {
+                var hasher = SHA256()
+                hasher.update(data: authData)
+                hasher.update(data: sample.clientDataHash)
+                _ = hasher.finalize()
+                _ = SHA256.hash(data: Array(p256.publicKey.x963Representation))
+            },
+        ]
+    }
+
+    // MARK: - Measurement
+
+    private func measure(_ name: String, bytesPerOperation: Int? = nil, _ operation: () throws -> Void) throws -> CaseResult {
+        try operation()  // warm up, and fail early on a broken case
+        var batch = 1
+        var samples: [Double] = []
+        var operations = 0
+        let clock = ContinuousClock()
+        let deadline = clock.now.advanced(by: .seconds(self.duration))
+        let start = clock.now
+        while clock.now < deadline {
+            let batchStart = clock.now
+            for _ in 0..<batch { try operation() }
+            let elapsed = Self.seconds(batchStart.duration(to: clock.now))
+            operations += batch
+            samples.append(elapsed / Double(batch))
+            // Aim for batches of about a millisecond.
+            if elapsed < 0.001 { batch *= 2 }
+        }
+        return Self.result(name, operations: operations, seconds: Self.seconds(start.duration(to: clock.now)), samples: samples, bytes: bytesPerOperation)
+    }
+
+    private func measureAsync(_ name: String, _ operation: () async throws -> Void) async throws -> CaseResult {
+        try await operation()
+        var samples: [Double] = []
+        let clock = ContinuousClock()
+        let deadline = clock.now.advanced(by: .seconds(self.duration))
+        let start = clock.now
+        while clock.now < deadline {
+            let operationStart = clock.now
+            try await operation()
+            samples.append(Self.seconds(operationStart.duration(to: clock.now)))
+        }
+        return Self.result(name, operations: samples.count, seconds: Self.seconds(start.duration(to: clock.now)), samples: samples, bytes: nil)
+    }
+
+    private static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+
+    private static func result(_ name: String, operations: Int, seconds: Double, samples: [Double], bytes: Int?) -> CaseResult {
+        let sorted = samples.sorted()
+        func percentile(_ p: Double) -> Double {
+            guard !sorted.isEmpty else { return 0 }
+            return sorted[min(sorted.count - 1, Int((Double(sorted.count) * p).rounded(.down)))] * 1e6
+        }
+        let opsPerSecond = Double(operations) / seconds
+        return CaseResult(
+            name: name,
+            operations: operations,
+            seconds: seconds,
+            opsPerSecond: opsPerSecond.rounded(),
+            megabytesPerSecond: bytes.map { (Double($0) * opsPerSecond / 1e6 * 10).rounded() / 10 },
+            p50Microseconds: (percentile(0.5) * 100).rounded() / 100,
+            p90Microseconds: (percentile(0.9) * 100).rounded() / 100,
+            p99Microseconds: (percentile(0.99) * 100).rounded() / 100
+        )
+    }
+}
+
+/// A real sample file (the fixture JSON format).
+struct BenchSample {
+    let name: String
+    let attestation: [UInt8]
+    let keyID: [UInt8]
+    let appID: String
+    let clientDataHash: [UInt8]
+    let validAt: Date
+
+    init(path: String) throws {
+        guard let object = try JSONSerialization.jsonObject(with: Data(InputFile.readBytes(path))) as? [String: Any],
+            let attestation = (object["attestation_b64"] as? String).flatMap({ Data(base64Encoded: $0) }),
+            let keyID = (object["key_id_b64"] as? String).flatMap({ Data(base64Encoded: $0) }),
+            let appID = object["app_id"] as? String,
+            let hash = (object["client_data_hash_hex"] as? String).flatMap(HexCoding.decode),
+            let validAt = try (object["valid_at"] as? String).map(RFC3339.parse)
+        else { throw UsageError("\(path) is not a sample with an attestation") }
+        self.name = URL(fileURLWithPath: path).deletingPathExtension().lastPathComponent
+        self.attestation = Array(attestation)
+        self.keyID = Array(keyID)
+        self.appID = appID
+        self.clientDataHash = hash
+        self.validAt = validAt
+    }
+}
