@@ -25,6 +25,8 @@ let package = Package(
         .library(name: "AppAttest", targets: ["AppAttest"]),
         .library(name: "CanonicalJSON", targets: ["CanonicalJSON"]),
         .library(name: "FormAttestClient", targets: ["FormAttestClient"]),
+        .library(name: "FormAttestFlows", targets: ["FormAttestFlows"]),
+        .library(name: "SQLiteAttestStore", targets: ["SQLiteAttestStore"]),
         .library(name: "AppAttestSimulator", targets: ["AppAttestSimulator"]),
         .executable(name: "formattest", targets: ["formattest"]),
     ],
@@ -33,6 +35,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
     ],
     targets: [
         // The verifier: CBOR, authenticator data, attestation and assertion rules. Pure.
@@ -56,6 +59,26 @@ let package = Package(
             dependencies: [
                 "CanonicalJSON",
                 .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The flows (local challenge, server challenge, assertion, pooled keys) and the store protocol.
+        .target(
+            name: "FormAttestFlows",
+            dependencies: [
+                "AppAttest",
+                "CanonicalJSON",
+                "FormAttestClient",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The embedded default store: SQLite through GRDB (needs the system's libsqlite3).
+        .target(
+            name: "SQLiteAttestStore",
+            dependencies: [
+                "FormAttestFlows",
+                .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -117,6 +140,21 @@ let package = Package(
         .testTarget(
             name: "FormAttestClientTests",
             dependencies: ["FormAttestClient", "CanonicalJSON", "AppAttest", "AppAttestSimulator", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: swiftSettings
+        ),
+        // The contract every store passes (memory, SQLite, MongoDB), shared by their test targets.
+        .target(
+            name: "AttestationStoreContract",
+            dependencies: ["FormAttestFlows"],
+            path: "Tests/StoreContract",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "FormAttestFlowsTests",
+            dependencies: [
+                "FormAttestFlows", "SQLiteAttestStore", "AttestationStoreContract", "AppAttest", "AppAttestSimulator",
+                "FormAttestClient", "CanonicalJSON", .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -1,0 +1,45 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+public import FormAttestClient
+public import Foundation
+
+/// How the flows behave; every value has a documented default.
+public struct FlowConfiguration: Sendable, Hashable {
+    /// The form's time window and required fields. Default: 300 s past, 30 s future.
+    public var formPolicy: FormPolicy
+    /// Lifetime of a `form` challenge. Default 120 s.
+    public var formChallengeLifetime: TimeInterval
+    /// Lifetime of a `pool` challenge. Default 30 days.
+    public var poolChallengeLifetime: TimeInterval
+    /// Require every form to answer a server challenge. Default false (local challenge allowed).
+    public var requireServerChallenge: Bool
+    /// Return a fresh form challenge with every answer (and error). Default false.
+    public var rotateChallenges: Bool
+    /// Keys older than this must be attested again (`requires_reattestation`). Default: no limit.
+    public var maximumKeyAge: TimeInterval?
+
+    public init(
+        formPolicy: FormPolicy = FormPolicy(),
+        formChallengeLifetime: TimeInterval = 120,
+        poolChallengeLifetime: TimeInterval = 30 * 86_400,
+        requireServerChallenge: Bool = false,
+        rotateChallenges: Bool = false,
+        maximumKeyAge: TimeInterval? = nil
+    ) {
+        self.formPolicy = formPolicy
+        self.formChallengeLifetime = formChallengeLifetime
+        self.poolChallengeLifetime = poolChallengeLifetime
+        self.requireServerChallenge = requireServerChallenge
+        self.rotateChallenges = rotateChallenges
+        self.maximumKeyAge = maximumKeyAge
+    }
+
+    /// How long a form's replay record is kept: until the form could no longer pass the window
+    /// anyway (timestamp + maximum age), plus a minute for clock differences between instances.
+    func replayExpiry(for form: SignedForm, now: Date) -> Date {
+        max(form.timestamp.addingTimeInterval(self.formPolicy.maximumAge + 60), now.addingTimeInterval(60))
+    }
+}

@@ -1,0 +1,344 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+public import AppAttest
+import CanonicalJSON
+import Crypto
+public import FormAttestClient
+public import Foundation
+
+/// The logic a backend runs for each signed form, independent of HTTP.
+///
+/// Each flow parses the form with the strict RFC 8785 parser, recomputes clientDataHash, applies
+/// the form policy (time window, user binding), verifies the attestation or assertion, and then
+/// writes its state in one atomic store commit. Every rejection is a ``FlowError`` and changes no
+/// state. Time and randomness are injected.
+public struct FormFlows: Sendable {
+    public let verifier: AppAttestVerifier
+    public let store: any AttestationStore
+    public let configuration: FlowConfiguration
+    private let randomBytes: @Sendable (Int) -> [UInt8]
+
+    public init(
+        verifier: AppAttestVerifier,
+        store: any AttestationStore,
+        configuration: FlowConfiguration = FlowConfiguration(),
+        randomBytes: @escaping @Sendable (Int) -> [UInt8] = { count in
+            var generator = SystemRandomNumberGenerator()
+            return (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        }
+    ) {
+        self.verifier = verifier
+        self.store = store
+        self.configuration = configuration
+        self.randomBytes = randomBytes
+    }
+
+    // MARK: - Requests and outcomes
+
+    /// Register a key while signing a form (local challenge), or answering a server challenge.
+    public struct AttestRequest: Sendable {
+        public var username: String
+        public var keyID: [UInt8]
+        public var attestationObject: [UInt8]
+        /// The form as the client sent it (JSON bytes).
+        public var form: [UInt8]
+        /// The clientDataHash the client says it attested over; checked against the form's.
+        public var claimedClientDataHash: [UInt8]?
+
+        public init(username: String, keyID: [UInt8], attestationObject: [UInt8], form: [UInt8], claimedClientDataHash: [UInt8]? = nil) {
+            self.username = username
+            self.keyID = keyID
+            self.attestationObject = attestationObject
+            self.form = form
+            self.claimedClientDataHash = claimedClientDataHash
+        }
+    }
+
+    /// Sign a form with a registered key.
+    public struct AssertRequest: Sendable {
+        public var username: String
+        public var keyID: [UInt8]
+        public var assertion: [UInt8]
+        public var form: [UInt8]
+
+        public init(username: String, keyID: [UInt8], assertion: [UInt8], form: [UInt8]) {
+            self.username = username
+            self.keyID = keyID
+            self.assertion = assertion
+            self.form = form
+        }
+    }
+
+    /// Register a pooled key (attested earlier over a pool challenge) and sign a form with it.
+    public struct PooledRequest: Sendable {
+        public var username: String
+        public var keyID: [UInt8]
+        public var attestationObject: [UInt8]
+        /// The pool challenge (32 bytes), which was the attestation's clientDataHash.
+        public var poolChallenge: [UInt8]
+        public var assertion: [UInt8]
+        public var form: [UInt8]
+
+        public init(username: String, keyID: [UInt8], attestationObject: [UInt8], poolChallenge: [UInt8], assertion: [UInt8], form: [UInt8]) {
+            self.username = username
+            self.keyID = keyID
+            self.attestationObject = attestationObject
+            self.poolChallenge = poolChallenge
+            self.assertion = assertion
+            self.form = form
+        }
+    }
+
+    /// A registered key.
+    public struct AttestOutcome: Sendable {
+        public var attestation: VerifiedAttestation
+        public var form: SignedForm
+        /// The stored counter: 0, or the pooled assertion's counter.
+        public var counter: UInt32
+        public var nextChallenge: IssuedChallenge?
+    }
+
+    /// An accepted assertion.
+    public struct AssertOutcome: Sendable {
+        public var key: StoredKey
+        public var assertion: VerifiedAssertion
+        public var form: SignedForm
+        public var nextChallenge: IssuedChallenge?
+    }
+
+    // MARK: - Challenges
+
+    /// Issues a random 32-byte challenge.
+    public func issueChallenge(purpose: ChallengePurpose, username: String?, now: Date) async throws(FlowError) -> IssuedChallenge {
+        let lifetime = purpose == .pool ? self.configuration.poolChallengeLifetime : self.configuration.formChallengeLifetime
+        let challenge = IssuedChallenge(
+            value: self.randomBytes(32),
+            purpose: purpose,
+            username: username,
+            issuedAt: now,
+            expiresAt: now.addingTimeInterval(lifetime)
+        )
+        do {
+            try await self.store.issueChallenge(challenge)
+        } catch {
+            throw FlowError(error)
+        }
+        return challenge
+    }
+
+    // MARK: - Flows
+
+    /// Registers a key with an attestation over a form.
+    public func attest(_ request: AttestRequest, now: Date) async throws(FlowError) -> AttestOutcome {
+        try await self.rotating(username: request.username, now: now) { () async throws(FlowError) -> AttestOutcome in
+            let form = try self.acceptedForm(request.form, username: request.username, now: now)
+            if let claimed = request.claimedClientDataHash, !constantTimeEquals(claimed, form.clientDataHash) {
+                throw FlowError(
+                    code: "client_data_hash_mismatch",
+                    category: .verificationFailed,
+                    reason: "the claimed clientDataHash is not SHA-256 of the canonical form"
+                )
+            }
+            let claims = try self.formChallengeClaims(form, username: request.username)
+            if try await self.load(request.keyID) != nil {
+                throw FlowError(code: "key_already_registered", category: .conflict, reason: "this keyId is registered already")
+            }
+            let attestation = try await self.verifyAttestation(request.attestationObject, keyID: request.keyID, clientDataHash: form.clientDataHash, now: now)
+            try await self.commit(
+                RegistrationCommit(
+                    key: Self.storedKey(attestation, username: request.username, counter: 0, now: now),
+                    replay: ReplayRecord(formHash: form.clientDataHash, expiresAt: self.configuration.replayExpiry(for: form, now: now)),
+                    challenges: claims,
+                    now: now
+                )
+            )
+            return AttestOutcome(attestation: attestation, form: form, counter: 0)
+        } attach: { outcome, challenge in
+            outcome.nextChallenge = challenge
+        }
+    }
+
+    /// Accepts a form signed by a registered key.
+    public func assert(_ request: AssertRequest, now: Date) async throws(FlowError) -> AssertOutcome {
+        try await self.rotating(username: request.username, now: now) { () async throws(FlowError) -> AssertOutcome in
+            let form = try self.acceptedForm(request.form, username: request.username, now: now)
+            let claims = try self.formChallengeClaims(form, username: request.username)
+            guard let key = try await self.load(request.keyID) else {
+                throw FlowError.keyMismatch("this keyId is not registered; attest a key")
+            }
+            guard Array(key.username.utf8) == Array(request.username.utf8) else {
+                throw FlowError.keyMismatch("this keyId is not registered to this user; attest a key")
+            }
+            if let maximumAge = self.configuration.maximumKeyAge, now.timeIntervalSince(key.createdAt) > maximumAge {
+                throw FlowError.requiresReattestation("the key is older than \(Int(maximumAge)) s")
+            }
+            let publicKey: P256.Signing.PublicKey
+            do {
+                publicKey = try P256.Signing.PublicKey(x963Representation: key.publicKey)
+            } catch {
+                throw FlowError(code: "store_corrupt", category: .storeUnavailable, reason: "the stored key is not a P-256 point")
+            }
+            let verified: VerifiedAssertion
+            do {
+                verified = try self.verifier.verifyAssertion(request.assertion, publicKey: publicKey, clientDataHash: form.clientDataHash, previousCounter: key.counter)
+            } catch let error as AppAttest.AppAttestError where error.code == .counterNotIncreasing {
+                // The device's counter is not above the stored one: a cloned key or a restored
+                // device. Only a new attestation can re-establish trust.
+                throw FlowError.requiresReattestation(error.reason)
+            } catch {
+                throw Self.verificationError(error)
+            }
+            try await self.commit(
+                AssertionCommit(
+                    keyID: request.keyID,
+                    counter: verified.counter,
+                    replay: ReplayRecord(formHash: form.clientDataHash, expiresAt: self.configuration.replayExpiry(for: form, now: now)),
+                    challenges: claims,
+                    now: now
+                )
+            )
+            var stored = key
+            stored.counter = verified.counter
+            stored.lastUsed = now
+            return AssertOutcome(key: stored, assertion: verified, form: form)
+        } attach: { outcome, challenge in
+            outcome.nextChallenge = challenge
+        }
+    }
+
+    /// Registers a pooled key and accepts the form it signed, in one atomic commit.
+    public func registerPooled(_ request: PooledRequest, now: Date) async throws(FlowError) -> AttestOutcome {
+        try await self.rotating(username: request.username, now: now) { () async throws(FlowError) -> AttestOutcome in
+            let form = try self.acceptedForm(request.form, username: request.username, now: now)
+            var claims = try self.formChallengeClaims(form, username: request.username)
+            claims.append(ChallengeClaim(value: request.poolChallenge, purpose: .pool, username: request.username))
+            if try await self.load(request.keyID) != nil {
+                throw FlowError(code: "key_already_registered", category: .conflict, reason: "this keyId is registered already")
+            }
+            // The main app attested the key over the pool challenge itself (32 random bytes).
+            let attestation = try await self.verifyAttestation(request.attestationObject, keyID: request.keyID, clientDataHash: request.poolChallenge, now: now)
+            let verified: VerifiedAssertion
+            do {
+                verified = try self.verifier.verifyAssertion(request.assertion, publicKey: attestation.publicKey, clientDataHash: form.clientDataHash, previousCounter: 0)
+            } catch {
+                throw Self.verificationError(error)
+            }
+            try await self.commit(
+                RegistrationCommit(
+                    key: Self.storedKey(attestation, username: request.username, counter: verified.counter, now: now),
+                    replay: ReplayRecord(formHash: form.clientDataHash, expiresAt: self.configuration.replayExpiry(for: form, now: now)),
+                    challenges: claims,
+                    now: now
+                )
+            )
+            return AttestOutcome(attestation: attestation, form: form, counter: verified.counter)
+        } attach: { outcome, challenge in
+            outcome.nextChallenge = challenge
+        }
+    }
+
+    // MARK: - Steps
+
+    private func acceptedForm(_ bytes: [UInt8], username: String, now: Date) throws(FlowError) -> SignedForm {
+        do {
+            let form = try SignedForm(jsonBytes: bytes)
+            try self.configuration.formPolicy.validate(form, now: now, username: username)
+            return form
+        } catch {
+            throw FlowError(error)
+        }
+    }
+
+    private func formChallengeClaims(_ form: SignedForm, username: String) throws(FlowError) -> [ChallengeClaim] {
+        guard let text = form.challenge else {
+            if self.configuration.requireServerChallenge {
+                throw FlowError(code: "challenge_required", category: .policy, reason: "the form must answer a server challenge")
+            }
+            return []
+        }
+        guard let value = Base64URL.decode(text) else {
+            throw FlowError(code: "challenge_invalid", category: .policy, reason: "the form's challenge is not base64url")
+        }
+        return [ChallengeClaim(value: value, purpose: .form, username: username)]
+    }
+
+    private func load(_ keyID: [UInt8]) async throws(FlowError) -> StoredKey? {
+        do {
+            return try await self.store.loadKey(keyID: keyID)
+        } catch {
+            throw FlowError(error)
+        }
+    }
+
+    private func verifyAttestation(_ object: [UInt8], keyID: [UInt8], clientDataHash: [UInt8], now: Date) async throws(FlowError) -> VerifiedAttestation {
+        do {
+            return try await self.verifier.verifyAttestation(object, keyID: keyID, clientDataHash: clientDataHash, at: now)
+        } catch {
+            throw Self.verificationError(error)
+        }
+    }
+
+    /// The verifier throws only `AppAttestError`; anything else still fails closed.
+    private static func verificationError(_ error: any Error) -> FlowError {
+        if let error = error as? AppAttest.AppAttestError { return FlowError(error) }
+        return FlowError(code: "verification_failed", category: .verificationFailed, reason: "\(error)")
+    }
+
+    private func commit(_ commit: RegistrationCommit) async throws(FlowError) {
+        do {
+            try await self.store.commitRegistration(commit)
+        } catch {
+            throw FlowError(error)
+        }
+    }
+
+    private func commit(_ commit: AssertionCommit) async throws(FlowError) {
+        do {
+            try await self.store.commitAssertion(commit)
+        } catch {
+            throw FlowError(error)
+        }
+    }
+
+    private static func storedKey(_ attestation: VerifiedAttestation, username: String, counter: UInt32, now: Date) -> StoredKey {
+        StoredKey(
+            keyID: attestation.keyID,
+            username: username,
+            publicKey: Array(attestation.publicKey.x963Representation),
+            counter: counter,
+            appID: attestation.appID,
+            environment: attestation.environment.rawValue,
+            receipt: attestation.receipt,
+            createdAt: now,
+            lastUsed: now
+        )
+    }
+
+    /// Runs a flow and, when challenges rotate, attaches a fresh form challenge to its outcome or
+    /// its error.
+    private func rotating<Outcome>(
+        username: String,
+        now: Date,
+        _ flow: () async throws(FlowError) -> Outcome,
+        attach: (inout Outcome, IssuedChallenge) -> Void
+    ) async throws(FlowError) -> Outcome {
+        do {
+            var outcome = try await flow()
+            if self.configuration.rotateChallenges, let next = try? await self.issueChallenge(purpose: .form, username: username, now: now) {
+                attach(&outcome, next)
+            }
+            return outcome
+        } catch {
+            var error = error
+            if self.configuration.rotateChallenges, error.category != .storeUnavailable,
+                let next = try? await self.issueChallenge(purpose: .form, username: username, now: now)
+            {
+                error.nextChallenge = next
+            }
+            throw error
+        }
+    }
+}

@@ -1,0 +1,229 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+public import Foundation
+
+/// The state FormAttest shares between verifier instances: attested keys with their counters,
+/// issued challenges, and the hashes of forms already accepted.
+///
+/// Every operation is atomic on its own, and the two commits are atomic as a whole: a commit
+/// either applies every part or none (so there is never a key without its replay record, nor a
+/// consumed challenge without an accepted form). Correctness never depends on a background
+/// expiry job: every read is given `now` and ignores records that expired by then.
+///
+/// Errors are ``StoreError``; an implementation that cannot reach its storage throws
+/// ``StoreError/Code/unavailable`` and has changed nothing.
+public protocol AttestationStore: Sendable {
+    /// Inserts a key.
+    /// - Throws: ``StoreError/Code/duplicateKey`` when a key with this keyId exists.
+    func insertKey(_ key: StoredKey) async throws(StoreError)
+
+    /// The key with this keyId, or `nil`.
+    func loadKey(keyID: [UInt8]) async throws(StoreError) -> StoredKey?
+
+    /// Compare-and-set: stores `counter` only if the stored counter is strictly smaller.
+    /// - Returns: `true` when stored, `false` when the stored counter is already ≥ `counter`.
+    /// - Throws: ``StoreError/Code/unknownKey`` when no key has this keyId.
+    func advanceCounter(keyID: [UInt8], to counter: UInt32, lastUsed: Date) async throws(StoreError) -> Bool
+
+    /// Records an issued challenge.
+    /// - Throws: ``StoreError/Code/duplicateChallenge`` when the value was issued before.
+    func issueChallenge(_ challenge: IssuedChallenge) async throws(StoreError)
+
+    /// Consumes a challenge exactly once: it must exist, be unused, unexpired at `now`, and match
+    /// the claim's purpose and user. Of concurrent consumers of one challenge, one wins.
+    /// - Throws: ``StoreError/Code/challengeInvalid`` otherwise, changing nothing.
+    func consumeChallenge(_ claim: ChallengeClaim, now: Date) async throws(StoreError)
+
+    /// Insert-if-absent of an accepted form's hash until `record.expiresAt`.
+    /// - Throws: ``StoreError/Code/replay`` when an unexpired record with this hash exists.
+    func recordFormHash(_ record: ReplayRecord, now: Date) async throws(StoreError)
+
+    /// Registers a key in one atomic step: consumes every claimed challenge, records the form
+    /// hash and inserts the key, or does none of it.
+    /// - Throws: the code of the first part that fails: ``StoreError/Code/challengeInvalid``,
+    ///   ``StoreError/Code/replay`` or ``StoreError/Code/duplicateKey``.
+    func commitRegistration(_ commit: RegistrationCommit) async throws(StoreError)
+
+    /// Accepts an assertion in one atomic step: consumes every claimed challenge, records the
+    /// form hash and advances the counter (compare-and-set, strictly greater), or does none of it.
+    /// - Throws: ``StoreError/Code/challengeInvalid``, ``StoreError/Code/replay``,
+    ///   ``StoreError/Code/unknownKey`` or ``StoreError/Code/staleCounter``.
+    func commitAssertion(_ commit: AssertionCommit) async throws(StoreError)
+
+    /// Deletes records that expired before `now` (housekeeping only; reads already ignore them).
+    /// - Returns: how many records were deleted.
+    func purgeExpired(now: Date) async throws(StoreError) -> Int
+}
+
+/// An attested key as stored.
+public struct StoredKey: Sendable, Hashable, Codable {
+    public var keyID: [UInt8]
+    public var username: String
+    /// The uncompressed P-256 point (65 bytes).
+    public var publicKey: [UInt8]
+    public var counter: UInt32
+    public var appID: String
+    public var environment: String
+    /// Apple's receipt, kept for receipt validation and risk-metric refreshes.
+    public var receipt: [UInt8]
+    public var createdAt: Date
+    public var lastUsed: Date
+
+    public init(
+        keyID: [UInt8],
+        username: String,
+        publicKey: [UInt8],
+        counter: UInt32,
+        appID: String,
+        environment: String,
+        receipt: [UInt8],
+        createdAt: Date,
+        lastUsed: Date
+    ) {
+        self.keyID = keyID
+        self.username = username
+        self.publicKey = publicKey
+        self.counter = counter
+        self.appID = appID
+        self.environment = environment
+        self.receipt = receipt
+        self.createdAt = createdAt
+        self.lastUsed = lastUsed
+    }
+}
+
+/// What a challenge is for.
+public enum ChallengePurpose: String, Sendable, Hashable, Codable, CaseIterable {
+    /// Answered by one signed form (default lifetime 120 s).
+    case form
+    /// Attested by a pooled key for an app extension (default lifetime 30 days).
+    case pool
+}
+
+/// A challenge the server issued.
+public struct IssuedChallenge: Sendable, Hashable, Codable {
+    /// 32 random bytes.
+    public var value: [UInt8]
+    public var purpose: ChallengePurpose
+    /// The user it was issued to, when it was issued to one.
+    public var username: String?
+    public var issuedAt: Date
+    public var expiresAt: Date
+
+    public init(value: [UInt8], purpose: ChallengePurpose, username: String?, issuedAt: Date, expiresAt: Date) {
+        self.value = value
+        self.purpose = purpose
+        self.username = username
+        self.issuedAt = issuedAt
+        self.expiresAt = expiresAt
+    }
+}
+
+/// A request to consume a challenge.
+public struct ChallengeClaim: Sendable, Hashable {
+    public var value: [UInt8]
+    public var purpose: ChallengePurpose
+    /// The requesting user; a challenge issued to a user is only consumed by that user.
+    public var username: String?
+
+    public init(value: [UInt8], purpose: ChallengePurpose, username: String?) {
+        self.value = value
+        self.purpose = purpose
+        self.username = username
+    }
+
+    /// Whether `challenge` may be consumed by this claim at `now` (unused-ness is the store's).
+    public func matches(_ challenge: IssuedChallenge, now: Date) -> Bool {
+        challenge.value == self.value && challenge.purpose == self.purpose && now < challenge.expiresAt
+            && (challenge.username == nil || challenge.username.map { Array($0.utf8) } == self.username.map { Array($0.utf8) })
+    }
+}
+
+/// The hash of an accepted form, kept until it could no longer be accepted anyway.
+public struct ReplayRecord: Sendable, Hashable, Codable {
+    public var formHash: [UInt8]
+    public var expiresAt: Date
+
+    public init(formHash: [UInt8], expiresAt: Date) {
+        self.formHash = formHash
+        self.expiresAt = expiresAt
+    }
+}
+
+/// Everything a key registration writes.
+public struct RegistrationCommit: Sendable, Hashable {
+    public var key: StoredKey
+    public var replay: ReplayRecord
+    public var challenges: [ChallengeClaim]
+    public var now: Date
+
+    public init(key: StoredKey, replay: ReplayRecord, challenges: [ChallengeClaim], now: Date) {
+        self.key = key
+        self.replay = replay
+        self.challenges = challenges
+        self.now = now
+    }
+}
+
+/// Everything an accepted assertion writes.
+public struct AssertionCommit: Sendable, Hashable {
+    public var keyID: [UInt8]
+    public var counter: UInt32
+    public var replay: ReplayRecord
+    public var challenges: [ChallengeClaim]
+    public var now: Date
+
+    public init(keyID: [UInt8], counter: UInt32, replay: ReplayRecord, challenges: [ChallengeClaim], now: Date) {
+        self.keyID = keyID
+        self.counter = counter
+        self.replay = replay
+        self.challenges = challenges
+        self.now = now
+    }
+}
+
+/// The one error type of the stores.
+public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        fileprivate enum Backing: String, Hashable, Sendable {
+            case duplicateKey = "duplicate_key"
+            case unknownKey = "unknown_key"
+            case staleCounter = "stale_counter"
+            case duplicateChallenge = "duplicate_challenge"
+            case challengeInvalid = "challenge_invalid"
+            case replay = "replay"
+            case unavailable = "store_unavailable"
+        }
+
+        fileprivate let backing: Backing
+        fileprivate init(_ backing: Backing) { self.backing = backing }
+
+        public var identifier: String { self.backing.rawValue }
+        public var description: String { self.backing.rawValue }
+
+        public static let duplicateKey = Code(.duplicateKey)
+        public static let unknownKey = Code(.unknownKey)
+        public static let staleCounter = Code(.staleCounter)
+        public static let duplicateChallenge = Code(.duplicateChallenge)
+        public static let challengeInvalid = Code(.challengeInvalid)
+        public static let replay = Code(.replay)
+        /// The storage could not be reached or failed; nothing was changed.
+        public static let unavailable = Code(.unavailable)
+    }
+
+    public let code: Code
+    public let reason: String
+
+    public init(code: Code, reason: String) {
+        self.code = code
+        self.reason = reason
+    }
+
+    public var description: String { "\(self.code.identifier): \(self.reason)" }
+
+    public static func == (lhs: Self, rhs: Self) -> Bool { lhs.code == rhs.code }
+    public func hash(into hasher: inout Hasher) { hasher.combine(self.code) }
+}

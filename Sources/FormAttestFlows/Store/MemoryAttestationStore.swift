@@ -1,0 +1,121 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+public import Foundation
+
+/// An in-memory ``AttestationStore`` for tests and single-process demos. The actor makes every
+/// operation, commits included, atomic.
+public actor MemoryAttestationStore: AttestationStore {
+    private var keys: [[UInt8]: StoredKey] = [:]
+    private var challenges: [[UInt8]: (challenge: IssuedChallenge, used: Bool)] = [:]
+    private var replays: [[UInt8]: Date] = [:]
+    /// When set, every operation fails with ``StoreError/Code/unavailable`` (fault injection).
+    private var failing = false
+
+    public init() {}
+
+    /// Makes every following operation fail as an unreachable store would, or stop failing.
+    public func setUnavailable(_ unavailable: Bool) {
+        self.failing = unavailable
+    }
+
+    private func check() throws(StoreError) {
+        if self.failing { throw StoreError(code: .unavailable, reason: "the in-memory store is set to fail") }
+    }
+
+    public func insertKey(_ key: StoredKey) throws(StoreError) {
+        try self.check()
+        guard self.keys[key.keyID] == nil else { throw StoreError(code: .duplicateKey, reason: "the keyId is registered") }
+        self.keys[key.keyID] = key
+    }
+
+    public func loadKey(keyID: [UInt8]) throws(StoreError) -> StoredKey? {
+        try self.check()
+        return self.keys[keyID]
+    }
+
+    public func advanceCounter(keyID: [UInt8], to counter: UInt32, lastUsed: Date) throws(StoreError) -> Bool {
+        try self.check()
+        guard var key = self.keys[keyID] else { throw StoreError(code: .unknownKey, reason: "no such keyId") }
+        guard key.counter < counter else { return false }
+        key.counter = counter
+        key.lastUsed = lastUsed
+        self.keys[keyID] = key
+        return true
+    }
+
+    public func issueChallenge(_ challenge: IssuedChallenge) throws(StoreError) {
+        try self.check()
+        guard self.challenges[challenge.value] == nil else {
+            throw StoreError(code: .duplicateChallenge, reason: "the challenge value was issued before")
+        }
+        self.challenges[challenge.value] = (challenge, false)
+    }
+
+    public func consumeChallenge(_ claim: ChallengeClaim, now: Date) throws(StoreError) {
+        try self.check()
+        try self.validate([claim], now: now)
+        self.challenges[claim.value]?.used = true
+    }
+
+    public func recordFormHash(_ record: ReplayRecord, now: Date) throws(StoreError) {
+        try self.check()
+        try self.validateReplay(record, now: now)
+        self.replays[record.formHash] = record.expiresAt
+    }
+
+    public func commitRegistration(_ commit: RegistrationCommit) throws(StoreError) {
+        try self.check()
+        // Validate every part first, then apply: all or nothing.
+        try self.validate(commit.challenges, now: commit.now)
+        try self.validateReplay(commit.replay, now: commit.now)
+        guard self.keys[commit.key.keyID] == nil else {
+            throw StoreError(code: .duplicateKey, reason: "the keyId is registered")
+        }
+        for claim in commit.challenges { self.challenges[claim.value]?.used = true }
+        self.replays[commit.replay.formHash] = commit.replay.expiresAt
+        self.keys[commit.key.keyID] = commit.key
+    }
+
+    public func commitAssertion(_ commit: AssertionCommit) throws(StoreError) {
+        try self.check()
+        try self.validate(commit.challenges, now: commit.now)
+        try self.validateReplay(commit.replay, now: commit.now)
+        guard var key = self.keys[commit.keyID] else { throw StoreError(code: .unknownKey, reason: "no such keyId") }
+        guard key.counter < commit.counter else {
+            throw StoreError(code: .staleCounter, reason: "counter \(commit.counter) is not above the stored \(key.counter)")
+        }
+        for claim in commit.challenges { self.challenges[claim.value]?.used = true }
+        self.replays[commit.replay.formHash] = commit.replay.expiresAt
+        key.counter = commit.counter
+        key.lastUsed = commit.now
+        self.keys[commit.keyID] = key
+    }
+
+    public func purgeExpired(now: Date) throws(StoreError) -> Int {
+        try self.check()
+        let before = self.challenges.count + self.replays.count
+        self.challenges = self.challenges.filter { $0.value.challenge.expiresAt > now }
+        self.replays = self.replays.filter { $0.value > now }
+        return before - self.challenges.count - self.replays.count
+    }
+
+    private func validate(_ claims: [ChallengeClaim], now: Date) throws(StoreError) {
+        for claim in claims {
+            guard let entry = self.challenges[claim.value], !entry.used, claim.matches(entry.challenge, now: now) else {
+                throw StoreError(code: .challengeInvalid, reason: "the challenge is unknown, used, expired, or for another purpose or user")
+            }
+        }
+        if Set(claims.map(\.value)).count != claims.count {
+            throw StoreError(code: .challengeInvalid, reason: "one challenge claimed twice")
+        }
+    }
+
+    private func validateReplay(_ record: ReplayRecord, now: Date) throws(StoreError) {
+        if let expiresAt = self.replays[record.formHash], expiresAt > now {
+            throw StoreError(code: .replay, reason: "this form was accepted before")
+        }
+    }
+}

@@ -1,0 +1,245 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+public import FormAttestFlows
+public import Foundation
+import GRDB
+
+/// The embedded default ``AttestationStore``: one SQLite file in WAL mode, created and migrated
+/// on first use.
+///
+/// Each operation, and each commit as a whole, runs in one SQLite transaction (GRDB's `write`),
+/// so a failure rolls everything back. Conditions are written into the statements themselves
+/// (`UPDATE ... WHERE counter < ?`, `INSERT ... ON CONFLICT DO UPDATE ... WHERE expires_at <= ?`),
+/// never read-then-write, and SQLite serializes writers, also across processes sharing the file.
+public final class SQLiteAttestationStore: AttestationStore {
+    /// The default location, relative to the working directory.
+    public static let defaultPath = "./formattest-data/formattest.sqlite"
+
+    private let database: DatabasePool
+
+    /// Opens (creating directories, file and tables as needed) the store at `path`.
+    ///
+    /// - Throws: ``StoreError/Code/unavailable`` when the file cannot be opened or migrated.
+    public init(path: String = SQLiteAttestationStore.defaultPath) throws(StoreError) {
+        do {
+            let url = URL(fileURLWithPath: path)
+            try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+            var configuration = Configuration()
+            configuration.busyMode = .timeout(5)
+            self.database = try DatabasePool(path: path, configuration: configuration)
+            try Self.migrator.migrate(self.database)
+        } catch {
+            throw Self.storeError(error)
+        }
+    }
+
+    private static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE keys (
+                        key_id BLOB PRIMARY KEY NOT NULL,
+                        username TEXT NOT NULL,
+                        public_key BLOB NOT NULL,
+                        counter INTEGER NOT NULL,
+                        app_id TEXT NOT NULL,
+                        environment TEXT NOT NULL,
+                        receipt BLOB NOT NULL,
+                        created_at REAL NOT NULL,
+                        last_used REAL NOT NULL
+                    );
+                    CREATE TABLE challenges (
+                        value BLOB PRIMARY KEY NOT NULL,
+                        purpose TEXT NOT NULL,
+                        username TEXT,
+                        issued_at REAL NOT NULL,
+                        expires_at REAL NOT NULL,
+                        used INTEGER NOT NULL DEFAULT 0
+                    );
+                    CREATE INDEX challenges_expiry ON challenges(expires_at);
+                    CREATE TABLE form_hashes (
+                        hash BLOB PRIMARY KEY NOT NULL,
+                        expires_at REAL NOT NULL
+                    );
+                    CREATE INDEX form_hashes_expiry ON form_hashes(expires_at);
+                    """
+            )
+        }
+        return migrator
+    }
+
+    // MARK: - AttestationStore
+
+    public func insertKey(_ key: StoredKey) async throws(StoreError) {
+        try await self.write { db in try Self.insert(key, db) }
+    }
+
+    public func loadKey(keyID: [UInt8]) async throws(StoreError) -> StoredKey? {
+        do {
+            return try await self.database.read { db in
+                try Row.fetchOne(db, sql: "SELECT * FROM keys WHERE key_id = ?", arguments: [Data(keyID)]).map(Self.key)
+            }
+        } catch {
+            throw Self.storeError(error)
+        }
+    }
+
+    public func advanceCounter(keyID: [UInt8], to counter: UInt32, lastUsed: Date) async throws(StoreError) -> Bool {
+        try await self.write { db in
+            do {
+                try Self.advance(keyID: keyID, to: counter, at: lastUsed, db)
+                return true
+            } catch let error as StoreError where error.code == .staleCounter {
+                return false
+            }
+        }
+    }
+
+    public func issueChallenge(_ challenge: IssuedChallenge) async throws(StoreError) {
+        try await self.write { db in
+            do {
+                try db.execute(
+                    sql: "INSERT INTO challenges (value, purpose, username, issued_at, expires_at) VALUES (?, ?, ?, ?, ?)",
+                    arguments: [
+                        Data(challenge.value), challenge.purpose.rawValue, challenge.username,
+                        challenge.issuedAt.timeIntervalSince1970, challenge.expiresAt.timeIntervalSince1970,
+                    ]
+                )
+            } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
+                throw StoreError(code: .duplicateChallenge, reason: "the challenge value was issued before")
+            }
+        }
+    }
+
+    public func consumeChallenge(_ claim: ChallengeClaim, now: Date) async throws(StoreError) {
+        try await self.write { db in try Self.consume(claim, now: now, db) }
+    }
+
+    public func recordFormHash(_ record: ReplayRecord, now: Date) async throws(StoreError) {
+        try await self.write { db in try Self.record(record, now: now, db) }
+    }
+
+    public func commitRegistration(_ commit: RegistrationCommit) async throws(StoreError) {
+        try await self.write { db in
+            for claim in commit.challenges { try Self.consume(claim, now: commit.now, db) }
+            try Self.record(commit.replay, now: commit.now, db)
+            try Self.insert(commit.key, db)
+        }
+    }
+
+    public func commitAssertion(_ commit: AssertionCommit) async throws(StoreError) {
+        try await self.write { db in
+            for claim in commit.challenges { try Self.consume(claim, now: commit.now, db) }
+            try Self.record(commit.replay, now: commit.now, db)
+            try Self.advance(keyID: commit.keyID, to: commit.counter, at: commit.now, db)
+        }
+    }
+
+    public func purgeExpired(now: Date) async throws(StoreError) -> Int {
+        try await self.write { db in
+            try db.execute(sql: "DELETE FROM challenges WHERE expires_at <= ?", arguments: [now.timeIntervalSince1970])
+            var removed = db.changesCount
+            try db.execute(sql: "DELETE FROM form_hashes WHERE expires_at <= ?", arguments: [now.timeIntervalSince1970])
+            removed += db.changesCount
+            return removed
+        }
+    }
+
+    // MARK: - Statements (each runs inside the caller's transaction)
+
+    private static func insert(_ key: StoredKey, _ db: Database) throws {
+        do {
+            try db.execute(
+                sql: """
+                    INSERT INTO keys (key_id, username, public_key, counter, app_id, environment, receipt, created_at, last_used)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [
+                    Data(key.keyID), key.username, Data(key.publicKey), Int64(key.counter), key.appID, key.environment,
+                    Data(key.receipt), key.createdAt.timeIntervalSince1970, key.lastUsed.timeIntervalSince1970,
+                ]
+            )
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
+            throw StoreError(code: .duplicateKey, reason: "the keyId is registered")
+        }
+    }
+
+    private static func advance(keyID: [UInt8], to counter: UInt32, at date: Date, _ db: Database) throws {
+        try db.execute(
+            sql: "UPDATE keys SET counter = ?, last_used = ? WHERE key_id = ? AND counter < ?",
+            arguments: [Int64(counter), date.timeIntervalSince1970, Data(keyID), Int64(counter)]
+        )
+        guard db.changesCount == 1 else {
+            let exists = try Bool.fetchOne(db, sql: "SELECT 1 FROM keys WHERE key_id = ?", arguments: [Data(keyID)]) ?? false
+            throw exists
+                ? StoreError(code: .staleCounter, reason: "counter \(counter) is not above the stored one")
+                : StoreError(code: .unknownKey, reason: "no such keyId")
+        }
+    }
+
+    private static func consume(_ claim: ChallengeClaim, now: Date, _ db: Database) throws {
+        // SQLite compares TEXT with the BINARY collation: usernames match byte for byte.
+        try db.execute(
+            sql: """
+                UPDATE challenges SET used = 1
+                WHERE value = ? AND used = 0 AND purpose = ? AND expires_at > ? AND (username IS NULL OR username = ?)
+                """,
+            arguments: [Data(claim.value), claim.purpose.rawValue, now.timeIntervalSince1970, claim.username]
+        )
+        guard db.changesCount == 1 else {
+            throw StoreError(code: .challengeInvalid, reason: "the challenge is unknown, used, expired, or for another purpose or user")
+        }
+    }
+
+    private static func record(_ record: ReplayRecord, now: Date, _ db: Database) throws {
+        // Insert, or take over a record that has expired; an unexpired one is a replay.
+        try db.execute(
+            sql: """
+                INSERT INTO form_hashes (hash, expires_at) VALUES (?, ?)
+                ON CONFLICT (hash) DO UPDATE SET expires_at = excluded.expires_at WHERE form_hashes.expires_at <= ?
+                """,
+            arguments: [Data(record.formHash), record.expiresAt.timeIntervalSince1970, now.timeIntervalSince1970]
+        )
+        guard db.changesCount == 1 else {
+            throw StoreError(code: .replay, reason: "this form was accepted before")
+        }
+    }
+
+    private static func key(_ row: Row) -> StoredKey {
+        StoredKey(
+            keyID: Array(row["key_id"] as Data),
+            username: row["username"],
+            publicKey: Array(row["public_key"] as Data),
+            counter: UInt32(clamping: row["counter"] as Int64),
+            appID: row["app_id"],
+            environment: row["environment"],
+            receipt: Array(row["receipt"] as Data),
+            createdAt: Date(timeIntervalSince1970: row["created_at"]),
+            lastUsed: Date(timeIntervalSince1970: row["last_used"])
+        )
+    }
+
+    // MARK: - Errors
+
+    private func write<T: Sendable>(_ body: @Sendable @escaping (Database) throws -> T) async throws(StoreError) -> T {
+        do {
+            return try await self.database.write(body)
+        } catch {
+            throw Self.storeError(error)
+        }
+    }
+
+    /// Our own errors pass through; every SQLite or file error means the store is unavailable
+    /// (read-only file, full disk, I/O error, locked beyond the busy timeout), and the
+    /// transaction was rolled back.
+    private static func storeError(_ error: any Error) -> StoreError {
+        if let error = error as? StoreError { return error }
+        return StoreError(code: .unavailable, reason: "SQLite: \(error)")
+    }
+}
+
+extension SQLiteAttestationStore: @unchecked Sendable {}

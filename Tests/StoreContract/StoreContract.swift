@@ -1,0 +1,281 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+public import FormAttestFlows
+import Foundation
+import Testing
+
+/// The contract every ``AttestationStore`` must pass. Each check takes a fresh, empty store.
+///
+/// Test targets call these from their own `@Test`s, one per store: the memory store, SQLite,
+/// and MongoDB run exactly the same checks.
+public enum StoreContract {
+    public typealias Factory = @Sendable () async throws -> any AttestationStore
+
+    static let t0 = Date(timeIntervalSince1970: 1_795_341_600)
+
+    static func key(_ id: UInt8, user: String = "alice", counter: UInt32 = 0) -> StoredKey {
+        StoredKey(
+            keyID: [UInt8](repeating: id, count: 32),
+            username: user,
+            publicKey: [0x04] + [UInt8](repeating: id, count: 64),
+            counter: counter,
+            appID: "ABCDE12345.com.example",
+            environment: "production",
+            receipt: [1, 2, 3],
+            createdAt: t0,
+            lastUsed: t0
+        )
+    }
+
+    static func challenge(_ id: UInt8, purpose: ChallengePurpose = .form, user: String? = "alice", lifetime: TimeInterval = 120)
+        -> IssuedChallenge
+    {
+        IssuedChallenge(
+            value: [UInt8](repeating: id, count: 32),
+            purpose: purpose,
+            username: user,
+            issuedAt: t0,
+            expiresAt: t0.addingTimeInterval(lifetime)
+        )
+    }
+
+    static func hash(_ id: UInt8) -> [UInt8] { [UInt8](repeating: id, count: 31) + [0xFE] }
+
+    static func expect(_ code: StoreError.Code, _ body: () async throws -> Void, sourceLocation: SourceLocation = #_sourceLocation) async {
+        do {
+            try await body()
+            Issue.record("expected \(code), nothing was thrown", sourceLocation: sourceLocation)
+        } catch let error as StoreError {
+            #expect(error.code == code, "\(error)", sourceLocation: sourceLocation)
+        } catch {
+            Issue.record("expected \(code), got \(error)", sourceLocation: sourceLocation)
+        }
+    }
+
+    /// Every check, in order.
+    public static let all: [(name: String, check: @Sendable (Factory) async throws -> Void)] = [
+        ("keys are unique and round-trip", keys),
+        ("the counter advances by compare-and-set only", counterCAS),
+        ("challenges are consumed once, unexpired, by purpose and user", challenges),
+        ("form hashes are recorded once until they expire", replays),
+        ("commitRegistration is all or nothing", registrationAtomicity),
+        ("commitAssertion is all or nothing", assertionAtomicity),
+        ("reads ignore expired records; purge deletes only them", expiry),
+        ("N concurrent submissions of one form: exactly one accepted", concurrentSameForm),
+        ("concurrent distinct counters: the maximum wins, none accepted twice", concurrentCounters),
+        ("a challenge consumed concurrently has exactly one winner", concurrentChallenge),
+    ]
+
+    static func keys(_ make: Factory) async throws {
+        let store = try await make()
+        #expect(try await store.loadKey(keyID: key(1).keyID) == nil)
+        try await store.insertKey(key(1))
+        #expect(try await store.loadKey(keyID: key(1).keyID) == key(1))
+        await expect(.duplicateKey) { try await store.insertKey(key(1, user: "mallory")) }
+        #expect(try await store.loadKey(keyID: key(1).keyID)?.username == "alice")
+    }
+
+    static func counterCAS(_ make: Factory) async throws {
+        let store = try await make()
+        try await store.insertKey(key(1))
+        #expect(try await store.advanceCounter(keyID: key(1).keyID, to: 5, lastUsed: t0.addingTimeInterval(1)))
+        #expect(try await store.advanceCounter(keyID: key(1).keyID, to: 5, lastUsed: t0) == false)
+        #expect(try await store.advanceCounter(keyID: key(1).keyID, to: 4, lastUsed: t0) == false)
+        #expect(try await store.advanceCounter(keyID: key(1).keyID, to: 6, lastUsed: t0.addingTimeInterval(2)))
+        let stored = try await store.loadKey(keyID: key(1).keyID)
+        #expect(stored?.counter == 6)
+        #expect(stored?.lastUsed == t0.addingTimeInterval(2))
+        await expect(.unknownKey) { _ = try await store.advanceCounter(keyID: key(9).keyID, to: 1, lastUsed: t0) }
+    }
+
+    static func challenges(_ make: Factory) async throws {
+        let store = try await make()
+        let now = t0.addingTimeInterval(10)
+        try await store.issueChallenge(challenge(1))
+        await expect(.duplicateChallenge) { try await store.issueChallenge(challenge(1)) }
+        await expect(.challengeInvalid) { try await store.consumeChallenge(ChallengeClaim(value: challenge(1).value, purpose: .pool, username: "alice"), now: now) }
+        await expect(.challengeInvalid) { try await store.consumeChallenge(ChallengeClaim(value: challenge(1).value, purpose: .form, username: "bob"), now: now) }
+        await expect(.challengeInvalid) {
+            try await store.consumeChallenge(ChallengeClaim(value: challenge(1).value, purpose: .form, username: "alice"), now: t0.addingTimeInterval(120))
+        }
+        try await store.consumeChallenge(ChallengeClaim(value: challenge(1).value, purpose: .form, username: "alice"), now: now)
+        await expect(.challengeInvalid) { try await store.consumeChallenge(ChallengeClaim(value: challenge(1).value, purpose: .form, username: "alice"), now: now) }
+        await expect(.challengeInvalid) { try await store.consumeChallenge(ChallengeClaim(value: challenge(2).value, purpose: .form, username: "alice"), now: now) }
+        // A challenge issued to nobody in particular may be answered by any user.
+        try await store.issueChallenge(challenge(3, user: nil))
+        try await store.consumeChallenge(ChallengeClaim(value: challenge(3).value, purpose: .form, username: "bob"), now: now)
+        // Usernames match by code units: "é" precomposed is not "e" + combining accent.
+        try await store.issueChallenge(challenge(4, user: "jos\u{e9}"))
+        await expect(.challengeInvalid) { try await store.consumeChallenge(ChallengeClaim(value: challenge(4).value, purpose: .form, username: "jose\u{301}"), now: now) }
+    }
+
+    static func replays(_ make: Factory) async throws {
+        let store = try await make()
+        try await store.recordFormHash(ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(300)), now: t0)
+        await expect(.replay) { try await store.recordFormHash(ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(900)), now: t0.addingTimeInterval(299)) }
+        try await store.recordFormHash(ReplayRecord(formHash: hash(2), expiresAt: t0.addingTimeInterval(300)), now: t0)
+    }
+
+    static func registrationAtomicity(_ make: Factory) async throws {
+        let store = try await make()
+        let now = t0.addingTimeInterval(1)
+        try await store.issueChallenge(challenge(1))
+        let claim = ChallengeClaim(value: challenge(1).value, purpose: .form, username: "alice")
+        let replay = ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(400))
+
+        // A bad challenge: nothing is written.
+        await expect(.challengeInvalid) {
+            try await store.commitRegistration(RegistrationCommit(key: key(1), replay: replay, challenges: [claim, ChallengeClaim(value: challenge(9).value, purpose: .form, username: "alice")], now: now))
+        }
+        #expect(try await store.loadKey(keyID: key(1).keyID) == nil)
+        try await store.recordFormHash(ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(1)), now: t0.addingTimeInterval(2))  // hash(1) was not recorded
+        try await store.consumeChallenge(claim, now: now)  // the challenge was not consumed
+
+        // A duplicate key: neither the replay record nor the challenge is written.
+        try await store.insertKey(key(2))
+        try await store.issueChallenge(challenge(3))
+        let claim3 = ChallengeClaim(value: challenge(3).value, purpose: .form, username: "alice")
+        await expect(.duplicateKey) {
+            try await store.commitRegistration(RegistrationCommit(key: key(2), replay: ReplayRecord(formHash: hash(3), expiresAt: t0.addingTimeInterval(400)), challenges: [claim3], now: now))
+        }
+        try await store.recordFormHash(ReplayRecord(formHash: hash(3), expiresAt: t0.addingTimeInterval(400)), now: now)
+        try await store.consumeChallenge(claim3, now: now)
+
+        // A replay: no key, challenge untouched.
+        try await store.issueChallenge(challenge(4))
+        let claim4 = ChallengeClaim(value: challenge(4).value, purpose: .form, username: "alice")
+        await expect(.replay) {
+            try await store.commitRegistration(RegistrationCommit(key: key(4), replay: ReplayRecord(formHash: hash(3), expiresAt: t0.addingTimeInterval(400)), challenges: [claim4], now: now))
+        }
+        #expect(try await store.loadKey(keyID: key(4).keyID) == nil)
+        try await store.consumeChallenge(claim4, now: now)
+
+        // And a good one writes all three.
+        try await store.issueChallenge(challenge(5))
+        let claim5 = ChallengeClaim(value: challenge(5).value, purpose: .form, username: "alice")
+        try await store.commitRegistration(RegistrationCommit(key: key(5), replay: ReplayRecord(formHash: hash(5), expiresAt: t0.addingTimeInterval(400)), challenges: [claim5], now: now))
+        #expect(try await store.loadKey(keyID: key(5).keyID) == key(5))
+        await expect(.replay) { try await store.recordFormHash(ReplayRecord(formHash: hash(5), expiresAt: t0.addingTimeInterval(400)), now: now) }
+        await expect(.challengeInvalid) { try await store.consumeChallenge(claim5, now: now) }
+    }
+
+    static func assertionAtomicity(_ make: Factory) async throws {
+        let store = try await make()
+        let now = t0.addingTimeInterval(1)
+        try await store.insertKey(key(1, counter: 5))
+        try await store.issueChallenge(challenge(1))
+        let claim = ChallengeClaim(value: challenge(1).value, purpose: .form, username: "alice")
+
+        await expect(.staleCounter) {
+            try await store.commitAssertion(AssertionCommit(keyID: key(1).keyID, counter: 5, replay: ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(400)), challenges: [claim], now: now))
+        }
+        await expect(.unknownKey) {
+            try await store.commitAssertion(AssertionCommit(keyID: key(7).keyID, counter: 9, replay: ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(400)), challenges: [claim], now: now))
+        }
+        // Neither wrote the replay record nor consumed the challenge.
+        try await store.commitAssertion(AssertionCommit(keyID: key(1).keyID, counter: 6, replay: ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(400)), challenges: [claim], now: now))
+        #expect(try await store.loadKey(keyID: key(1).keyID)?.counter == 6)
+        #expect(try await store.loadKey(keyID: key(1).keyID)?.lastUsed == now)
+        // The same form again, with a higher counter: a replay, and the counter stays.
+        await expect(.replay) {
+            try await store.commitAssertion(AssertionCommit(keyID: key(1).keyID, counter: 7, replay: ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(400)), challenges: [], now: now))
+        }
+        #expect(try await store.loadKey(keyID: key(1).keyID)?.counter == 6)
+    }
+
+    static func expiry(_ make: Factory) async throws {
+        let store = try await make()
+        try await store.issueChallenge(challenge(1, lifetime: 10))
+        try await store.issueChallenge(challenge(2, lifetime: 1000))
+        try await store.recordFormHash(ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(10)), now: t0)
+        try await store.recordFormHash(ReplayRecord(formHash: hash(2), expiresAt: t0.addingTimeInterval(1000)), now: t0)
+        let later = t0.addingTimeInterval(11)
+        // Without any purge: the expired challenge cannot be used, the expired hash no longer blocks.
+        await expect(.challengeInvalid) { try await store.consumeChallenge(ChallengeClaim(value: challenge(1).value, purpose: .form, username: "alice"), now: later) }
+        try await store.recordFormHash(ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(20)), now: later)
+        // Purge at t0+30 deletes hash(1) (expires t0+20) and challenge(1), nothing else.
+        #expect(try await store.purgeExpired(now: t0.addingTimeInterval(30)) == 2)
+        await expect(.replay) { try await store.recordFormHash(ReplayRecord(formHash: hash(2), expiresAt: t0.addingTimeInterval(1000)), now: later) }
+        try await store.consumeChallenge(ChallengeClaim(value: challenge(2).value, purpose: .form, username: "alice"), now: later)
+    }
+
+    static let concurrency = 24
+
+    static func concurrentSameForm(_ make: Factory) async throws {
+        let store = try await make()
+        try await store.insertKey(key(1))
+        let accepted = try await withThrowingTaskGroup(of: Bool.self) { group in
+            for counter in 1...concurrency {
+                group.addTask {
+                    do {
+                        try await store.commitAssertion(AssertionCommit(keyID: key(1).keyID, counter: UInt32(counter), replay: ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(400)), challenges: [], now: t0))
+                        return true
+                    } catch let error as StoreError where error.code == .replay || error.code == .staleCounter {
+                        return false
+                    }
+                }
+            }
+            return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+        #expect(accepted == 1)
+    }
+
+    static func concurrentCounters(_ make: Factory) async throws {
+        let store = try await make()
+        try await store.insertKey(key(1))
+        // Every counter twice, each with its own form: at most one of each pair may win.
+        let winners = try await withThrowingTaskGroup(of: UInt32?.self) { group in
+            for index in 0..<(2 * concurrency) {
+                let counter = UInt32(index % concurrency + 1)
+                group.addTask {
+                    do {
+                        try await store.commitAssertion(AssertionCommit(keyID: key(1).keyID, counter: counter, replay: ReplayRecord(formHash: [UInt8(index)] + [UInt8](repeating: 0xAB, count: 31), expiresAt: t0.addingTimeInterval(400)), challenges: [], now: t0))
+                        return counter
+                    } catch let error as StoreError where error.code == .staleCounter {
+                        return nil
+                    }
+                }
+            }
+            return try await group.reduce(into: [UInt32]()) { if let won = $1 { $0.append(won) } }
+        }
+        #expect(Set(winners).count == winners.count, "a counter was accepted twice: \(winners.sorted())")
+        #expect(winners.contains(UInt32(concurrency)))
+        #expect(try await store.loadKey(keyID: key(1).keyID)?.counter == UInt32(concurrency))
+    }
+
+    static func concurrentChallenge(_ make: Factory) async throws {
+        let store = try await make()
+        try await store.issueChallenge(challenge(1))
+        let wins = try await withThrowingTaskGroup(of: Bool.self) { group in
+            for _ in 0..<concurrency {
+                group.addTask {
+                    do {
+                        try await store.consumeChallenge(ChallengeClaim(value: challenge(1).value, purpose: .form, username: "alice"), now: t0)
+                        return true
+                    } catch let error as StoreError where error.code == .challengeInvalid {
+                        return false
+                    }
+                }
+            }
+            return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+        #expect(wins == 1)
+    }
+}
+
+extension StoreContract {
+    /// Runs the named check against stores from `make`.
+    public static func run(_ name: String, _ make: @escaping Factory) async throws {
+        guard let check = all.first(where: { $0.name == name })?.check else {
+            Issue.record("no contract check named \(name)")
+            return
+        }
+        try await check(make)
+    }
+
+    /// A key for tests outside the contract.
+    public static func key(_ id: UInt8) -> StoredKey { key(id, user: "alice", counter: 0) }
+}
