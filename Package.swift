@@ -27,6 +27,7 @@ let package = Package(
         .library(name: "FormAttestClient", targets: ["FormAttestClient"]),
         .library(name: "FormAttestFlows", targets: ["FormAttestFlows"]),
         .library(name: "SQLiteAttestStore", targets: ["SQLiteAttestStore"]),
+        .library(name: "MongoAttestStore", targets: ["MongoAttestStore"]),
         .library(name: "AppAttestSimulator", targets: ["AppAttestSimulator"]),
         .executable(name: "formattest", targets: ["formattest"]),
     ],
@@ -36,6 +37,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
     ],
     targets: [
         // The verifier: CBOR, authenticator data, attestation and assertion rules. Pure.
@@ -82,6 +84,23 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // libmongoc from the system (Debian: libmongoc-dev), imported only by MongoAttestStore.
+        .systemLibrary(
+            name: "CLibMongoC",
+            pkgConfig: "libmongoc-1.0",
+            providers: [.apt(["libmongoc-dev"]), .brew(["mongo-c-driver"])]
+        ),
+        // The shared store for many verifier instances: MongoDB through libmongoc.
+        .target(
+            name: "MongoAttestStore",
+            dependencies: [
+                "CLibMongoC",
+                "FormAttestFlows",
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            resources: [.copy("schemas")],
+            swiftSettings: swiftSettings
+        ),
         // A software device that plays Apple's part, for tests, the demo and benchmarks.
         .target(
             name: "AppAttestSimulator",
@@ -102,6 +121,9 @@ let package = Package(
                 "AppAttestSimulator",
                 "CanonicalJSON",
                 "FormAttestClient",
+                "FormAttestFlows",
+                "MongoAttestStore",
+                "SQLiteAttestStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -155,6 +177,11 @@ let package = Package(
                 "FormAttestFlows", "SQLiteAttestStore", "AttestationStoreContract", "AppAttest", "AppAttestSimulator",
                 "FormAttestClient", "CanonicalJSON", .product(name: "Crypto", package: "swift-crypto"),
             ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "MongoAttestStoreTests",
+            dependencies: ["MongoAttestStore", "FormAttestFlows", "AttestationStoreContract", "FormAttestTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

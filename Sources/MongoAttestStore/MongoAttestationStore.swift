@@ -1,0 +1,345 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+public import FormAttestFlows
+public import Foundation
+import NIOPosix
+
+/// ``AttestationStore`` on MongoDB, shared by any number of stateless verifier instances.
+///
+/// Atomicity comes from MongoDB's single-document operations, never from read-then-write:
+/// - keys: `_id` = keyId (unique); the counter advances by `findAndModify` with
+///   `{counter: {$lt: new}}` in the query;
+/// - challenges: consumed by `findAndModify` with `{used: false, purpose, expiresAt > now,
+///   username in [null, user]}` in the query, so that one consumer wins;
+/// - form hashes: `_id` = hash; recorded by an upsert whose query only matches an expired record,
+///   so an unexpired one makes the insert fail with duplicate key 11000 (a replay).
+///
+/// A commit applies its parts in a fixed order, the decisive write (the key insert or the
+/// counter CAS) last: challenges, then the replay record, then the decision. When a later part
+/// fails, the earlier ones are undone (each tagged with the commit's id, so only this commit's
+/// writes are touched). If the process dies between parts, what remains is a consumed challenge
+/// or a replay record for a form that was never accepted: the client must sign a fresh form.
+/// Nothing is ever accepted without its replay record and counter written.
+///
+/// TTL indexes on `expiresAt` clean up; reads ignore expired records regardless. Collections,
+/// `$jsonSchema` validators and indexes are created idempotently at ``connect(connectionString:database:collectionPrefix:)``
+/// from the JSON files in schemas/mongodb/. Every blocking libmongoc call runs on NIO's thread
+/// pool, never on the caller's executor.
+public final class MongoAttestationStore: AttestationStore, Sendable {
+    private let pool: MongoClientPool
+    private let keys: String
+    private let challenges: String
+    private let formHashes: String
+
+    private init(pool: MongoClientPool, collectionPrefix: String) {
+        self.pool = pool
+        self.keys = collectionPrefix + "keys"
+        self.challenges = collectionPrefix + "challenges"
+        self.formHashes = collectionPrefix + "form_hashes"
+    }
+
+    /// Connects, checks that the server answers, and creates collections, validators and indexes.
+    ///
+    /// - Parameters:
+    ///   - connectionString: a standard MongoDB URI (`mongodb://` or `mongodb+srv://`); TLS
+    ///     options go in it.
+    ///   - database: the database; default: the URI's, else `formattest`.
+    ///   - collectionPrefix: prefix of the three collections. Default `formattest_`.
+    /// - Throws: ``StoreError/Code/unavailable`` when the server cannot be reached or set up.
+    public static func connect(
+        connectionString: String,
+        database: String? = nil,
+        collectionPrefix: String = "formattest_"
+    ) async throws(StoreError) -> MongoAttestationStore {
+        let pool: MongoClientPool
+        do {
+            pool = try MongoClientPool(connectionString: connectionString, database: database)
+        } catch {
+            throw StoreError(code: .unavailable, reason: error.description)
+        }
+        let store = MongoAttestationStore(pool: pool, collectionPrefix: collectionPrefix)
+        try await store.run { () throws in
+            _ = try pool.command(.document([("ping", .int32(1))]))
+            for schema in try MongoSchema.load() {
+                try schema.apply(to: pool, collection: collectionPrefix + schema.collection)
+            }
+        }
+        return store
+    }
+
+    // MARK: - AttestationStore
+
+    public func insertKey(_ key: StoredKey) async throws(StoreError) {
+        try await self.run { () throws in try self.insertKeyDocument(key) }
+    }
+
+    public func loadKey(keyID: [UInt8]) async throws(StoreError) -> StoredKey? {
+        try await self.run { () throws -> StoredKey? in
+            let reply = try self.pool.command(
+                .document([("find", .string(self.keys)), ("filter", .document([("_id", .binary(keyID))])), ("limit", .int32(1))])
+            )
+            let batch = (reply["cursor"] as? [String: Any])?["firstBatch"] as? [[String: Any]]
+            return batch?.first.flatMap(Self.key)
+        }
+    }
+
+    public func advanceCounter(keyID: [UInt8], to counter: UInt32, lastUsed: Date) async throws(StoreError) -> Bool {
+        try await self.run { () throws -> Bool in
+            if try self.casCounter(keyID: keyID, to: counter, at: lastUsed) { return true }
+            guard try self.keyExists(keyID) else { throw StoreError(code: .unknownKey, reason: "no such keyId") }
+            return false
+        }
+    }
+
+    public func issueChallenge(_ challenge: IssuedChallenge) async throws(StoreError) {
+        try await self.run { () throws in
+            do {
+                _ = try self.pool.command(
+                    .document([
+                        ("insert", .string(self.challenges)),
+                        (
+                            "documents",
+                            .array([
+                                .document([
+                                    ("_id", .binary(challenge.value)),
+                                    ("purpose", .string(challenge.purpose.rawValue)),
+                                    ("username", challenge.username.map(BSONValue.string) ?? .null),
+                                    ("issuedAt", .date(challenge.issuedAt)),
+                                    ("expiresAt", .date(challenge.expiresAt)),
+                                    ("used", .bool(false)),
+                                ])
+                            ])
+                        ),
+                    ])
+                )
+            } catch let error as MongoError where error.isDuplicateKey {
+                throw StoreError(code: .duplicateChallenge, reason: "the challenge value was issued before")
+            }
+        }
+    }
+
+    public func consumeChallenge(_ claim: ChallengeClaim, now: Date) async throws(StoreError) {
+        try await self.run { () throws in
+            guard try self.consume(claim, now: now, commitID: Self.commitID()) else { throw Self.challengeInvalid }
+        }
+    }
+
+    public func recordFormHash(_ record: ReplayRecord, now: Date) async throws(StoreError) {
+        try await self.run { () throws in
+            try self.record(record, now: now, commitID: Self.commitID())
+        }
+    }
+
+    public func commitRegistration(_ commit: RegistrationCommit) async throws(StoreError) {
+        try await self.run { () throws in
+            let id = Self.commitID()
+            try self.applyInOrder(claims: commit.challenges, replay: commit.replay, now: commit.now, commitID: id) { () throws in
+                try self.insertKeyDocument(commit.key)
+            }
+        }
+    }
+
+    public func commitAssertion(_ commit: AssertionCommit) async throws(StoreError) {
+        try await self.run { () throws in
+            let id = Self.commitID()
+            try self.applyInOrder(claims: commit.challenges, replay: commit.replay, now: commit.now, commitID: id) { () throws in
+                guard try self.casCounter(keyID: commit.keyID, to: commit.counter, at: commit.now) else {
+                    throw try self.keyExists(commit.keyID)
+                        ? StoreError(code: .staleCounter, reason: "counter \(commit.counter) is not above the stored one")
+                        : StoreError(code: .unknownKey, reason: "no such keyId")
+                }
+            }
+        }
+    }
+
+    public func purgeExpired(now: Date) async throws(StoreError) -> Int {
+        try await self.run { () throws -> Int in
+            var removed = 0
+            for collection in [self.challenges, self.formHashes] {
+                let reply = try self.pool.command(
+                    .document([
+                        ("delete", .string(collection)),
+                        ("deletes", .array([.document([("q", .document([("expiresAt", .document([("$lte", .date(now))]))])), ("limit", .int32(0))])])),
+                    ])
+                )
+                removed += Int(ExtendedJSON.int64(reply["n"]) ?? 0)
+            }
+            return removed
+        }
+    }
+
+    // MARK: - Commit ordering and compensation
+
+    /// Consumes the claims, records the replay, then runs `decide`; undoes what was done when a
+    /// later step fails.
+    private func applyInOrder(
+        claims: [ChallengeClaim],
+        replay: ReplayRecord,
+        now: Date,
+        commitID: String,
+        decide: () throws -> Void
+    ) throws {
+        var consumed: [ChallengeClaim] = []
+        var recorded = false
+        do {
+            for claim in claims {
+                guard try self.consume(claim, now: now, commitID: commitID) else { throw Self.challengeInvalid }
+                consumed.append(claim)
+            }
+            try self.record(replay, now: now, commitID: commitID)
+            recorded = true
+            try decide()
+        } catch {
+            // Best effort: if MongoDB fails now too, the leftovers only ever refuse (fail closed).
+            if recorded { try? self.unrecord(replay, commitID: commitID) }
+            for claim in consumed { try? self.unconsume(claim, commitID: commitID) }
+            throw error
+        }
+    }
+
+    private func consume(_ claim: ChallengeClaim, now: Date, commitID: String) throws -> Bool {
+        let user: BSONValue = .document([("$in", .array([.null, claim.username.map(BSONValue.string) ?? .null]))])
+        let reply = try self.pool.command(
+            .document([
+                ("findAndModify", .string(self.challenges)),
+                (
+                    "query",
+                    .document([
+                        ("_id", .binary(claim.value)), ("used", .bool(false)), ("purpose", .string(claim.purpose.rawValue)),
+                        ("expiresAt", .document([("$gt", .date(now))])), ("username", user),
+                    ])
+                ),
+                ("update", .document([("$set", .document([("used", .bool(true)), ("usedBy", .string(commitID))]))])),
+                ("new", .bool(true)),
+            ])
+        )
+        return reply["value"] is [String: Any]
+    }
+
+    private func unconsume(_ claim: ChallengeClaim, commitID: String) throws {
+        _ = try self.pool.command(
+            .document([
+                ("update", .string(self.challenges)),
+                (
+                    "updates",
+                    .array([
+                        .document([
+                            ("q", .document([("_id", .binary(claim.value)), ("usedBy", .string(commitID))])),
+                            ("u", .document([("$set", .document([("used", .bool(false))])), ("$unset", .document([("usedBy", .string(""))]))])),
+                        ])
+                    ])
+                ),
+            ])
+        )
+    }
+
+    private func record(_ record: ReplayRecord, now: Date, commitID: String) throws {
+        do {
+            // Matches only an expired record with this hash; otherwise the upsert inserts, and an
+            // unexpired record makes that insert a duplicate key.
+            _ = try self.pool.command(
+                .document([
+                    ("update", .string(self.formHashes)),
+                    (
+                        "updates",
+                        .array([
+                            .document([
+                                ("q", .document([("_id", .binary(record.formHash)), ("expiresAt", .document([("$lte", .date(now))]))])),
+                                ("u", .document([("$set", .document([("expiresAt", .date(record.expiresAt)), ("commit", .string(commitID))]))])),
+                                ("upsert", .bool(true)),
+                            ])
+                        ])
+                    ),
+                ])
+            )
+        } catch where error.isDuplicateKey {
+            throw StoreError(code: .replay, reason: "this form was accepted before")
+        }
+    }
+
+    private func unrecord(_ record: ReplayRecord, commitID: String) throws {
+        _ = try self.pool.command(
+            .document([
+                ("delete", .string(self.formHashes)),
+                ("deletes", .array([.document([("q", .document([("_id", .binary(record.formHash)), ("commit", .string(commitID))])), ("limit", .int32(1))])])),
+            ])
+        )
+    }
+
+    private func insertKeyDocument(_ key: StoredKey) throws {
+        do {
+            _ = try self.pool.command(
+                .document([
+                    ("insert", .string(self.keys)),
+                    (
+                        "documents",
+                        .array([
+                            .document([
+                                ("_id", .binary(key.keyID)), ("username", .string(key.username)), ("publicKey", .binary(key.publicKey)),
+                                ("counter", .int64(Int64(key.counter))), ("appId", .string(key.appID)), ("environment", .string(key.environment)),
+                                ("receipt", .binary(key.receipt)), ("createdAt", .date(key.createdAt)), ("lastUsed", .date(key.lastUsed)),
+                            ])
+                        ])
+                    ),
+                ])
+            )
+        } catch where error.isDuplicateKey {
+            throw StoreError(code: .duplicateKey, reason: "the keyId is registered")
+        }
+    }
+
+    private func casCounter(keyID: [UInt8], to counter: UInt32, at date: Date) throws -> Bool {
+        let reply = try self.pool.command(
+            .document([
+                ("findAndModify", .string(self.keys)),
+                ("query", .document([("_id", .binary(keyID)), ("counter", .document([("$lt", .int64(Int64(counter)))]))])),
+                ("update", .document([("$set", .document([("counter", .int64(Int64(counter))), ("lastUsed", .date(date))]))])),
+                ("new", .bool(true)),
+            ])
+        )
+        return reply["value"] is [String: Any]
+    }
+
+    private func keyExists(_ keyID: [UInt8]) throws -> Bool {
+        let reply = try self.pool.command(
+            .document([("find", .string(self.keys)), ("filter", .document([("_id", .binary(keyID))])), ("limit", .int32(1))])
+        )
+        return !(((reply["cursor"] as? [String: Any])?["firstBatch"] as? [Any]) ?? []).isEmpty
+    }
+
+    private static func key(_ document: [String: Any]) -> StoredKey? {
+        guard let keyID = ExtendedJSON.binary(document["_id"]), let username = document["username"] as? String,
+            let publicKey = ExtendedJSON.binary(document["publicKey"]), let counter = ExtendedJSON.int64(document["counter"]),
+            let appID = document["appId"] as? String, let environment = document["environment"] as? String,
+            let receipt = ExtendedJSON.binary(document["receipt"]), let createdAt = ExtendedJSON.date(document["createdAt"]),
+            let lastUsed = ExtendedJSON.date(document["lastUsed"])
+        else { return nil }
+        return StoredKey(
+            keyID: keyID, username: username, publicKey: publicKey, counter: UInt32(clamping: counter), appID: appID,
+            environment: environment, receipt: receipt, createdAt: createdAt, lastUsed: lastUsed
+        )
+    }
+
+    private static func commitID() -> String { UUID().uuidString }
+
+    private static var challengeInvalid: StoreError {
+        StoreError(code: .challengeInvalid, reason: "the challenge is unknown, used, expired, or for another purpose or user")
+    }
+
+    // MARK: - Running blocking calls
+
+    /// Runs blocking work on NIO's thread pool: ``StoreError`` outcomes pass through, and any
+    /// MongoDB or driver failure becomes ``StoreError/Code/unavailable``.
+    private func run<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws(StoreError) -> T {
+        do {
+            return try await NIOThreadPool.singleton.runIfActive { try work() }
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw StoreError(code: .unavailable, reason: "\(error)")
+        }
+    }
+}

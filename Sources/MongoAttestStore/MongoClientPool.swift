@@ -1,0 +1,102 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+internal import CLibMongoC
+import Foundation
+
+/// One libmongoc client pool per store (one per process in the service), owning its URI and
+/// pool and freeing them in `deinit`. Every call blocks; callers run it off the event loop.
+final class MongoClientPool: @unchecked Sendable {
+    // Invariant: `uri` and `pool` are created in init, never reassigned, destroyed in deinit.
+    // mongoc_client_pool_t is thread-safe; each popped client is used by one thread at a time.
+    private let uri: OpaquePointer
+    private let pool: OpaquePointer
+    let databaseName: String
+
+    private static let initializeDriver: Void = {
+        mongoc_init()
+        // libmongoc logs connection attempts at DEBUG level to stderr by default; keep only
+        // warnings, errors and critical messages (levels 0-2).
+        mongoc_log_set_handler({ level, domain, message, userData in
+            if level.rawValue <= MONGOC_LOG_LEVEL_WARNING.rawValue {
+                mongoc_log_default_handler(level, domain, message, userData)
+            }
+        }, nil)
+    }()
+
+    /// Opens a pool.
+    ///
+    /// - Parameters:
+    ///   - connectionString: a standard MongoDB URI; TLS and every other option go through it
+    ///     (`tls=true`, `tlsCAFile=...`, `replicaSet=...`).
+    ///   - database: the database name; default: the URI's, else `formattest`.
+    ///   - timeout: server selection and connect timeout unless the URI sets them, so that an
+    ///     unreachable server fails a request quickly (fail closed) instead of hanging it.
+    init(connectionString: String, database: String?, timeoutMilliseconds: Int32 = 2000) throws(MongoError) {
+        Self.initializeDriver
+        var error = bson_error_t()
+        guard let uri = mongoc_uri_new_with_error(connectionString, &error) else {
+            throw MongoError(error, context: "invalid MongoDB connection string")
+        }
+        for option in ["serverSelectionTimeoutMS", "connectTimeoutMS"] where !mongoc_uri_has_option(uri, option) {
+            _ = mongoc_uri_set_option_as_int32(uri, option, timeoutMilliseconds)
+        }
+        guard let pool = mongoc_client_pool_new_with_error(uri, &error) else {
+            mongoc_uri_destroy(uri)
+            throw MongoError(error, context: "cannot create the client pool")
+        }
+        // Error API 2: server errors carry the server's own codes (11000 for duplicate keys).
+        guard mongoc_client_pool_set_error_api(pool, 2) else {
+            mongoc_client_pool_destroy(pool)
+            mongoc_uri_destroy(uri)
+            throw MongoError(code: -1, message: "cannot select libmongoc's error API 2")
+        }
+        _ = mongoc_client_pool_set_appname(pool, "formattest")
+        self.uri = uri
+        self.pool = pool
+        self.databaseName = database ?? mongoc_uri_get_database(uri).map { String(cString: $0) } ?? "formattest"
+    }
+
+    deinit {
+        mongoc_client_pool_destroy(self.pool)
+        mongoc_uri_destroy(self.uri)
+    }
+
+    /// Runs one database command and returns its reply.
+    ///
+    /// - Throws: ``MongoError`` for a failed command, for the first write error in the reply
+    ///   (such as 11000), or for a write concern error.
+    func command(_ command: BSONValue) throws(MongoError) -> [String: Any] {
+        let document = try BSONDocument(command)
+        guard let client = mongoc_client_pool_pop(self.pool) else {
+            throw MongoError(code: -1, message: "no client available from the pool")
+        }
+        defer { mongoc_client_pool_push(self.pool, client) }
+        guard let database = mongoc_client_get_database(client, self.databaseName) else {
+            throw MongoError(code: -1, message: "cannot open database \(self.databaseName)")
+        }
+        defer { mongoc_database_destroy(database) }
+        let reply = BSONReply()
+        var error = bson_error_t()
+        let succeeded = mongoc_database_command_with_opts(database, document.pointer, nil, nil, reply.pointer, &error)
+        guard succeeded else {
+            throw MongoError(error, context: "command failed")
+        }
+        let object = try reply.object()
+        if let writeError = (object["writeErrors"] as? [[String: Any]])?.first {
+            throw MongoError(
+                code: Int(ExtendedJSON.int64(writeError["code"]) ?? -1),
+                message: writeError["errmsg"] as? String ?? "write error"
+            )
+        }
+        if let concern = object["writeConcernError"] as? [String: Any] {
+            throw MongoError(
+                code: Int(ExtendedJSON.int64(concern["code"]) ?? -1),
+                message: concern["errmsg"] as? String ?? "write concern error"
+            )
+        }
+        return object
+    }
+}

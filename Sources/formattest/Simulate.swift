@@ -1,0 +1,139 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+import AppAttest
+import AppAttestSimulator
+import ArgumentParser
+import CanonicalJSON
+import FormAttestClient
+import FormAttestFlows
+import Foundation
+
+/// Runs the real flows against a real store with a simulated device, from a separate process:
+/// how the tests show that several verifier instances share one store correctly.
+///
+/// The device derives its keys from `--seed`, so every process signs with the same key; the CA
+/// is the simulator's (trusted here only). Never a production path: nothing here is Apple's.
+struct Simulate: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run a flow with a simulated device against a store (development and tests only).",
+        subcommands: [Register.self, Assert.self]
+    )
+
+    struct Device: ParsableArguments {
+        @Option(help: "The simulated device's seed (the same seed gives the same keys).")
+        var seed: UInt64 = 1
+
+        @Option(name: .customLong("key-index"), help: "Which of the device's keys.")
+        var keyIndex = 0
+
+        @Option(help: "The user who signs.")
+        var username = "alice"
+
+        @Option(name: .customLong("app-id"))
+        var appID = "ABCDE12345.com.formattest.demo"
+
+        @Option(help: "The form's nonce: the same nonce and timestamp give the same form.")
+        var nonce: String = UUID().uuidString
+
+        @Option(help: "The form's timestamp (RFC 3339 UTC); default now.")
+        var timestamp: String?
+
+        @Option(help: "The transfer amount.")
+        var amount = "10.00"
+
+        func flows(store: any AttestationStore) throws -> (FormFlows, SimulatedDevice) {
+            let authority = try SimulatedAttestationAuthority()
+            let device = SimulatedDevice(authority: authority, appID: self.appID, seed: self.seed)
+            let verifier = try AppAttestVerifier(
+                policy: AppAttestPolicy(appIDs: [self.appID], environments: [.development], trustAnchors: [authority.rootCertificate])
+            )
+            return (FormFlows(verifier: verifier, store: store), device)
+        }
+
+        func form() throws -> [UInt8] {
+            let stamp = try self.timestamp.map { text -> String in
+                guard RFC3339UTC.parse(text) != nil else { throw UsageError("--timestamp must be RFC 3339 UTC") }
+                return text
+            } ?? RFC3339UTC.format(Date())
+            let object = try JSONObject([
+                ("action", .string(JSONString("transfer"))),
+                ("amount", .string(JSONString(self.amount))),
+                ("to", .string(JSONString("bob"))),
+                ("username", .string(JSONString(self.username))),
+                ("timestamp", .string(JSONString(stamp))),
+                ("nonce", .string(JSONString(self.nonce))),
+            ])
+            return JSONValue.object(object).canonicalBytes
+        }
+    }
+
+    /// The JSON each subcommand prints.
+    struct Outcome: Encodable {
+        var accepted: Bool
+        var counter: UInt32?
+        var code: String?
+        var message: String?
+    }
+
+    static func finish(_ outcome: Outcome) throws {
+        print(try JSONOutput.string(outcome))
+        if !outcome.accepted { throw ExitCode(1) }
+    }
+
+    struct Register: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Attest the device's key while signing a form.")
+        @OptionGroup var device: Device
+        @OptionGroup var storeOptions: StoreOptions
+
+        func run() async throws {
+            let (flows, simulated) = try self.device.flows(store: try await self.storeOptions.open())
+            let key = simulated.key(self.device.keyIndex)
+            let form = try self.device.form()
+            let hash = try SignedForm(jsonBytes: form).clientDataHash
+            let request = FormFlows.AttestRequest(
+                username: self.device.username,
+                keyID: key.keyID,
+                attestationObject: try simulated.attest(key, clientDataHash: hash, at: Date()),
+                form: form
+            )
+            let outcome: Outcome
+            do {
+                outcome = Outcome(accepted: true, counter: try await flows.attest(request, now: Date()).counter)
+            } catch {
+                outcome = Outcome(accepted: false, code: error.code, message: error.reason)
+            }
+            try Simulate.finish(outcome)
+        }
+    }
+
+    struct Assert: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Sign a form with the device's registered key.")
+        @OptionGroup var device: Device
+        @OptionGroup var storeOptions: StoreOptions
+
+        @Option(help: "The counter the device signs.")
+        var counter: UInt32
+
+        func run() async throws {
+            let (flows, simulated) = try self.device.flows(store: try await self.storeOptions.open())
+            let key = simulated.key(self.device.keyIndex)
+            let form = try self.device.form()
+            let request = FormFlows.AssertRequest(
+                username: self.device.username,
+                keyID: key.keyID,
+                assertion: try simulated.assert(key, clientDataHash: try SignedForm(jsonBytes: form).clientDataHash, counter: self.counter),
+                form: form
+            )
+            let outcome: Outcome
+            do {
+                outcome = Outcome(accepted: true, counter: try await flows.assert(request, now: Date()).assertion.counter)
+            } catch {
+                outcome = Outcome(accepted: false, code: error.code, message: error.reason)
+            }
+            try Simulate.finish(outcome)
+        }
+    }
+}

@@ -1,0 +1,58 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+import Foundation
+
+/// The MongoDB the tests use: `FORMATTEST_MONGODB_URI` when set (a real MongoDB, replica set or
+/// not), otherwise a mongoeco wire server started here on a free loopback port from the
+/// project's venv (`scripts/setup` makes it). The server watches its stdin and exits when this
+/// test process ends.
+public enum MongoTestServer {
+    public struct Unavailable: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    /// Kept open for the life of the test process: its end of file stops the server.
+    nonisolated(unsafe) private static var lifeline: Pipe?
+
+    /// The connection string, or why there is none.
+    public static let uri: Result<String, Unavailable> = {
+        if let uri = ProcessInfo.processInfo.environment["FORMATTEST_MONGODB_URI"], !uri.isEmpty {
+            return .success(uri)
+        }
+        let python = ProcessInfo.processInfo.environment["FORMATTEST_MONGOECO_PYTHON"]
+            ?? repository.appendingPathComponent(".venv-mongoeco/bin/python").path
+        guard FileManager.default.isExecutableFile(atPath: python) else {
+            return .failure(Unavailable(description: "no MongoDB: set FORMATTEST_MONGODB_URI, or run scripts/setup to create .venv-mongoeco with mongoeco[wire]"))
+        }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: python)
+        process.arguments = [repository.appendingPathComponent("scripts/mongoeco_server.py").path, "--watch-stdin"]
+        let output = Pipe()
+        let input = Pipe()
+        process.standardOutput = output
+        process.standardInput = input
+        do {
+            try process.run()
+        } catch {
+            return .failure(Unavailable(description: "cannot start mongoeco: \(error)"))
+        }
+        Self.lifeline = input
+        // The first line is "URI mongodb://127.0.0.1:PORT/?directConnection=true".
+        var line = Data()
+        while true {
+            let byte = output.fileHandleForReading.readData(ofLength: 1)
+            if byte.isEmpty || byte == Data([0x0A]) { break }
+            line.append(byte)
+        }
+        let text = String(decoding: line, as: UTF8.self)
+        guard text.hasPrefix("URI ") else {
+            return .failure(Unavailable(description: "mongoeco did not start: \(text)"))
+        }
+        return .success(String(text.dropFirst(4)))
+    }()
+}

@@ -1,0 +1,72 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+import Foundation
+import FormAttestTestSupport
+import Testing
+
+/// Two verifier instances in separate processes sharing one store.
+struct SharedStoreTests {
+    static func simulate(_ command: String, store: String, database: String, _ extra: [String]) -> [String] {
+        ["simulate", command, "--store", store, "--mongodb-database", database, "--seed", "77"] + extra
+    }
+
+    static func outcome(_ result: Formattest.Result) throws -> (accepted: Bool, code: String?) {
+        let json = try result.jsonObject()
+        return (json["accepted"] as? Bool ?? false, json["code"] as? String)
+    }
+
+    @Test("MongoDB: a form replayed to the second instance is rejected; counters stay monotonic across both")
+    func twoInstancesOnMongoDB() throws {
+        let uri = try MongoTestServer.uri.get()
+        let database = "twoinstances_\(UUID().uuidString.prefix(8))"
+        let register = try Formattest.run(Self.simulate("register", store: uri, database: database, []))
+        #expect(try Self.outcome(register).accepted, "\(register.stdout) \(register.stderr)")
+
+        // The same signed form sent to both instances at once: exactly one accepts it.
+        let timestamp = ISO8601DateFormatter().string(from: Date())
+        let form = ["--nonce", "transfer-1", "--timestamp", timestamp]
+        let first = try Formattest.start(Self.simulate("assert", store: uri, database: database, form + ["--counter", "1"]))
+        let second = try Formattest.start(Self.simulate("assert", store: uri, database: database, form + ["--counter", "2"]))
+        let outcomes = [try Self.outcome(first.finish()), try Self.outcome(second.finish())]
+        #expect(outcomes.filter(\.accepted).count == 1, "\(outcomes)")
+        #expect(outcomes.first(where: { !$0.accepted })?.code == "replay")
+
+        // Instance A accepts counter 5; instance B then refuses counter 3 and accepts 6.
+        let a5 = try Formattest.run(Self.simulate("assert", store: uri, database: database, ["--nonce", "t5", "--counter", "5"]))
+        #expect(try Self.outcome(a5).accepted)
+        let b3 = try Formattest.run(Self.simulate("assert", store: uri, database: database, ["--nonce", "t3", "--counter", "3"]))
+        #expect(try Self.outcome(b3).accepted == false)
+        #expect(try Self.outcome(b3).code == "requires_reattestation")
+        let b6 = try Formattest.run(Self.simulate("assert", store: uri, database: database, ["--nonce", "t6", "--counter", "6"]))
+        #expect(try Self.outcome(b6).accepted)
+        let a6 = try Formattest.run(Self.simulate("assert", store: uri, database: database, ["--nonce", "t6b", "--counter", "6"]))
+        #expect(try Self.outcome(a6).accepted == false)
+    }
+
+    @Test("SQLite: two processes sharing one file reject a replay across them")
+    func twoInstancesOnSQLite() throws {
+        let files = try TemporaryFiles()
+        let store = "sqlite:" + files.directory.appendingPathComponent("shared.sqlite").path
+        let register = try Formattest.run(["simulate", "register", "--store", store, "--seed", "78"])
+        #expect(try Self.outcome(register).accepted, "\(register.stdout) \(register.stderr)")
+        let timestamp = ISO8601DateFormatter().string(from: Date())
+        let form = ["--nonce", "s-1", "--timestamp", timestamp]
+        let first = try Formattest.start(["simulate", "assert", "--store", store, "--seed", "78", "--counter", "1"] + form)
+        let second = try Formattest.start(["simulate", "assert", "--store", store, "--seed", "78", "--counter", "2"] + form)
+        let outcomes = [try Self.outcome(first.finish()), try Self.outcome(second.finish())]
+        #expect(outcomes.filter(\.accepted).count == 1, "\(outcomes)")
+    }
+
+    @Test("an unreachable MongoDB fails closed: exit 2 with the reason, no hang")
+    func unreachable() throws {
+        let started = Date()
+        let result = try Formattest.run(["simulate", "assert", "--store", "mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=300", "--counter", "1"])
+        #expect(result.status == 2)
+        #expect(result.stderr.contains("unavailable"))
+        #expect(!result.stderr.contains("DEBUG"))
+        #expect(Date().timeIntervalSince(started) < 15)
+    }
+}

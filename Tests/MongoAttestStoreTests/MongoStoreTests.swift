@@ -1,0 +1,59 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+import AttestationStoreContract
+import FormAttestFlows
+import FormAttestTestSupport
+import Foundation
+import MongoAttestStore
+import Testing
+
+extension MongoTestServer {
+    /// A store on a fresh database of the test server.
+    static func freshStore() async throws -> MongoAttestationStore {
+        try await MongoAttestationStore.connect(connectionString: try Self.uri.get(), database: "formattest_test_\(UUID().uuidString.prefix(8))")
+    }
+}
+
+/// The store contract on MongoDB (mongoeco in CI, or a real MongoDB via FORMATTEST_MONGODB_URI).
+struct MongoStoreTests {
+    @Test("MongoDB store passes the contract", arguments: StoreContract.all.map(\.name))
+    func contract(check: String) async throws {
+        try await StoreContract.run(check) { try await MongoTestServer.freshStore() }
+    }
+
+    @Test("setup is idempotent: connecting twice to one database keeps its data")
+    func idempotentSetup() async throws {
+        let uri = try MongoTestServer.uri.get()
+        let database = "formattest_idem_\(UUID().uuidString.prefix(8))"
+        let first = try await MongoAttestationStore.connect(connectionString: uri, database: database)
+        try await first.insertKey(StoreContract.key(1))
+        let second = try await MongoAttestationStore.connect(connectionString: uri, database: database)
+        #expect(try await second.loadKey(keyID: StoreContract.key(1).keyID) != nil)
+    }
+
+    @Test("an unreachable server fails closed with store_unavailable, quickly")
+    func unreachable() async throws {
+        let started = Date()
+        do {
+            _ = try await MongoAttestationStore.connect(connectionString: "mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=500")
+            Issue.record("connected to nothing")
+        } catch {
+            #expect(error.code == .unavailable)
+        }
+        #expect(Date().timeIntervalSince(started) < 10)
+    }
+
+    @Test("an invalid connection string is refused")
+    func invalidURI() async throws {
+        do {
+            _ = try await MongoAttestationStore.connect(connectionString: "http://example.com")
+            Issue.record("accepted an http URI")
+        } catch {
+            #expect(error.code == .unavailable)
+            #expect(error.reason.contains("connection string"))
+        }
+    }
+}
