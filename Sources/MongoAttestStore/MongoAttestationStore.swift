@@ -133,6 +133,19 @@ public final class MongoAttestationStore: AttestationStore, Sendable {
         }
     }
 
+    public func isFormHashRecorded(_ formHash: [UInt8], now: Date) async throws(StoreError) -> Bool {
+        try await self.run { () throws -> Bool in
+            let reply = try self.pool.command(
+                .document([
+                    ("find", .string(self.formHashes)),
+                    ("filter", .document([("_id", .binary(formHash)), ("expiresAt", .document([("$gt", .date(now))]))])),
+                    ("limit", .int32(1)),
+                ])
+            )
+            return !(((reply["cursor"] as? [String: Any])?["firstBatch"] as? [Any]) ?? []).isEmpty
+        }
+    }
+
     public func commitRegistration(_ commit: RegistrationCommit) async throws(StoreError) {
         try await self.run { () throws in
             let id = Self.commitID()

@@ -123,6 +123,20 @@ public final class SQLiteAttestationStore: AttestationStore {
         try await self.write { db in try Self.record(record, now: now, db) }
     }
 
+    public func isFormHashRecorded(_ formHash: [UInt8], now: Date) async throws(StoreError) -> Bool {
+        do {
+            return try await self.database.read { db in
+                try Bool.fetchOne(
+                    db,
+                    sql: "SELECT 1 FROM form_hashes WHERE hash = ? AND expires_at > ?",
+                    arguments: [Data(formHash), now.timeIntervalSince1970]
+                ) ?? false
+            }
+        } catch {
+            throw Self.storeError(error)
+        }
+    }
+
     public func commitRegistration(_ commit: RegistrationCommit) async throws(StoreError) {
         try await self.write { db in
             for claim in commit.challenges { try Self.consume(claim, now: commit.now, db) }

@@ -160,6 +160,16 @@ struct AssertFlowTests {
         #expect(try await harness.store.loadKey(keyID: key.keyID)?.counter == 1)
     }
 
+    @Test("the same signed form resent after it was accepted is a replay, not a reason to re-attest")
+    func resentForm() async throws {
+        let harness = try FlowHarness()
+        let key = harness.device.key(0)
+        try await harness.register(key)
+        let request = try harness.assertRequest(key: key, form: FlowHarness.form(nonce: "retry"), counter: 1)
+        _ = try await harness.flows.assert(request, now: FlowHarness.now)
+        await expectFlowError("replay", .conflict) { try await harness.flows.assert(request, now: FlowHarness.now) }
+    }
+
     @Test("a counter that went backwards requires re-attestation")
     func counterBackwards() async throws {
         let harness = try FlowHarness()

@@ -114,7 +114,10 @@ public enum StoreContract {
 
     static func replays(_ make: Factory) async throws {
         let store = try await make()
+        #expect(try await store.isFormHashRecorded(hash(1), now: t0) == false)
         try await store.recordFormHash(ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(300)), now: t0)
+        #expect(try await store.isFormHashRecorded(hash(1), now: t0.addingTimeInterval(299)))
+        #expect(try await store.isFormHashRecorded(hash(1), now: t0.addingTimeInterval(300)) == false)
         await expect(.replay) { try await store.recordFormHash(ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(900)), now: t0.addingTimeInterval(299)) }
         try await store.recordFormHash(ReplayRecord(formHash: hash(2), expiresAt: t0.addingTimeInterval(300)), now: t0)
     }

@@ -185,8 +185,19 @@ public struct FormFlows: Sendable {
             do {
                 verified = try self.verifier.verifyAssertion(request.assertion, publicKey: publicKey, clientDataHash: form.clientDataHash, previousCounter: key.counter)
             } catch let error as AppAttest.AppAttestError where error.code == .counterNotIncreasing {
-                // The device's counter is not above the stored one: a cloned key or a restored
-                // device. Only a new attestation can re-establish trust.
+                // The same signed form sent again (a retry reaching another instance after the
+                // first was accepted) is a replay. Otherwise the device's counter is not above the
+                // stored one: a cloned key or a restored device, and only a new attestation can
+                // re-establish trust.
+                let recorded: Bool
+                do throws(StoreError) {
+                    recorded = try await self.store.isFormHashRecorded(form.clientDataHash, now: now)
+                } catch {
+                    throw FlowError(error)
+                }
+                if recorded {
+                    throw FlowError(code: "replay", category: .conflict, reason: "this form was accepted before")
+                }
                 throw FlowError.requiresReattestation(error.reason)
             } catch {
                 throw Self.verificationError(error)

@@ -41,6 +41,10 @@ public protocol AttestationStore: Sendable {
     /// - Throws: ``StoreError/Code/replay`` when an unexpired record with this hash exists.
     func recordFormHash(_ record: ReplayRecord, now: Date) async throws(StoreError)
 
+    /// Whether an unexpired record of this form hash exists at `now`. Read-only: flows use it to
+    /// name a rejection (a resubmitted form is a replay), never to decide an acceptance.
+    func isFormHashRecorded(_ formHash: [UInt8], now: Date) async throws(StoreError) -> Bool
+
     /// Registers a key in one atomic step: consumes every claimed challenge, records the form
     /// hash and inserts the key, or does none of it.
     /// - Throws: the code of the first part that fails: ``StoreError/Code/challengeInvalid``,

@@ -66,6 +66,11 @@ public actor MemoryAttestationStore: AttestationStore {
         self.replays[record.formHash] = record.expiresAt
     }
 
+    public func isFormHashRecorded(_ formHash: [UInt8], now: Date) throws(StoreError) -> Bool {
+        try self.check()
+        return (self.replays[formHash].map { $0 > now }) ?? false
+    }
+
     public func commitRegistration(_ commit: RegistrationCommit) throws(StoreError) {
         try self.check()
         // Validate every part first, then apply: all or nothing.
