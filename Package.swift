@@ -28,6 +28,7 @@ let package = Package(
         .library(name: "FormAttestFlows", targets: ["FormAttestFlows"]),
         .library(name: "SQLiteAttestStore", targets: ["SQLiteAttestStore"]),
         .library(name: "MongoAttestStore", targets: ["MongoAttestStore"]),
+        .library(name: "FormAttestTokens", targets: ["FormAttestTokens"]),
         .library(name: "AppAttestSimulator", targets: ["AppAttestSimulator"]),
         .executable(name: "formattest", targets: ["formattest"]),
     ],
@@ -38,6 +39,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.8.0"),
     ],
     targets: [
         // The verifier: CBOR, authenticator data, attestation and assertion rules. Pure.
@@ -101,6 +103,19 @@ let package = Package(
             resources: [.copy("schemas")],
             swiftSettings: swiftSettings
         ),
+        // The formatter: FIDO2 wrapper, server-signed JWS (jwt-kit), test-only packed-like.
+        .target(
+            name: "FormAttestTokens",
+            dependencies: [
+                "AppAttest",
+                "CanonicalJSON",
+                "FormAttestClient",
+                "FormAttestFlows",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // A software device that plays Apple's part, for tests, the demo and benchmarks.
         .target(
             name: "AppAttestSimulator",
@@ -122,6 +137,7 @@ let package = Package(
                 "CanonicalJSON",
                 "FormAttestClient",
                 "FormAttestFlows",
+                "FormAttestTokens",
                 "MongoAttestStore",
                 "SQLiteAttestStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -182,6 +198,14 @@ let package = Package(
         .testTarget(
             name: "MongoAttestStoreTests",
             dependencies: ["MongoAttestStore", "FormAttestFlows", "AttestationStoreContract", "FormAttestTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "FormAttestTokensTests",
+            dependencies: [
+                "FormAttestTokens", "AppAttest", "CanonicalJSON", "FormAttestClient", "FormAttestTestSupport",
+                .product(name: "Crypto", package: "swift-crypto"), .product(name: "JWTKit", package: "jwt-kit"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -113,6 +113,18 @@ public struct JSONObject: Sendable, Hashable {
         }
     }
 
+    /// Builds an object whose member names are distinct constants written in the code (a token's
+    /// claims, a wrapper's fields).
+    ///
+    /// - Precondition: the names are distinct; a duplicate is a programming error and traps. Use
+    ///   ``init(_:)`` for names that come from input.
+    public init(constantMembers members: [(name: String, value: JSONValue)]) {
+        guard case .success(let object) = Self.sorted(members.map { (JSONString($0.name), $0.value) }) else {
+            preconditionFailure("duplicate constant member name")
+        }
+        self = object
+    }
+
     /// The value of the member whose name has exactly these code units, or `nil`.
     public subscript(name: String) -> JSONValue? {
         let wanted = Array(name.utf8)

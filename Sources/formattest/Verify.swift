@@ -6,6 +6,7 @@
 import AppAttest
 import ArgumentParser
 import Crypto
+import FormAttestClient
 import Foundation
 
 struct Verify: AsyncParsableCommand {
@@ -34,7 +35,7 @@ struct OutputOptions: ParsableArguments {
     var json = false
 
     /// Prints a verdict and exits 0 (verified) or 1 (rejected).
-    func finish(_ verdict: Result<VerificationReport, AppAttestError>) throws {
+    func finish(_ verdict: Result<VerificationReport, AppAttest.AppAttestError>) throws {
         switch verdict {
         case .success(let report):
             print(self.json ? try report.jsonString() : report.text)
@@ -46,12 +47,8 @@ struct OutputOptions: ParsableArguments {
     }
 }
 
-struct VerifyAttestation: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "attestation",
-        abstract: "Verify an App Attest attestation object (Apple's steps 1-9)."
-    )
-
+/// The inputs and policy of an attestation check, shared by `verify attestation` and `wrap`.
+struct AttestationOptions: ParsableArguments {
     @Option(help: "The attestation object: raw CBOR or base64/base64url text; '-' reads stdin.")
     var attestation: String
 
@@ -60,8 +57,6 @@ struct VerifyAttestation: AsyncParsableCommand {
 
     @Option(name: .customLong("app-id"), help: "TEAMID.bundleID.")
     var appID: String
-
-    @OptionGroup var clientData: ClientDataOptions
 
     @Option(help: "Accepted environment: development, production or any.")
     var environment: EnvironmentChoice = .any
@@ -72,35 +67,43 @@ struct VerifyAttestation: AsyncParsableCommand {
     @Option(help: "Verify as of this RFC 3339 time instead of now.")
     var at: String?
 
-    @OptionGroup var output: OutputOptions
-
-    func validate() throws {
-        try self.clientData.validate(allowClientDataFile: false)
-    }
-
-    func run() async throws {
+    /// Verifies; an ``AppAttestError`` is a rejection, anything else a usage or I/O error.
+    func verify(clientDataHash: [UInt8]) async throws -> (attestation: [UInt8], result: Result<VerifiedAttestation, AppAttest.AppAttestError>) {
         let attestationBytes = try InputFile.readBinaryDocument(self.attestation)
         let keyID = try InputFile.decodeBase64(self.keyID, what: "--key-id")
-        let clientDataHash = try self.clientData.clientDataHash()
         let time = try self.at.map { try RFC3339.parse($0) } ?? Date()
         let anchors = try self.roots.isEmpty ? [AppleAppAttestationRoot.certificate] : self.roots.map(InputFile.readCertificate)
-
-        let verdict: Result<VerificationReport, AppAttestError>
         do {
             let verifier = try AppAttestVerifier(
                 policy: AppAttestPolicy(appIDs: [self.appID], environments: self.environment.environments, trustAnchors: anchors)
             )
-            let result = try await verifier.verifyAttestation(
-                attestationBytes,
-                keyID: keyID,
-                clientDataHash: clientDataHash,
-                at: time
-            )
-            verdict = .success(try VerificationReport(result))
-        } catch let error as AppAttestError {
-            verdict = .failure(error)
+            let result = try await verifier.verifyAttestation(attestationBytes, keyID: keyID, clientDataHash: clientDataHash, at: time)
+            return (attestationBytes, .success(result))
+        } catch let error as AppAttest.AppAttestError {
+            return (attestationBytes, .failure(error))
         }
-        try self.output.finish(verdict)
+    }
+}
+
+struct VerifyAttestation: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "attestation",
+        abstract: "Verify an App Attest attestation object (Apple's steps 1-9)."
+    )
+
+    @OptionGroup var attestation: AttestationOptions
+    @OptionGroup var clientData: ClientDataOptions
+    @OptionGroup var output: OutputOptions
+
+    func validate() throws {
+        try self.clientData.validate(allowed: [.hash, .challenge])
+    }
+
+    func run() async throws {
+        let (_, result) = try await self.attestation.verify(clientDataHash: try self.clientData.clientDataHash())
+        try self.output.finish(result.flatMap { verified in
+            Result { try VerificationReport(verified) }.mapError { _ in AppAttest.AppAttestError(code: .malformedAttestation, reason: "unreportable result") }
+        })
     }
 }
 
@@ -140,14 +143,14 @@ struct VerifyAssertion: AsyncParsableCommand {
         guard !(self.assertion == "-" && self.attestation == "-") else {
             throw ValidationError("Only one input can be read from stdin.")
         }
-        try self.clientData.validate(allowClientDataFile: true)
+        try self.clientData.validate(allowed: [.hash, .challenge, .clientDataFile])
     }
 
     func run() async throws {
         let assertionBytes = try InputFile.readBinaryDocument(self.assertion)
         let clientDataHash = try self.clientData.clientDataHash()
 
-        let verdict: Result<VerificationReport, AppAttestError>
+        let verdict: Result<VerificationReport, AppAttest.AppAttestError>
         do {
             let key = try self.attestedKey()
             let verifier = try AppAttestVerifier(
@@ -160,7 +163,7 @@ struct VerifyAssertion: AsyncParsableCommand {
                 previousCounter: self.previousCounter
             )
             verdict = .success(try VerificationReport(result, publicKey: key))
-        } catch let error as AppAttestError {
+        } catch let error as AppAttest.AppAttestError {
             verdict = .failure(error)
         }
         try self.output.finish(verdict)
@@ -173,7 +176,7 @@ struct VerifyAssertion: AsyncParsableCommand {
             do {
                 return try P256.Signing.PublicKey(pemRepresentation: pem)
             } catch {
-                throw AppAttestError(code: .invalidPublicKey, reason: "\(path) is not a PEM P-256 public key")
+                throw AppAttest.AppAttestError(code: .invalidPublicKey, reason: "\(path) is not a PEM P-256 public key")
             }
         }
         // validate() guarantees one of the two options.
@@ -182,8 +185,16 @@ struct VerifyAssertion: AsyncParsableCommand {
     }
 }
 
-/// `--client-data-hash HEX | --challenge TEXT | --client-data PATH`: exactly one.
+/// `--client-data-hash HEX | --challenge TEXT | --client-data PATH | --form PATH`: exactly one of
+/// those a command allows.
 struct ClientDataOptions: ParsableArguments {
+    enum Kind: String, CaseIterable {
+        case hash = "--client-data-hash"
+        case challenge = "--challenge"
+        case clientDataFile = "--client-data"
+        case form = "--form"
+    }
+
     @Option(name: .customLong("client-data-hash"), help: "The exact clientDataHash bytes, in hex.")
     var clientDataHashHex: String?
 
@@ -193,17 +204,25 @@ struct ClientDataOptions: ParsableArguments {
     @Option(name: .customLong("client-data"), help: "A file; clientDataHash = SHA256(its bytes).")
     var clientDataPath: String?
 
-    func validate(allowClientDataFile: Bool) throws {
-        let given = [self.clientDataHashHex, self.challenge, self.clientDataPath].compactMap { $0 }.count
-        if !allowClientDataFile, self.clientDataPath != nil {
-            throw ValidationError("--client-data is not accepted here; use --client-data-hash or --challenge.")
+    @Option(name: .customLong("form"), help: "A JSON form; clientDataHash = SHA256(RFC 8785 form).")
+    var formPath: String?
+
+    private var given: [Kind] {
+        var kinds: [Kind] = []
+        if self.clientDataHashHex != nil { kinds.append(.hash) }
+        if self.challenge != nil { kinds.append(.challenge) }
+        if self.clientDataPath != nil { kinds.append(.clientDataFile) }
+        if self.formPath != nil { kinds.append(.form) }
+        return kinds
+    }
+
+    func validate(allowed: [Kind]) throws {
+        let names = allowed.map(\.rawValue).joined(separator: ", ")
+        if let refused = self.given.first(where: { !allowed.contains($0) }) {
+            throw ValidationError("\(refused.rawValue) is not accepted here; use one of \(names).")
         }
-        guard given == 1 else {
-            throw ValidationError(
-                allowClientDataFile
-                    ? "Give exactly one of --client-data-hash, --challenge and --client-data."
-                    : "Give exactly one of --client-data-hash and --challenge."
-            )
+        guard self.given.count == 1 else {
+            throw ValidationError("Give exactly one of \(names).")
         }
     }
 
@@ -216,6 +235,13 @@ struct ClientDataOptions: ParsableArguments {
         }
         if let challenge = self.challenge {
             return Array(SHA256.hash(data: Array(challenge.utf8)))
+        }
+        if let form = self.formPath {
+            do {
+                return try SignedForm(jsonBytes: try InputFile.readBytes(form)).clientDataHash
+            } catch let error as FormError {
+                throw UsageError("--form: \(error.description)")
+            }
         }
         return Array(SHA256.hash(data: try InputFile.readBytes(self.clientDataPath ?? "-")))
     }

@@ -1,0 +1,130 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+import Crypto
+public import Foundation
+import FormAttestClient
+public import JWTKit
+
+/// A compact JWS (ES256) in which the server states what it verified: this user's form, with this
+/// hash, was signed by this App Attest key of this app, at this counter.
+///
+/// Header: `alg` ES256, `kid` = the RFC 7638 thumbprint of the signing key, `typ`
+/// ``ServerAttestationSigner/tokenType``. Claims: `iss`, `sub` (username), `aud`, `iat`, `nbf`,
+/// `exp` (default 5 minutes), `jti`, `app_id`, `key_id`, `env`, `form_hash` (base64url
+/// clientDataHash), `cnt` (counter), and `cnf.jwk` (RFC 7800: the attested key itself).
+public struct ServerAttestationClaims: JWTPayload, Equatable {
+    /// RFC 7800 confirmation: the attested P-256 key as a JWK.
+    public struct Confirmation: Codable, Sendable, Equatable {
+        public struct Key: Codable, Sendable, Equatable {
+            public var kty: String
+            public var crv: String
+            public var x: String
+            public var y: String
+        }
+
+        public var jwk: Key
+    }
+
+    public var issuer: IssuerClaim
+    public var subject: SubjectClaim
+    public var audience: AudienceClaim
+    public var issuedAt: IssuedAtClaim
+    public var notBefore: NotBeforeClaim
+    public var expiration: ExpirationClaim
+    public var id: IDClaim
+    public var appID: String
+    public var keyID: String
+    public var environment: String
+    public var formHash: String
+    public var counter: UInt32
+    public var confirmation: Confirmation
+
+    enum CodingKeys: String, CodingKey {
+        case issuer = "iss"
+        case subject = "sub"
+        case audience = "aud"
+        case issuedAt = "iat"
+        case notBefore = "nbf"
+        case expiration = "exp"
+        case id = "jti"
+        case appID = "app_id"
+        case keyID = "key_id"
+        case environment = "env"
+        case formHash = "form_hash"
+        case counter = "cnt"
+        case confirmation = "cnf"
+    }
+
+    /// Checks expiry and not-before at the time jwt-kit verifies (a verifier of these tokens).
+    public func verify(using algorithm: some JWTAlgorithm) async throws {
+        try self.expiration.verifyNotExpired()
+        try self.notBefore.verifyNotBefore()
+    }
+}
+
+/// Signs ``ServerAttestationClaims`` with the server's current key.
+public struct ServerAttestationSigner: Sendable {
+    /// The JWS `typ` header.
+    public static let tokenType = "formattest-attestation+jwt"
+
+    public let keys: SigningKeys
+    public let issuer: String
+    public let audience: String
+    public let lifetime: TimeInterval
+    private let collection: JWTKeyCollection
+
+    /// - Parameters:
+    ///   - keys: the signing keys (the current one signs).
+    ///   - issuer: `iss`, such as the service's URL.
+    ///   - audience: `aud`, the system that consumes the tokens.
+    ///   - lifetime: `exp - iat`. Default 5 minutes.
+    public init(keys: SigningKeys, issuer: String, audience: String, lifetime: TimeInterval = 300) async throws {
+        self.keys = keys
+        self.issuer = issuer
+        self.audience = audience
+        self.lifetime = lifetime
+        self.collection = JWTKeyCollection()
+        await self.collection.add(ecdsa: try ES256PrivateKey(backing: keys.current), kid: JWKIdentifier(string: keys.currentKeyID))
+    }
+
+    /// Signs a token for a verified form.
+    ///
+    /// - Parameters:
+    ///   - username: `sub`.
+    ///   - credential: the attested key (app id, environment, key id, `cnf`).
+    ///   - formHash: the form's clientDataHash.
+    ///   - counter: the key's counter after this form.
+    ///   - now: `iat` and `nbf`.
+    ///   - tokenID: `jti`; random by default.
+    public func sign(
+        username: String,
+        credential: AttestedCredential,
+        formHash: [UInt8],
+        counter: UInt32,
+        now: Date,
+        tokenID: String = UUID().uuidString
+    ) async throws -> String {
+        let point = Array(credential.publicKey.x963Representation)
+        let claims = ServerAttestationClaims(
+            issuer: IssuerClaim(value: self.issuer),
+            subject: SubjectClaim(value: username),
+            audience: AudienceClaim(value: [self.audience]),
+            issuedAt: IssuedAtClaim(value: now),
+            notBefore: NotBeforeClaim(value: now),
+            expiration: ExpirationClaim(value: now.addingTimeInterval(self.lifetime)),
+            id: IDClaim(value: tokenID),
+            appID: credential.appID,
+            keyID: Base64URL.encode(credential.keyID),
+            environment: credential.environment,
+            formHash: Base64URL.encode(formHash),
+            counter: counter,
+            confirmation: .init(jwk: .init(kty: "EC", crv: "P-256", x: Base64URL.encode(point[1..<33]), y: Base64URL.encode(point[33..<65])))
+        )
+        var header = JWTHeader()
+        header.typ = Self.tokenType
+        return try await self.collection.sign(claims, kid: JWKIdentifier(string: self.keys.currentKeyID), header: header)
+    }
+}

@@ -1,0 +1,105 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+public import CanonicalJSON
+public import Foundation
+
+/// The formats a verified attestation can be turned into.
+public enum TokenFormat: String, Sendable, Hashable, CaseIterable {
+    /// The FIDO2-shaped wrapper (recommended).
+    case fido2
+    /// The server-signed JWS.
+    case jws
+    /// Test only: shaped like `packed`, marked invalid. Never produced unless asked for by name.
+    case packedLikeUnsafe = "packed-like-unsafe"
+
+    /// The member name of this format in a `formats` object.
+    public var memberName: String {
+        switch self {
+        case .fido2: return "fido2Wrapper"
+        case .jws: return "serverAttestation"
+        case .packedLikeUnsafe: return "packedLikeUnsafe"
+        }
+    }
+}
+
+/// Turns a verified attestation into the requested formats: one place for the CLI and the API.
+public struct TokenFormatter: Sendable {
+    public let signer: ServerAttestationSigner?
+
+    /// - Parameter signer: needed for ``TokenFormat/jws`` only.
+    public init(signer: ServerAttestationSigner?) {
+        self.signer = signer
+    }
+
+    /// What was verified, and about whom.
+    public struct Input: Sendable {
+        public var credential: AttestedCredential
+        public var attestationObject: [UInt8]
+        public var authenticatorData: [UInt8]
+        public var clientDataHash: [UInt8]
+        public var counter: UInt32
+        public var verifiedAt: Date
+        public var username: String
+
+        public init(
+            credential: AttestedCredential,
+            attestationObject: [UInt8],
+            authenticatorData: [UInt8],
+            clientDataHash: [UInt8],
+            counter: UInt32,
+            verifiedAt: Date,
+            username: String
+        ) {
+            self.credential = credential
+            self.attestationObject = attestationObject
+            self.authenticatorData = authenticatorData
+            self.clientDataHash = clientDataHash
+            self.counter = counter
+            self.verifiedAt = verifiedAt
+            self.username = username
+        }
+    }
+
+    public struct MissingSigner: Error, CustomStringConvertible {
+        public var description: String { "the jws format needs a signing key" }
+    }
+
+    /// `{fido2Wrapper?, serverAttestation?, packedLikeUnsafe?}` for the requested formats.
+    public func formats(_ requested: Set<TokenFormat>, for input: Input) async throws -> JSONValue {
+        var members: [(name: String, value: JSONValue)] = []
+        for format in TokenFormat.allCases where requested.contains(format) {
+            switch format {
+            case .fido2:
+                members.append((
+                    format.memberName,
+                    FIDO2Wrapper.make(
+                        credential: input.credential,
+                        attestationObject: input.attestationObject,
+                        clientDataHash: input.clientDataHash,
+                        counter: input.counter,
+                        verifiedAt: input.verifiedAt
+                    )
+                ))
+            case .jws:
+                guard let signer = self.signer else { throw MissingSigner() }
+                let token = try await signer.sign(
+                    username: input.username,
+                    credential: input.credential,
+                    formHash: input.clientDataHash,
+                    counter: input.counter,
+                    now: input.verifiedAt
+                )
+                members.append((format.memberName, .string(JSONString(token))))
+            case .packedLikeUnsafe:
+                members.append((
+                    format.memberName,
+                    try PackedLikeAttestation.makeUnsafeTestOnly(authenticatorData: input.authenticatorData, clientDataHash: input.clientDataHash)
+                ))
+            }
+        }
+        return .object(JSONObject(constantMembers: members))
+    }
+}

@@ -1,0 +1,125 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+import Foundation
+import FormAttestTestSupport
+import Testing
+
+/// `formattest wrap` in batch over every real sample, then the interop checks with python-fido2,
+/// joserfc and jsonschema (tests/interop/check_tokens.py).
+struct WrapTests {
+    static let repository = RealSample.fixturesDirectory.deletingLastPathComponent().deletingLastPathComponent()
+
+    static func line(_ sample: RealSample, name: String? = nil, challenge: String? = nil) throws -> String {
+        var fields: [String: Any] = [
+            "name": name ?? sample.name,
+            "attestation": Data(try #require(sample.attestation)).base64EncodedString(),
+            "keyId": Data(try #require(sample.keyID)).base64EncodedString(),
+            "appId": sample.appID,
+            "at": try #require(Formattest.rfc3339(sample.validAt)),
+            "formats": ["fido2", "jws"],
+            "username": "alice",
+        ]
+        if let challenge {
+            fields["challenge"] = challenge
+        } else {
+            fields["clientDataHash"] = try #require(sample.clientDataHash).map { String(format: "%02x", $0) }.joined()
+        }
+        return String(decoding: try JSONSerialization.data(withJSONObject: fields, options: [.sortedKeys]), as: UTF8.self)
+    }
+
+    @Test("batch-wrap every real sample; outputs are never overwritten; FIDO2, JOSE and schema interop")
+    func batchAndInterop() throws {
+        let files = try TemporaryFiles()
+        let samples = try RealSample.withAttestation()
+        let batch = try files.write(try samples.map { try Self.line($0) }.joined(separator: "\n") + "\n", named: "in.jsonl")
+        let out = files.directory.appendingPathComponent("out").path
+        let data = files.directory.appendingPathComponent("data").path
+
+        let run = try Formattest.run(["wrap", "--batch", batch, "--out-dir", out, "--data-dir", data])
+        #expect(run.status == 0, "\(run.stdout) \(run.stderr)")
+        let summary = try run.jsonObject()
+        #expect(summary["total"] as? Int == samples.count)
+        #expect(summary["wrapped"] as? Int == samples.count)
+        let written = try FileManager.default.contentsOfDirectory(atPath: out).sorted()
+        #expect(written == samples.map { "\($0.name).json" }.sorted())
+        let before = try Data(contentsOf: URL(fileURLWithPath: out).appendingPathComponent(written[0]))
+
+        // Again: every output exists, none is overwritten, every item fails, exit 1.
+        let again = try Formattest.run(["wrap", "--batch", batch, "--out-dir", out, "--data-dir", data])
+        #expect(again.status == 1)
+        let againSummary = try again.jsonObject()
+        #expect(againSummary["failed"] as? Int == samples.count)
+        #expect(((againSummary["failures"] as? [[String: Any]])?.first?["code"] as? String) == "exists")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: out).appendingPathComponent(written[0])) == before)
+
+        // One bad item among good ones: it is reported, the others are written.
+        let mixed = try files.write(
+            [try Self.line(samples[0], name: "good"), try Self.line(samples[1], name: "bad", challenge: "not the challenge")].joined(separator: "\n"),
+            named: "mixed.jsonl"
+        )
+        let mixedOut = files.directory.appendingPathComponent("mixed").path
+        let mixedRun = try Formattest.run(["wrap", "--batch", mixed, "--out-dir", mixedOut, "--data-dir", data])
+        #expect(mixedRun.status == 1)
+        let mixedSummary = try mixedRun.jsonObject()
+        #expect(mixedSummary["wrapped"] as? Int == 1)
+        #expect(((mixedSummary["failures"] as? [[String: Any]])?.first?["code"] as? String) == "nonce_mismatch")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: mixedOut) == ["good.json"])
+
+        // Interop: the real assertions, the JWKS, the schema.
+        let assertions = samples.compactMap { sample -> [String: String]? in
+            guard let first = sample.assertions.first else { return nil }
+            return [
+                "name": sample.name,
+                "assertion_b64": Data(first.assertion).base64EncodedString(),
+                "client_data_hash_hex": first.clientDataHash.map { String(format: "%02x", $0) }.joined(),
+            ]
+        }
+        #expect(assertions.count == 7)
+        let assertionsFile = try files.write(Data(try JSONSerialization.data(withJSONObject: assertions)), named: "assertions.json")
+        let jwks = try Formattest.run(["keys", "jwks", "--data-dir", data])
+        #expect(jwks.status == 0)
+        let jwksFile = try files.write(jwks.stdout, named: "jwks.json")
+
+        let python = ProcessInfo.processInfo.environment["FORMATTEST_INTEROP_PYTHON"]
+            ?? Self.repository.appendingPathComponent(".venv-interop/bin/python").path
+        try #require(FileManager.default.isExecutableFile(atPath: python), "run scripts/setup to create .venv-interop")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: python)
+        process.arguments = [
+            Self.repository.appendingPathComponent("tests/interop/check_tokens.py").path, out, jwksFile, assertionsFile,
+            Self.repository.appendingPathComponent("schemas/fido2-wrapper.schema.json").path,
+        ]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        try process.run()
+        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0, "\(output)")
+        #expect(output.contains(" passed, 0 failed"), "\(output)")
+    }
+
+    @Test("wrap refuses to wrap what does not verify, and never writes over --out")
+    func single() throws {
+        let files = try TemporaryFiles()
+        let sample = try RealSample.named("uebelack_production")
+        let attestation = try files.write(Data(try #require(sample.attestation)).base64EncodedString(), named: "a.b64")
+        let base = [
+            "wrap", "--attestation", attestation, "--key-id", Data(try #require(sample.keyID)).base64EncodedString(),
+            "--app-id", sample.appID, "--at", try #require(Formattest.rfc3339(sample.validAt)),
+            "--data-dir", files.directory.appendingPathComponent("data").path,
+        ]
+        let refused = try Formattest.run(base + ["--challenge", "wrong"])
+        #expect(refused.status == 1)
+        #expect(refused.stdout.isEmpty)
+        #expect(refused.stderr.contains("nonce_mismatch"))
+        let out = files.directory.appendingPathComponent("w.json").path
+        let wrapped = try Formattest.run(base + ["--challenge", try #require(sample.challenge), "--out", out])
+        #expect(wrapped.status == 0, "\(wrapped.stderr)")
+        let again = try Formattest.run(base + ["--challenge", try #require(sample.challenge), "--out", out])
+        #expect(again.status == 2)
+    }
+}
