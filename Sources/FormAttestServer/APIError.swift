@@ -1,0 +1,77 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+import CanonicalJSON
+public import FormAttestFlows
+import FormAttestClient
+import Foundation
+public import HTTPTypes
+public import Hummingbird
+
+/// The only error that reaches clients: `{error: {code, message}, next_challenge?}` with the
+/// status of its category. Every status decision is made here.
+public struct APIError: HTTPResponseError, Sendable {
+    public let status: HTTPResponse.Status
+    public let code: String
+    public let message: String
+    public let nextChallenge: IssuedChallenge?
+
+    public init(status: HTTPResponse.Status, code: String, message: String, nextChallenge: IssuedChallenge? = nil) {
+        self.status = status
+        self.code = code
+        self.message = message
+        self.nextChallenge = nextChallenge
+    }
+
+    /// The one mapping from flow outcomes to HTTP statuses.
+    public init(_ error: FlowError) {
+        let status: HTTPResponse.Status
+        switch error.category {
+        case .malformedInput: status = .badRequest
+        case .verificationFailed, .keyMismatch: status = .unauthorized
+        case .conflict: status = .conflict
+        case .policy: status = .unprocessableContent
+        case .requiresReattestation: status = .init(code: 428, reasonPhrase: "Precondition Required")
+        case .storeUnavailable: status = .serviceUnavailable
+        }
+        self.init(status: status, code: error.code, message: error.reason, nextChallenge: error.nextChallenge)
+    }
+
+    static func invalidRequest(_ message: String) -> APIError {
+        APIError(status: .badRequest, code: "invalid_request", message: message)
+    }
+
+    static let bodyTooLarge = APIError(status: .contentTooLarge, code: "body_too_large", message: "the request body is larger than 64 KiB")
+
+    public func response(from request: Request, context: some RequestContext) throws -> Response {
+        var members: [(name: String, value: JSONValue)] = [
+            ("error", .object(JSONObject(constantMembers: [("code", .string(JSONString(self.code))), ("message", .string(JSONString(self.message)))])))
+        ]
+        if let next = self.nextChallenge {
+            members.append(("next_challenge", JSONResponse.challenge(next)))
+        }
+        return JSONResponse.make(.object(JSONObject(constantMembers: members)), status: self.status)
+    }
+}
+
+/// JSON responses, serialized with RFC 8785.
+enum JSONResponse {
+    static func make(_ value: JSONValue, status: HTTPResponse.Status = .ok) -> Response {
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json"
+        headers[.cacheControl] = "no-store"
+        return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: value.canonicalBytes)))
+    }
+
+    static func challenge(_ challenge: IssuedChallenge) -> JSONValue {
+        .object(
+            JSONObject(constantMembers: [
+                ("challenge", .string(JSONString(Base64URL.encode(challenge.value)))),
+                ("purpose", .string(JSONString(challenge.purpose.rawValue))),
+                ("expiresAt", .string(JSONString(RFC3339UTC.format(challenge.expiresAt)))),
+            ])
+        )
+    }
+}

@@ -1,0 +1,214 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+import AppAttest
+import CanonicalJSON
+import Crypto
+import FormAttestClient
+import FormAttestFlows
+import FormAttestTokens
+import Foundation
+import Hummingbird
+import Logging
+import Metrics
+
+/// `/api/appattest/*`: the flows over HTTP.
+struct AppAttestController {
+    let flows: FormFlows
+    let formatter: TokenFormatter
+    let now: @Sendable () -> Date
+
+    func addRoutes(to group: RouterGroup<AppRequestContext>) {
+        group.get("challenge", use: self.challenge)
+        group.post("attest", use: self.attest)
+        group.post("assert", use: self.assert)
+        group.post("register-pooled", use: self.registerPooled)
+        group.post("inspect", use: self.inspect)
+    }
+
+    /// Runs a flow, counting its outcome and turning a `FlowError` into an ``APIError``.
+    private func outcome<T>(_ endpoint: String, context: AppRequestContext, _ body: () async throws(FlowError) -> T) async throws -> T {
+        do {
+            let value = try await body()
+            Counter(label: "formattest_flow_outcomes_total", dimensions: [("endpoint", endpoint), ("code", "ok")]).increment()
+            return value
+        } catch {
+            Counter(label: "formattest_flow_outcomes_total", dimensions: [("endpoint", endpoint), ("code", error.code)]).increment()
+            // The code only: never request fields, attestation bytes or keys in logs.
+            context.logger.info("rejected", metadata: ["endpoint": .string(endpoint), "code": .string(error.code)])
+            throw APIError(error)
+        }
+    }
+
+    @Sendable func challenge(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let purposeText = request.uri.queryParameters.get("purpose") ?? "form"
+        guard let purpose = ChallengePurpose(rawValue: purposeText) else {
+            throw APIError.invalidRequest("purpose must be form or pool")
+        }
+        let username = request.uri.queryParameters.get("username")
+        if let username, username.isEmpty || username.utf8.count > 256 {
+            throw APIError.invalidRequest("username must be 1 to 256 bytes")
+        }
+        let now = self.now()
+        let challenge = try await self.outcome("challenge", context: context) { () async throws(FlowError) in
+            try await self.flows.issueChallenge(purpose: purpose, username: username, now: now)
+        }
+        return JSONResponse.make(JSONResponse.challenge(challenge))
+    }
+
+    @Sendable func attest(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let body = try await RequestBody.read(request, context: context)
+        let attestRequest = FormFlows.AttestRequest(
+            username: try body.string("username"),
+            keyID: try body.bytes("keyId"),
+            attestationObject: try body.bytes("attestationObject"),
+            form: try body.form(),
+            claimedClientDataHash: try body.optionalBytes("localChallenge")
+        )
+        let now = self.now()
+        let result = try await self.outcome("attest", context: context) { () async throws(FlowError) in
+            try await self.flows.attest(attestRequest, now: now)
+        }
+        return try await self.registered(result, attestationObject: attestRequest.attestationObject, username: attestRequest.username, now: now)
+    }
+
+    @Sendable func registerPooled(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let body = try await RequestBody.read(request, context: context)
+        let pooled = FormFlows.PooledRequest(
+            username: try body.string("username"),
+            keyID: try body.bytes("keyId"),
+            attestationObject: try body.bytes("attestationObject"),
+            poolChallenge: try body.bytes("poolChallenge"),
+            assertion: try body.bytes("assertion"),
+            form: try body.form()
+        )
+        let now = self.now()
+        let result = try await self.outcome("register-pooled", context: context) { () async throws(FlowError) in
+            try await self.flows.registerPooled(pooled, now: now)
+        }
+        return try await self.registered(result, attestationObject: pooled.attestationObject, username: pooled.username, now: now)
+    }
+
+    private func registered(_ result: FormFlows.AttestOutcome, attestationObject: [UInt8], username: String, now: Date) async throws -> Response {
+        let formats = try await self.formatter.formats(
+            [.fido2, .jws],
+            for: TokenFormatter.Input(
+                credential: AttestedCredential(result.attestation),
+                attestationObject: attestationObject,
+                authenticatorData: result.attestation.authenticatorData.rawValue,
+                clientDataHash: result.form.clientDataHash,
+                counter: result.counter,
+                verifiedAt: now,
+                username: username
+            )
+        )
+        var members: [(name: String, value: JSONValue)] = [
+            ("verified", .bool(true)),
+            ("keyId", .string(JSONString(Base64URL.encode(result.attestation.keyID)))),
+            ("publicKey", .string(JSONString(result.attestation.publicKey.pemRepresentation))),
+            ("counter", .number(Double(result.counter))),
+            ("appId", .string(JSONString(result.attestation.appID))),
+            ("environment", .string(JSONString(result.attestation.environment.rawValue))),
+            ("formHash", .string(JSONString(Base64URL.encode(result.form.clientDataHash)))),
+            ("formats", formats),
+        ]
+        if let next = result.nextChallenge { members.append(("next_challenge", JSONResponse.challenge(next))) }
+        return JSONResponse.make(.object(JSONObject(constantMembers: members)))
+    }
+
+    @Sendable func assert(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let body = try await RequestBody.read(request, context: context)
+        let assertRequest = FormFlows.AssertRequest(
+            username: try body.string("username"),
+            keyID: try body.bytes("keyId"),
+            assertion: try body.bytes("assertion"),
+            form: try body.form()
+        )
+        let now = self.now()
+        let result = try await self.outcome("assert", context: context) { () async throws(FlowError) in
+            try await self.flows.assert(assertRequest, now: now)
+        }
+        let credential = try AttestedCredential(result.key)
+        let formats = try await self.formatter.formats(
+            [.jws],
+            for: TokenFormatter.Input(
+                credential: credential,
+                attestationObject: [],
+                authenticatorData: result.assertion.authenticatorData.rawValue,
+                clientDataHash: result.form.clientDataHash,
+                counter: result.assertion.counter,
+                verifiedAt: now,
+                username: assertRequest.username
+            )
+        )
+        var members: [(name: String, value: JSONValue)] = [
+            ("verified", .bool(true)),
+            ("keyId", .string(JSONString(Base64URL.encode(result.key.keyID)))),
+            ("counter", .number(Double(result.assertion.counter))),
+            ("formHash", .string(JSONString(Base64URL.encode(result.form.clientDataHash)))),
+            ("formats", formats),
+        ]
+        if let next = result.nextChallenge { members.append(("next_challenge", JSONResponse.challenge(next))) }
+        return JSONResponse.make(.object(JSONObject(constantMembers: members)))
+    }
+
+    /// A decoded view of an attestation object or assertion: every CBOR item with its offsets.
+    /// It shows; it never judges (no verdict).
+    @Sendable func inspect(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let body = try await RequestBody.read(request, context: context)
+        let mode = body.value["mode"]?.stringValue ?? "tree"
+        guard mode == "tree" else { throw APIError.invalidRequest("mode must be tree") }
+        let bytes: [UInt8]
+        let kind: String
+        if body.value["attestationObject"] != nil {
+            bytes = try body.bytes("attestationObject")
+            kind = "attestation"
+        } else {
+            bytes = try body.bytes("assertion")
+            kind = "assertion"
+        }
+        guard bytes.count <= AppAttestLimits.maximumAttestationSize else {
+            throw APIError.invalidRequest("the object is larger than 8 KiB")
+        }
+        let tree: JSONValue
+        do {
+            tree = CBORTreeView.view(try CBORDecoder.decode(bytes))
+        } catch let error as AppAttest.AppAttestError {
+            throw APIError(status: .badRequest, code: "malformed_cbor", message: error.reason)
+        }
+        return JSONResponse.make(
+            .object(JSONObject(constantMembers: [("kind", .string(JSONString(kind))), ("mode", .string(JSONString(mode))), ("tree", tree)]))
+        )
+    }
+}
+
+/// Every CBOR item as `{type, offset, length, value | items | entries}`.
+enum CBORTreeView {
+    static func view(_ item: CBORItem) -> JSONValue {
+        var members: [(name: String, value: JSONValue)] = [
+            ("offset", .number(Double(item.range.lowerBound))),
+            ("length", .number(Double(item.range.count))),
+        ]
+        switch item.value {
+        case .unsigned(let n): members += [("type", .string(JSONString("unsigned"))), ("value", .string(JSONString(String(n))))]
+        case .negative(let n): members += [("type", .string(JSONString("negative"))), ("value", .string(JSONString("-\(UInt128(n) + 1)")))]
+        case .byteString(let bytes): members += [("type", .string(JSONString("bytes"))), ("hex", .string(JSONString(bytes.map { String(format: "%02x", $0) }.joined())))]
+        case .textString(let text): members += [("type", .string(JSONString("text"))), ("value", .string(JSONString(text)))]
+        case .array(let items): members += [("type", .string(JSONString("array"))), ("items", .array(items.map(view)))]
+        case .map(let entries):
+            members += [
+                ("type", .string(JSONString("map"))),
+                ("entries", .array(entries.map { .object(JSONObject(constantMembers: [("key", view($0.key)), ("value", view($0.value))])) })),
+            ]
+        case .tagged(let tag, let inner): members += [("type", .string(JSONString("tag"))), ("tag", .string(JSONString(String(tag)))), ("item", view(inner))]
+        case .boolean(let flag): members += [("type", .string(JSONString("boolean"))), ("value", .bool(flag))]
+        case .null: members += [("type", .string(JSONString("null")))]
+        case .undefined: members += [("type", .string(JSONString("undefined")))]
+        case .simple(let value): members += [("type", .string(JSONString("simple"))), ("value", .number(Double(value)))]
+        case .float(let value): members += [("type", .string(JSONString("float"))), ("value", .string(JSONString(String(value))))]
+        }
+        return .object(JSONObject(constantMembers: members))
+    }
+}

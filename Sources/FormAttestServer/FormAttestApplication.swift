@@ -1,0 +1,117 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+import AppAttest
+public import AppAttestSimulator
+import CanonicalJSON
+public import FormAttestFlows
+public import FormAttestTokens
+import Foundation
+public import Hummingbird
+public import Logging
+import Metrics
+import Prometheus
+
+/// Builds the Hummingbird application: routes, middleware, and the background services.
+public enum FormAttestApplication {
+    /// The Prometheus registry `/metrics` renders; the metrics system is bootstrapped with it once.
+    static let metricsRegistry: PrometheusCollectorRegistry = {
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+        return registry
+    }()
+
+    /// Builds the application.
+    ///
+    /// - Parameters:
+    ///   - configuration: what to serve and how.
+    ///   - store: the shared state.
+    ///   - signingKeys: the JWS keys (the JWKS publishes them).
+    ///   - simulator: the simulated device, when `devSimulator` is set.
+    ///   - logger: the service's logger.
+    public static func make(
+        configuration: ServerConfiguration,
+        store: any AttestationStore,
+        signingKeys: SigningKeys,
+        simulator: SimulatedDevice?,
+        logger: Logger
+    ) async throws -> some ApplicationProtocol {
+        let router = try await self.router(configuration: configuration, store: store, signingKeys: signingKeys, simulator: simulator)
+        return Application(
+            router: router,
+            configuration: ApplicationConfiguration(address: .hostname(configuration.host, port: configuration.port), serverName: "formattest"),
+            services: [PurgeService(store: store, interval: configuration.purgeInterval, now: configuration.now, logger: logger)],
+            logger: logger
+        )
+    }
+
+    /// The router alone (the route tests drive it in process).
+    public static func router(
+        configuration: ServerConfiguration,
+        store: any AttestationStore,
+        signingKeys: SigningKeys,
+        simulator: SimulatedDevice?
+    ) async throws -> Router<AppRequestContext> {
+        _ = Self.metricsRegistry
+        let verifier = try AppAttestVerifier(policy: configuration.policy)
+        let flows = FormFlows(verifier: verifier, store: store, configuration: configuration.flows)
+        let signer = try await ServerAttestationSigner(keys: signingKeys, issuer: configuration.issuer, audience: configuration.audience)
+
+        let router = Router(context: AppRequestContext.self)
+        router.add(middleware: ErrorShapeMiddleware())
+        router.add(middleware: LogRequestsMiddleware(.info))
+        router.add(middleware: MetricsMiddleware())
+        if let demo = configuration.demoDirectory {
+            router.add(middleware: FileMiddleware(demo, searchForIndexHtml: false))
+        }
+
+        AppAttestController(flows: flows, formatter: TokenFormatter(signer: signer), now: configuration.now)
+            .addRoutes(to: router.group("api/appattest"))
+        if configuration.devSimulator, let simulator {
+            DevSimulatorController(device: simulator).addRoutes(to: router.group("api/dev"))
+        }
+        let jwks = signingKeys.jwks
+        router.get(".well-known/jwks.json") { _, _ in JSONResponse.make(jwks) }
+        router.get("healthz") { _, _ in
+            // The store answers, or the service says so (and load balancers take it out).
+            do {
+                _ = try await store.loadKey(keyID: [UInt8](repeating: 0, count: 32))
+                return JSONResponse.make(.object(JSONObject(constantMembers: [("status", .string(JSONString("ok")))])))
+            } catch {
+                return JSONResponse.make(
+                    .object(JSONObject(constantMembers: [("status", .string(JSONString("store_unavailable")))])),
+                    status: .serviceUnavailable
+                )
+            }
+        }
+        router.get("metrics") { _, _ in
+            var headers = HTTPFields()
+            headers[.contentType] = "text/plain; version=0.0.4"
+            return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: Self.metricsRegistry.emitToBuffer())))
+        }
+        return router
+    }
+}
+
+/// Gives every error the one JSON shape: ``APIError`` as it is, Hummingbird's HTTP errors (404,
+/// 405, 413) with their status, and anything unexpected as a 500 that says nothing internal.
+struct ErrorShapeMiddleware: RouterMiddleware {
+    typealias Context = AppRequestContext
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch let error as APIError {
+            throw error
+        } catch let error as HTTPError {
+            if error.status == .contentTooLarge { throw APIError.bodyTooLarge }
+            let code = error.status == .notFound ? "not_found" : error.status == .methodNotAllowed ? "method_not_allowed" : "http_error"
+            throw APIError(status: error.status, code: code, message: error.body ?? error.status.reasonPhrase)
+        } catch {
+            context.logger.error("unexpected error", metadata: ["error": "\(type(of: error))"])
+            throw APIError(status: .internalServerError, code: "internal_error", message: "internal error")
+        }
+    }
+}

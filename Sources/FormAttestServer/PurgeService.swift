@@ -1,0 +1,34 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+import FormAttestFlows
+import Foundation
+import Logging
+import ServiceLifecycle
+
+/// Deletes expired challenges and form hashes periodically. Housekeeping only: every read
+/// already ignores expired records, so a stopped or failing purge never affects correctness.
+struct PurgeService: Service {
+    let store: any AttestationStore
+    let interval: Duration
+    let now: @Sendable () -> Date
+    let logger: Logger
+
+    func run() async throws {
+        while !Task.isCancelled {
+            do {
+                try await Task.sleep(for: self.interval)
+            } catch {
+                return  // cancelled: graceful shutdown
+            }
+            do {
+                let removed = try await self.store.purgeExpired(now: self.now())
+                self.logger.debug("purged expired records", metadata: ["count": "\(removed)"])
+            } catch {
+                self.logger.warning("purge failed; will retry", metadata: ["code": "\(error.code)"])
+            }
+        }
+    }
+}

@@ -1,0 +1,32 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+public import AppAttest
+public import FormAttestFlows
+public import Foundation
+
+/// Everything the service needs, decided by `formattest serve` from flags and environment.
+public struct ServerConfiguration: Sendable {
+    public var host: String = "127.0.0.1"
+    public var port: Int = 8080
+    /// Accepted app ids, environments, trust anchors.
+    public var policy: AppAttestPolicy
+    public var flows: FlowConfiguration = FlowConfiguration()
+    /// The JWS issuer and audience.
+    public var issuer: String = "formattest"
+    public var audience: String = "formattest"
+    /// Serve `POST /api/dev/simulate` (the simulator's root must then be among the trust anchors).
+    public var devSimulator: Bool = false
+    /// Where the demo page's files are; nil serves none.
+    public var demoDirectory: String? = "demo"
+    /// How often expired records are purged (housekeeping; correctness never depends on it).
+    public var purgeInterval: Duration = .seconds(60)
+    /// The clock (injected for tests).
+    public var now: @Sendable () -> Date = { Date() }
+
+    public init(policy: AppAttestPolicy) {
+        self.policy = policy
+    }
+}
