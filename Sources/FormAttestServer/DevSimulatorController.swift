@@ -13,8 +13,9 @@ import Hummingbird
 /// demo page asks this simulated device to attest a key or sign a form, then submits the result
 /// to the real endpoints like any app would.
 ///
-/// Body: `{action: "attest" | "assert", form: {...}, keyId?}`. The device signs SHA-256 of the
-/// form's RFC 8785 bytes. Answers `{keyId, attestationObject | assertion, clientDataHash}`.
+/// Body: `{action: "attest" | "assert", form: {...}, keyId?}`; the device signs SHA-256 of the
+/// form's RFC 8785 bytes. Or `{action: "attest", poolChallenge}`: a pooled key, attested over the
+/// 32-byte pool challenge itself. Answers `{keyId, attestationObject | assertion, clientDataHash}`.
 struct DevSimulatorController {
     let client: AppAttestClient
 
@@ -32,14 +33,17 @@ struct DevSimulatorController {
 
     @Sendable func simulate(_ request: Request, context: AppRequestContext) async throws -> Response {
         let body = try await RequestBody.read(request, context: context)
-        let form: SignedForm
-        do {
-            form = try SignedForm(jsonBytes: try body.form())
-        } catch let error as FormError {
-            throw APIError(status: .badRequest, code: error.code.identifier, message: error.reason)
+        let hash: Data
+        if let poolChallenge = try body.optionalBytes("poolChallenge") {
+            hash = Data(poolChallenge)
+        } else {
+            do {
+                hash = Data(try SignedForm(jsonBytes: try body.form()).clientDataHash)
+            } catch let error as FormError {
+                throw APIError(status: .badRequest, code: error.code.identifier, message: error.reason)
+            }
         }
-        let hash = Data(form.clientDataHash)
-        var members: [(name: String, value: JSONValue)] = [("clientDataHash", .string(JSONString(Base64URL.encode(form.clientDataHash))))]
+        var members: [(name: String, value: JSONValue)] = [("clientDataHash", .string(JSONString(Base64URL.encode(hash))))]
         do {
             switch body.value["action"]?.stringValue {
             case "attest":

@@ -12,6 +12,7 @@ import Foundation
 public import Hummingbird
 public import Logging
 import Metrics
+import NIOCore
 import Prometheus
 
 /// Builds the Hummingbird application: routes, middleware, and the background services.
@@ -105,6 +106,8 @@ struct ErrorShapeMiddleware: RouterMiddleware {
             return try await next(request, context)
         } catch let error as APIError {
             throw error
+        } catch is NIOTooManyBytesError {
+            throw APIError.bodyTooLarge
         } catch let error as HTTPError {
             if error.status == .contentTooLarge { throw APIError.bodyTooLarge }
             let code = error.status == .notFound ? "not_found" : error.status == .methodNotAllowed ? "method_not_allowed" : "http_error"

@@ -7,6 +7,7 @@ import CanonicalJSON
 import FormAttestClient
 import Foundation
 import Hummingbird
+import NIOCore
 
 /// A JSON request body read with the strict RFC 8785 parser, never a lenient decoder: a body
 /// (and so a `form`) with duplicate names or lone surrogates is refused as a whole.
@@ -17,6 +18,8 @@ struct RequestBody {
         let buffer: ByteBuffer
         do {
             buffer = try await request.body.collect(upTo: context.maxUploadSize)
+        } catch is NIOTooManyBytesError {
+            throw APIError.bodyTooLarge
         } catch let error as HTTPError where error.status == .contentTooLarge {
             throw APIError.bodyTooLarge
         }

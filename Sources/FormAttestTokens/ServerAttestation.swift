@@ -108,6 +108,8 @@ public struct ServerAttestationSigner: Sendable {
         tokenID: String = UUID().uuidString
     ) async throws -> String {
         let point = Array(credential.publicKey.x963Representation)
+        // NumericDate in whole seconds.
+        let now = Date(timeIntervalSince1970: now.timeIntervalSince1970.rounded(.down))
         let claims = ServerAttestationClaims(
             issuer: IssuerClaim(value: self.issuer),
             subject: SubjectClaim(value: username),

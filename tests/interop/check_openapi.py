@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Checks recorded HTTP exchanges against schemas/openapi.yaml.
+
+usage: check_openapi.py OPENAPI_YAML EXCHANGES_JSONL
+
+Each line: {method, path, status, contentType, body}. The operation must declare the status; the
+content type must be one the response declares; JSON bodies must validate against its schema
+(JSON Schema 2020-12, as OpenAPI 3.1 specifies). A path the document does not know must be a
+404 with the Error schema. Prints "N passed, M failed".
+"""
+import json
+import sys
+
+import yaml
+from jsonschema import Draft202012Validator
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
+
+
+def main():
+    spec = yaml.safe_load(open(sys.argv[1]))
+    registry = Registry().with_resource("urn:openapi", Resource(contents=spec, specification=DRAFT202012))
+
+    def validator(ref):
+        return Draft202012Validator({"$ref": "urn:openapi" + ref}, registry=registry)
+
+    def resolve(node):
+        while isinstance(node, dict) and "$ref" in node:
+            path = node["$ref"].lstrip("#/").split("/")
+            node = spec
+            for part in path:
+                node = node[part]
+        return node
+
+    passed, failures = 0, []
+    for number, line in enumerate(open(sys.argv[2]), 1):
+        if not line.strip():
+            continue
+        exchange = json.loads(line)
+        label = f"{exchange['method'].upper()} {exchange['path']} {exchange['status']}"
+        content_type = exchange["contentType"].split(";")[0].strip()
+        operation = spec["paths"].get(exchange["path"], {}).get(exchange["method"])
+        if operation is None:
+            if exchange["status"] == 404 and content_type == "application/json":
+                errors = list(validator("#/components/schemas/Error").iter_errors(json.loads(exchange["body"])))
+                if not errors:
+                    passed += 1
+                    continue
+            failures.append(f"{label}: not in the document")
+            continue
+        response = operation["responses"].get(str(exchange["status"])) or operation["responses"].get("default")
+        if response is None:
+            failures.append(f"{label}: status not declared")
+            continue
+        response = resolve(response)
+        content = response.get("content", {})
+        if content_type not in content:
+            failures.append(f"{label}: content type {content_type!r} not declared")
+            continue
+        if content_type == "application/json":
+            schema = content[content_type]["schema"]
+            ref = schema["$ref"] if "$ref" in schema else None
+            check = validator(ref) if ref else Draft202012Validator(schema, registry=registry)
+            errors = sorted(check.iter_errors(json.loads(exchange["body"])), key=str)
+            if errors:
+                failures.append(f"{label}: {errors[0].message} at {list(errors[0].absolute_path)}")
+                continue
+        passed += 1
+    for failure in failures:
+        print("FAILED:", failure)
+    print(f"{passed} passed, {len(failures)} failed")
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
