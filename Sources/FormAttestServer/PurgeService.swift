@@ -17,17 +17,16 @@ struct PurgeService: Service {
     let logger: Logger
 
     func run() async throws {
-        while !Task.isCancelled {
-            do {
+        // Graceful shutdown cancels the loop at once (a sleeping purge has nothing to finish).
+        try? await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
                 try await Task.sleep(for: self.interval)
-            } catch {
-                return  // cancelled: graceful shutdown
-            }
-            do {
-                let removed = try await self.store.purgeExpired(now: self.now())
-                self.logger.debug("purged expired records", metadata: ["count": "\(removed)"])
-            } catch {
-                self.logger.warning("purge failed; will retry", metadata: ["code": "\(error.code)"])
+                do {
+                    let removed = try await self.store.purgeExpired(now: self.now())
+                    self.logger.debug("purged expired records", metadata: ["count": "\(removed)"])
+                } catch let error as StoreError {
+                    self.logger.warning("purge failed; will retry", metadata: ["code": "\(error.code)"])
+                }
             }
         }
     }

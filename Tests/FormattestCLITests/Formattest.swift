@@ -39,6 +39,20 @@ enum Formattest {
         let output: Pipe
         let errors: Pipe
 
+        /// Sends SIGTERM and waits up to `seconds` for the process to exit; kills it otherwise.
+        /// - Returns: whether it exited by itself in time.
+        func terminate(within seconds: Double) -> Bool {
+            self.process.terminate()
+            let deadline = Date().addingTimeInterval(seconds)
+            while self.process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+            guard !self.process.isRunning else {
+                kill(self.process.processIdentifier, SIGKILL)
+                self.process.waitUntilExit()
+                return false
+            }
+            return true
+        }
+
         func finish() -> Result {
             // Read stderr on another thread so that neither pipe can fill up and block the child.
             let errors = self.errors
@@ -57,6 +71,10 @@ enum Formattest {
     }
 
     static func start(_ arguments: [String], stdin: Data? = nil) throws -> Running {
+        try self.start(arguments, stdin: stdin, keepStdinOpen: false)
+    }
+
+    static func start(_ arguments: [String], stdin: Data?, keepStdinOpen: Bool) throws -> Running {
         let process = Process()
         process.executableURL = Self.executable
         process.arguments = arguments
@@ -68,7 +86,7 @@ enum Formattest {
         process.standardInput = input
         try process.run()
         input.fileHandleForWriting.write(stdin ?? Data())
-        try input.fileHandleForWriting.close()
+        if !keepStdinOpen { try input.fileHandleForWriting.close() }
         return Running(process: process, output: output, errors: errors)
     }
 
