@@ -167,7 +167,7 @@ struct Bench: AsyncParsableCommand {
             try self.measure("limit.p256.verify") {
                 guard p256.publicKey.isValidSignature(p256Signature, for: nonce) else { throw UsageError("bad") }
             },
-            try self.measure("limit.sha256(authData||clientDataHash)+sha256(key)", bytesPerOperation: authData.count + 32 + 65) {
+            try self.measure("limit.sha256(authData+clientDataHash)+sha256(key)", bytesPerOperation: authData.count + 32 + 65) {
                 var hasher = SHA256()
                 hasher.update(data: authData)
                 hasher.update(data: sample.clientDataHash)

@@ -1,0 +1,35 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+import Foundation
+import FormAttestTestSupport
+import Testing
+
+/// `formattest bench` works (a short run): it checks that every case runs and reports, not speed.
+struct BenchTests {
+    @Test("a short bench run prints every case with its figures")
+    func shortRun() throws {
+        let repository = RealSample.fixturesDirectory.deletingLastPathComponent().deletingLastPathComponent()
+        let result = try Formattest.run([
+            "bench", "--duration", "0.05",
+            "--sample", repository.appendingPathComponent("Tests/Fixtures/appattest/samples/uebelack_production.json").path,
+            "--form", repository.appendingPathComponent("benchmarks/jcs/form-small.json").path,
+            "--document", repository.appendingPathComponent("benchmarks/jcs/doc-1mb.json").path,
+        ])
+        #expect(result.status == 0, "\(result.stderr)")
+        let cases = try #require(try result.jsonObject()["cases"] as? [[String: Any]])
+        let names = Set(cases.compactMap { $0["name"] as? String })
+        for expected in [
+            "jcs.canonicalize.form-small", "jcs.canonicalize.doc-1mb", "attestation.verify.real(uebelack_production)",
+            "attestation.verify.simulated", "assertion.verify", "limit.p384.verify(leaf, sha256)", "limit.p256.verify",
+        ] {
+            #expect(names.contains(expected), "\(expected)")
+        }
+        for entry in cases {
+            #expect((entry["operations"] as? Int ?? 0) > 0, "\(entry)")
+            #expect((entry["opsPerSecond"] as? Double ?? 0) > 0, "\(entry)")
+        }
+    }
+}
