@@ -5,6 +5,7 @@
 
 public import Crypto
 public import Foundation
+import SwiftASN1
 @_spi(FixedExpiryValidationTime) import X509
 
 /// Verifies App Attest attestations and assertions against a ``AppAttestPolicy``.
@@ -17,6 +18,13 @@ public struct AppAttestVerifier: Sendable {
     /// The policy this verifier enforces.
     public let policy: AppAttestPolicy
     private let relyingParties: [(appID: String, hash: [UInt8])]
+    /// Verified intermediates (shared by copies of this verifier).
+    private let chainCache = VerifiedChainCache()
+    /// SHA-256 over the anchors' DER, in order: part of every cache key.
+    private let anchorsDigest: [UInt8]
+
+    /// How many verified intermediates this verifier has cached.
+    package var cachedIntermediateCount: Int { self.chainCache.count }
 
     /// Creates a verifier.
     ///
@@ -30,6 +38,17 @@ public struct AppAttestVerifier: Sendable {
         }
         self.policy = policy
         self.relyingParties = policy.appIDs.map { ($0, Array(SHA256.hash(data: Array($0.utf8)))) }
+        var anchors = SHA256()
+        for anchor in policy.trustAnchors {
+            var serializer = DER.Serializer()
+            do {
+                try serializer.serialize(anchor)
+            } catch {
+                throw AppAttestError(code: .invalidPolicy, reason: "a trust anchor cannot be serialized")
+            }
+            anchors.update(data: serializer.serializedBytes)
+        }
+        self.anchorsDigest = Array(anchors.finalize())
     }
 
     // MARK: - Attestation
@@ -62,7 +81,12 @@ public struct AppAttestVerifier: Sendable {
         let (leaf, intermediate) = try object.statement.parsedCertificates()
         try Self.checkValidity(of: leaf, role: "credential certificate", at: time)
         try Self.checkValidity(of: intermediate, role: "intermediate", at: time)
-        try await self.validateChain(leaf: leaf, intermediate: intermediate, at: time)
+        try await self.validateChain(
+            leaf: leaf,
+            intermediate: intermediate,
+            intermediateDER: object.statement.intermediateCertificate,
+            at: time
+        )
 
         // Steps 2-3: nonce = SHA256(authData || clientDataHash).
         var hasher = SHA256()
@@ -260,16 +284,31 @@ public struct AppAttestVerifier: Sendable {
         }
     }
 
-    private func validateChain(leaf: Certificate, intermediate: Certificate, at time: Date) async throws {
-        var verifier = Verifier(rootCertificates: CertificateStore(self.policy.trustAnchors)) {
+    /// Step 1's path validation. A cached intermediate (verified to a trust anchor before, and
+    /// valid with it at `time`) serves as the anchor of the leaf's path, so only the leaf's
+    /// signature is checked; otherwise the whole path is validated and, on success only, the
+    /// intermediate is cached for the window in which it and its anchor are both valid.
+    private func validateChain(leaf: Certificate, intermediate: Certificate, intermediateDER: [UInt8], at time: Date) async throws {
+        let key = VerifiedChainCache.Key(intermediate: intermediateDER, anchors: self.anchorsDigest)
+        let cached = self.chainCache.contains(key, at: time)
+        var verifier = Verifier(rootCertificates: CertificateStore(cached ? [intermediate] : self.policy.trustAnchors)) {
             RFC5280Policy(fixedExpiryValidationTime: time)
         }
-        let result = await verifier.validate(leaf: leaf, intermediates: CertificateStore([intermediate]))
-        guard case .validCertificate = result else {
+        let result = await verifier.validate(leaf: leaf, intermediates: CertificateStore(cached ? [] : [intermediate]))
+        guard case .validCertificate(let chain) = result else {
             throw AppAttestError(
                 code: .certificateChainInvalid,
                 reason: "x5c does not chain to a trusted App Attest root at \(time)"
             )
+        }
+        // Cache only a full path through this exact intermediate: [leaf, intermediate, anchor].
+        if !cached, chain.count == 3, chain[1] == intermediate {
+            let root = chain[2]
+            let start = max(intermediate.notValidBefore, root.notValidBefore)
+            let end = min(intermediate.notValidAfter, root.notValidAfter)
+            if start <= end {
+                self.chainCache.insert(key, window: start...end)
+            }
         }
     }
 }

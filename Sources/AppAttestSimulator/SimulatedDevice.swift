@@ -81,6 +81,9 @@ public struct SimulatedDevice: Sendable {
         /// from about a day before).
         public var validityStartOffset: TimeInterval = -86_400
         public var validityDuration: TimeInterval = 3 * 86_400
+        /// Issue the credential certificate with this other CA's intermediate key, while x5c still
+        /// carries this device's genuine intermediate (a forged leaf).
+        public var forgedLeafIssuer: SimulatedAttestationAuthority?
         /// The receipt bytes (a marker, not a CMS structure: the simulator cannot sign as Apple's
         /// fraud receipt service).
         public var receipt: [UInt8] = Array("FORMATTEST-SIMULATED-RECEIPT".utf8)
@@ -149,7 +152,7 @@ public struct SimulatedDevice: Sendable {
                 value: try Self.explicitlyTaggedOctets(Array(options.osVersion.utf8), tagNumber: 1400)[...]
             )
         )
-        let leaf = try self.authority.issueCredentialCertificate(
+        let leaf = try (options.forgedLeafIssuer ?? self.authority).issueCredentialCertificate(
             for: options.certifiedPublicKey ?? key.publicKey,
             keyID: key.keyID,
             extensions: extensions,

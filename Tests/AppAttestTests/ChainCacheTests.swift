@@ -1,0 +1,77 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+import AppAttest
+import AppAttestSimulator
+import Foundation
+import FormAttestTestSupport
+import Testing
+
+/// The verified-intermediate cache: successes only, intermediates only, leaves always checked.
+struct ChainCacheTests {
+    @Test("a verified intermediate is cached once and reused")
+    func cachesSuccess() async throws {
+        let sample = try RealSample.named("uebelack_production")
+        let verifier = try AppAttestVerifier(policy: AppAttestPolicy(appIDs: [sample.appID], environments: [.production]))
+        #expect(verifier.cachedIntermediateCount == 0)
+        for _ in 0..<3 {
+            _ = try await verifier.verifyAttestation(
+                try #require(sample.attestation), keyID: try #require(sample.keyID),
+                clientDataHash: try #require(sample.clientDataHash), at: try #require(sample.validAt)
+            )
+        }
+        #expect(verifier.cachedIntermediateCount == 1)
+        // Apple's one intermediate serves every real sample.
+        for other in try RealSample.withAttestation() {
+            let otherVerifier = try AppAttestVerifier(policy: AppAttestPolicy(appIDs: [other.appID], environments: [.development, .production]))
+            _ = try await otherVerifier.verifyAttestation(
+                try #require(other.attestation), keyID: try #require(other.keyID),
+                clientDataHash: try #require(other.clientDataHash), at: try #require(other.validAt)
+            )
+            #expect(otherVerifier.cachedIntermediateCount == 1)
+        }
+    }
+
+    @Test("a failed chain is not cached")
+    func failureNotCached() async throws {
+        let sample = try RealSample.named("uebelack_production")
+        let verifier = try AppAttestVerifier(
+            policy: AppAttestPolicy(appIDs: [sample.appID], environments: [.production], trustAnchors: [try SimulatedAttestationAuthority().rootCertificate])
+        )
+        await #expect(throws: AppAttestError(code: .certificateChainInvalid, reason: "")) {
+            _ = try await verifier.verifyAttestation(
+                try #require(sample.attestation), keyID: try #require(sample.keyID),
+                clientDataHash: try #require(sample.clientDataHash), at: try #require(sample.validAt)
+            )
+        }
+        #expect(verifier.cachedIntermediateCount == 0)
+    }
+
+    @Test("with the intermediate cached, a leaf signed by another key under its name is still rejected")
+    func forgedLeafAfterCaching() async throws {
+        let scenario = try SimulatedScenario()
+        let verifier = try scenario.verifier()
+        try await scenario.verify(verifier: verifier)
+        #expect(verifier.cachedIntermediateCount == 1)
+        let impostor = try SimulatedAttestationAuthority(seed: 4242)
+        await #expect(throws: AppAttestError(code: .certificateChainInvalid, reason: "")) {
+            try await scenario.verify(verifier: verifier) { $0.forgedLeafIssuer = impostor }
+        }
+        // And a genuine one still passes through the cached path.
+        try await scenario.verify(verifier: verifier)
+        #expect(verifier.cachedIntermediateCount == 1)
+    }
+
+    @Test("the cache is keyed by the trust anchors too")
+    func keyedByAnchors() async throws {
+        let scenario = try SimulatedScenario()
+        let trusting = try scenario.verifier()
+        try await scenario.verify(verifier: trusting)
+        let appleOnly = try AppAttestVerifier(policy: AppAttestPolicy(appIDs: [SimulatedScenario.appID], environments: [.development]))
+        await #expect(throws: AppAttestError(code: .certificateChainInvalid, reason: "")) {
+            try await scenario.verify(verifier: appleOnly)
+        }
+    }
+}
