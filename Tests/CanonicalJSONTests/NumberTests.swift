@@ -48,9 +48,7 @@ struct NumberTests {
         let seed = environment["FORMATTEST_NUMBERS_SEED"] ?? "20261122"
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("numbers-\(UUID().uuidString).txt")
         defer { try? FileManager.default.removeItem(at: output) }
-        let script = RealSample.fixturesDirectory
-            .deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("tools/gen_numbers.py")
+        let script = repositoryDirectory.appendingPathComponent("tools/gen_numbers.py")
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["python3", script.path, "-n", String(count), "--seed", seed, "-o", output.path]

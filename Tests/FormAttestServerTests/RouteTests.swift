@@ -6,6 +6,7 @@
 import CanonicalJSON
 import FormAttestClient
 import FormAttestFlows
+import FormAttestTestSupport
 import FormAttestTokens
 import HTTPTypes
 import Foundation
@@ -201,22 +202,11 @@ enum OpenAPIConformance {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("exchanges-\(UUID().uuidString).jsonl")
         defer { try? FileManager.default.removeItem(at: file) }
         try Data(recorder.jsonLines.utf8).write(to: file)
-        let python = ProcessInfo.processInfo.environment["FORMATTEST_INTEROP_PYTHON"]
-            ?? ServiceHarness.repository.appendingPathComponent(".venv-interop/bin/python").path
-        try #require(FileManager.default.isExecutableFile(atPath: python), "run scripts/setup to create .venv-interop")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: python)
-        process.arguments = [
-            ServiceHarness.repository.appendingPathComponent("tests/interop/check_openapi.py").path,
-            ServiceHarness.repository.appendingPathComponent("schemas/openapi.yaml").path, file.path,
-        ]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0, "\(output)")
-        #expect(output.contains("\(recorder.count) passed, 0 failed"), "\(output)")
+        let check = try PythonCheck(venv: ".venv-interop", overrideVariable: "FORMATTEST_INTEROP_PYTHON").run(
+            "tests/interop/check_openapi.py",
+            [repositoryDirectory.appendingPathComponent("schemas/openapi.yaml").path, file.path]
+        )
+        #expect(check.status == 0, "\(check.output)")
+        #expect(check.output.contains("\(recorder.count) passed, 0 failed"), "\(check.output)")
     }
 }

@@ -23,7 +23,6 @@ import Testing
 /// The service in process, with a memory store and a simulated device, recording every response.
 struct ServiceHarness {
     static let appID = "ABCDE12345.com.formattest.demo"
-    static let repository = RealSample.fixturesDirectory.deletingLastPathComponent().deletingLastPathComponent()
 
     let store = MemoryAttestationStore()
     let keys = SigningKeys(current: .init())
@@ -42,7 +41,7 @@ struct ServiceHarness {
         )
         self.configuration.flows = FlowConfiguration(rotateChallenges: rotate)
         self.configuration.devSimulator = devSimulator
-        self.configuration.demoDirectory = Self.repository.appendingPathComponent("demo").path
+        self.configuration.demoDirectory = repositoryDirectory.appendingPathComponent("demo").path
     }
 
     func run(_ body: @Sendable (Client) async throws -> Void) async throws {

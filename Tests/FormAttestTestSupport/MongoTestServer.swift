@@ -14,8 +14,6 @@ public enum MongoTestServer {
         public let description: String
     }
 
-    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-
     /// Kept open for the life of the test process: its end of file stops the server.
     nonisolated(unsafe) private static var lifeline: Pipe?
 
@@ -25,13 +23,13 @@ public enum MongoTestServer {
             return .success(uri)
         }
         let python = ProcessInfo.processInfo.environment["FORMATTEST_MONGOECO_PYTHON"]
-            ?? repository.appendingPathComponent(".venv-mongoeco/bin/python").path
+            ?? repositoryDirectory.appendingPathComponent(".venv-mongoeco/bin/python").path
         guard FileManager.default.isExecutableFile(atPath: python) else {
             return .failure(Unavailable(description: "no MongoDB: set FORMATTEST_MONGODB_URI, or run scripts/setup to create .venv-mongoeco with mongoeco[wire]"))
         }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: python)
-        process.arguments = [repository.appendingPathComponent("scripts/mongoeco_server.py").path, "--watch-stdin"]
+        process.arguments = [repositoryDirectory.appendingPathComponent("scripts/mongoeco_server.py").path, "--watch-stdin"]
         let output = Pipe()
         let input = Pipe()
         process.standardOutput = output

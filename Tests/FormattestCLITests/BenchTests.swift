@@ -11,7 +11,7 @@ import Testing
 struct BenchTests {
     @Test("a short bench run prints every case with its figures")
     func shortRun() throws {
-        let repository = RealSample.fixturesDirectory.deletingLastPathComponent().deletingLastPathComponent()
+        let repository = repositoryDirectory
         let result = try Formattest.run([
             "bench", "--duration", "0.05",
             "--sample", repository.appendingPathComponent("Tests/Fixtures/appattest/samples/uebelack_production.json").path,

@@ -9,37 +9,25 @@ import Testing
 
 /// The demo page in headless Chromium against a real `formattest serve --dev-simulator`.
 struct DemoPageTests {
-    static let repository = RealSample.fixturesDirectory.deletingLastPathComponent().deletingLastPathComponent()
-
     @Test("fill the form, sign (attest, then assert), read result and token, replay and see the error; screenshot saved")
     func demoPage() throws {
-        let python = ProcessInfo.processInfo.environment["FORMATTEST_BROWSER_PYTHON"]
-            ?? Self.repository.appendingPathComponent(".venv-browser/bin/python").path
-        try #require(FileManager.default.isExecutableFile(atPath: python), "run scripts/setup (chromium, chromium-driver, .venv-browser)")
+        let browser = try PythonCheck(venv: ".venv-browser", overrideVariable: "FORMATTEST_BROWSER_PYTHON")
         let files = try TemporaryFiles()
         let port = Int.random(in: 20_000...60_000)
         let server = try Formattest.start([
             "serve", "--dev-simulator", "--port", String(port),
             "--store", "sqlite:" + files.directory.appendingPathComponent("demo.sqlite").path,
             "--data-dir", files.directory.appendingPathComponent("data").path,
-            "--demo-dir", Self.repository.appendingPathComponent("demo").path,
+            "--demo-dir", repositoryDirectory.appendingPathComponent("demo").path,
         ])
         defer { _ = server.terminate(within: 10) }
-        let artifacts = Self.repository.appendingPathComponent(".build/artifacts")
+        let artifacts = repositoryDirectory.appendingPathComponent(".build/artifacts")
         try FileManager.default.createDirectory(at: artifacts, withIntermediateDirectories: true)
         let screenshot = artifacts.appendingPathComponent("demo-page.png")
         try? FileManager.default.removeItem(at: screenshot)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: python)
-        process.arguments = [Self.repository.appendingPathComponent("tests/browser/demo_page_test.py").path, "http://127.0.0.1:\(port)", screenshot.path]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0, "\(output)")
-        #expect(output.contains(" passed, 0 failed"), "\(output)")
+        let check = try browser.run("tests/browser/demo_page_test.py", ["http://127.0.0.1:\(port)", screenshot.path])
+        #expect(check.status == 0, "\(check.output)")
+        #expect(check.output.contains(" passed, 0 failed"), "\(check.output)")
         #expect(FileManager.default.fileExists(atPath: screenshot.path))
     }
 

@@ -69,6 +69,7 @@ struct SharedStoreTests {
         #expect(result.status == 2)
         #expect(result.stderr.contains("unavailable"))
         #expect(!result.stderr.contains("DEBUG"))
-        #expect(Date().timeIntervalSince(started) < 15)
+        // A guard against hanging, not a speed claim.
+        #expect(Date().timeIntervalSince(started) < 60)
     }
 }

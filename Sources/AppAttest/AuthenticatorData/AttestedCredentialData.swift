@@ -51,12 +51,12 @@ public struct AttestedCredentialData: Sendable, Hashable {
             throw AppAttestError.malformedAuthenticatorData("COSE key at offset \(keyOffset): \(error.reason)")
         }
         let publicKey = try COSEKey(cbor: decoded.item)
-        let aaguidData = Self(
+        let credential = Self(
             aaguid: aaguid,
             credentialID: credentialID,
             publicKey: publicKey,
             publicKeyRange: keyOffset..<(keyOffset + decoded.consumed)
         )
-        return (aaguidData, bytes.count - rest.count + decoded.consumed)
+        return (credential, bytes.count - rest.count + decoded.consumed)
     }
 }
