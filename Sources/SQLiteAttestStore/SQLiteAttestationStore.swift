@@ -30,6 +30,12 @@ public final class SQLiteAttestationStore: AttestationStore {
             var configuration = Configuration()
             configuration.busyMode = .timeout(5)
             self.database = try DatabasePool(path: path, configuration: configuration)
+            // GRDB sets WAL connections to synchronous = NORMAL, which survives a process crash but
+            // may lose the last commits on an OS crash or power loss. A lost replay record would
+            // let an accepted form be accepted again, so the writer syncs every commit (FULL).
+            try self.database.barrierWriteWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA synchronous = FULL")
+            }
             try Self.migrator.migrate(self.database)
         } catch {
             throw Self.storeError(error)
@@ -151,6 +157,11 @@ public final class SQLiteAttestationStore: AttestationStore {
             try Self.record(commit.replay, now: commit.now, db)
             try Self.advance(keyID: commit.keyID, to: commit.counter, at: commit.now, db)
         }
+    }
+
+    /// The writer's `PRAGMA synchronous` level (2 is FULL).
+    package func synchronousLevel() async throws -> Int {
+        try await self.database.write { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1 }
     }
 
     public func purgeExpired(now: Date) async throws(StoreError) -> Int {

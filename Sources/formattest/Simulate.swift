@@ -19,7 +19,7 @@ import Foundation
 struct Simulate: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run a flow with a simulated device against a store (development and tests only).",
-        subcommands: [Register.self, Assert.self]
+        subcommands: [Register.self, Assert.self, PrepareLoad.self, Root.self]
     )
 
     struct Device: ParsableArguments {
@@ -134,6 +134,91 @@ struct Simulate: AsyncParsableCommand {
                 outcome = Outcome(accepted: false, code: error.code, message: error.reason)
             }
             try Simulate.finish(outcome)
+        }
+    }
+
+    struct Root: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Print the simulator's root certificate (PEM), for serve --root.")
+
+        func run() throws {
+            print(try SimulatedAttestationAuthority().rootPEM)
+        }
+    }
+
+    /// Registers `--keys` keys in the store and writes `--per-key` assertion requests for each,
+    /// in counter order, as JSON Lines `{"connection": i, "body": {...}}`: the input of
+    /// benchmarks/http/loadgen.py, which gives each key its own connection.
+    struct PrepareLoad: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "prepare-load",
+            abstract: "Register simulated keys and write pre-signed assertion requests for a load test."
+        )
+        @OptionGroup var storeOptions: StoreOptions
+
+        @Option var keys = 8
+        @Option(name: .customLong("per-key")) var perKey = 1000
+        @Option var seed: UInt64 = 1
+        @Option(name: .customLong("app-id")) var appID = "ABCDE12345.com.formattest.demo"
+        @Option var out: String
+
+        func run() async throws {
+            let store = try await self.storeOptions.open()
+            let authority = try SimulatedAttestationAuthority()
+            let device = SimulatedDevice(authority: authority, appID: self.appID, seed: self.seed)
+            let verifier = try AppAttestVerifier(
+                policy: AppAttestPolicy(appIDs: [self.appID], environments: [.development], trustAnchors: [authority.rootCertificate])
+            )
+            let flows = FormFlows(verifier: verifier, store: store)
+            guard FileManager.default.createFile(atPath: self.out, contents: nil),
+                let handle = FileHandle(forWritingAtPath: self.out)
+            else { throw UsageError("cannot create \(self.out)") }
+            defer { try? handle.close() }
+            let now = Date()
+            for index in 0..<self.keys {
+                let user = "load-\(index)"
+                let key = device.key(index)
+                let registration = try Self.form(user: user, nonce: "register-\(index)-\(UUID().uuidString)", at: now)
+                do {
+                    _ = try await flows.attest(
+                        FormFlows.AttestRequest(
+                            username: user,
+                            keyID: key.keyID,
+                            attestationObject: try device.attest(key, clientDataHash: try SignedForm(jsonBytes: registration).clientDataHash, at: now),
+                            form: registration
+                        ),
+                        now: now
+                    )
+                } catch let error as FlowError {
+                    throw UsageError("registering key \(index): \(error.code) \(error.reason)")
+                }
+                let stored = try await store.loadKey(keyID: key.keyID)
+                var counter = stored?.counter ?? 0
+                for number in 0..<self.perKey {
+                    counter += 1
+                    let form = try Self.form(user: user, nonce: "n-\(index)-\(number)-\(UUID().uuidString)", at: now)
+                    let assertion = try device.assert(key, clientDataHash: try SignedForm(jsonBytes: form).clientDataHash, counter: counter)
+                    let body = JSONValue.object(
+                        JSONObject(constantMembers: [
+                            ("username", .string(JSONString(user))),
+                            ("keyId", .string(JSONString(Base64URL.encode(key.keyID)))),
+                            ("assertion", .string(JSONString(Base64URL.encode(assertion)))),
+                            ("form", try CanonicalJSON.parse(form)),
+                        ])
+                    )
+                    let line = JSONValue.object(JSONObject(constantMembers: [("connection", .number(Double(index))), ("body", body)]))
+                    try handle.write(contentsOf: Data(line.canonicalBytes + [0x0A]))
+                }
+            }
+        }
+
+        static func form(user: String, nonce: String, at date: Date) throws -> [UInt8] {
+            JSONValue.object(
+                JSONObject(constantMembers: [
+                    ("action", .string(JSONString("transfer"))), ("amount", .string(JSONString("10.00"))), ("to", .string(JSONString("bob"))),
+                    ("username", .string(JSONString(user))), ("timestamp", .string(JSONString(RFC3339UTC.format(date)))),
+                    ("nonce", .string(JSONString(nonce))),
+                ])
+            ).canonicalBytes
         }
     }
 }

@@ -27,7 +27,7 @@ struct StoreContractTests {
         }
     }
 
-    @Test("SQLite: the file is created under missing directories, in WAL mode, and reopens with its data")
+    @Test("SQLite: created under missing directories, WAL with synchronous FULL, and reopens with its data")
     func sqliteFile() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sqlite-file-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -37,5 +37,7 @@ struct StoreContractTests {
         #expect(FileManager.default.fileExists(atPath: path + "-wal"))
         let reopened = try SQLiteAttestationStore(path: path)
         #expect(try await reopened.loadKey(keyID: StoreContract.key(1).keyID) != nil)
+        // Every commit is synced: an OS crash cannot forget an accepted form's replay record.
+        #expect(try await reopened.synchronousLevel() == 2)
     }
 }
