@@ -1,0 +1,50 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+import Foundation
+import FormAttestTestSupport
+import Testing
+
+/// schemathesis against schemas/openapi.yaml on a running `formattest serve --dev-simulator`:
+/// no 5xx, and every response conforms to the document (status, content type, schema).
+struct APIFuzzTests {
+    @Test("schemathesis (bounded, deterministic): no server errors, every response conforms")
+    func schemathesis() throws {
+        let python = try PythonCheck(venv: ".venv-schemathesis", overrideVariable: "FORMATTEST_SCHEMATHESIS_PYTHON").python
+        let files = try TemporaryFiles()
+        let port = Int.random(in: 20_000...60_000)
+        let server = try Formattest.start([
+            "serve", "--dev-simulator", "--port", String(port), "--log-level", "warning",
+            "--store", "sqlite:" + files.directory.appendingPathComponent("api.sqlite").path,
+            "--data-dir", files.directory.appendingPathComponent("data").path,
+            "--demo-dir", repositoryDirectory.appendingPathComponent("demo").path,
+        ])
+        defer { _ = server.terminate(within: 10) }
+        Thread.sleep(forTimeInterval: 1.5)
+
+        let process = Process()
+        process.executableURL = python.deletingLastPathComponent().appendingPathComponent("schemathesis")
+        process.arguments = [
+            "run", repositoryDirectory.appendingPathComponent("schemas/openapi.yaml").path,
+            "--url", "http://127.0.0.1:\(port)",
+            "--checks", "not_a_server_error,response_schema_conformance,status_code_conformance,content_type_conformance",
+            "--max-examples", "25", "--generation-deterministic",
+        ]
+        var environment = ProcessInfo.processInfo.environment
+        environment["NO_COLOR"] = "1"
+        process.environment = environment
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        try process.run()
+        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0, "\(output)")
+        #expect(output.contains("Tested: 10"), "\(output)")
+        let summary = output.split(separator: "\n").first { $0.contains(" generated, ") } ?? ""
+        #expect(summary.contains("passed") && !summary.contains("failed"), "\(output)")
+        print("schemathesis: \(summary.trimmingCharacters(in: .whitespaces))")
+    }
+}
