@@ -9,6 +9,7 @@ import ArgumentParser
 import CanonicalJSON
 import Crypto
 import FormAttestClient
+import FormAttestFlows
 import Foundation
 import X509
 
@@ -25,8 +26,11 @@ struct Bench: AsyncParsableCommand {
     @Option(help: "Seconds per case.")
     var duration: Double = 2
 
-    @Option(help: "Comma-separated groups to run: jcs, attestation, assertion, limit (default: all).")
-    var only: String = "jcs,attestation,assertion,limit"
+    @Option(help: "Comma-separated groups to run: jcs, attestation, assertion, flow, limit (default: all).")
+    var only: String = "jcs,attestation,assertion,flow,limit"
+
+    @Option(name: .customLong("flow-store"), help: "Stores for the flow cases: memory, sqlite, and a MongoDB URI (repeatable).")
+    var flowStores: [String] = ["memory", "sqlite"]
 
     @Option(help: "A real sample (JSON, as in Tests/Fixtures/appattest/samples) for attestation cases.")
     var sample = "Tests/Fixtures/appattest/samples/uebelack_production.json"
@@ -66,6 +70,9 @@ struct Bench: AsyncParsableCommand {
         if groups.contains("jcs") { cases += try self.jcsCases() }
         if groups.contains("attestation") { cases += try await self.attestationCases() }
         if groups.contains("assertion") { cases += try self.assertionCases() }
+        if groups.contains("flow") {
+            for store in self.flowStores { cases.append(try await self.flowCase(store: store)) }
+        }
         if groups.contains("limit") { cases += try self.limitCases() }
         #if DEBUG
         let build = "debug"
@@ -139,6 +146,67 @@ struct Bench: AsyncParsableCommand {
                 _ = try verifier.verifyAssertion(assertion, publicKey: key.publicKey, clientDataHash: hash, previousCounter: 0)
             },
         ]
+    }
+
+    /// One complete assertion flow (form parse and policy, key load, verification, atomic commit)
+    /// through a store, in process. The assertions are signed beforehand, each over its own form
+    /// with the next counter, so that only the server's work is measured.
+    private func flowCase(store location: String) async throws -> CaseResult {
+        var options = try StoreOptions.parse(["--store", location == "sqlite" ? "sqlite:" + FileManager.default.temporaryDirectory.appendingPathComponent("bench-\(UUID().uuidString).sqlite").path : location])
+        options.mongoDatabase = "bench_\(UUID().uuidString.prefix(8))"
+        let store = try await options.open()
+        let authority = try SimulatedAttestationAuthority()
+        let device = SimulatedDevice(authority: authority, appID: "ABCDE12345.com.formattest.bench", seed: 99)
+        let verifier = try AppAttestVerifier(
+            policy: AppAttestPolicy(appIDs: [device.appID], environments: [.development], trustAnchors: [authority.rootCertificate])
+        )
+        let flows = FormFlows(verifier: verifier, store: store)
+        let key = device.generateKey()
+        let now = Date()
+        func form(_ nonce: String) throws -> [UInt8] {
+            JSONValue.object(JSONObject(constantMembers: [
+                ("amount", .string(JSONString("10.00"))), ("to", .string(JSONString("bob"))), ("username", .string(JSONString("bench"))),
+                ("timestamp", .string(JSONString(RFC3339UTC.format(now)))), ("nonce", .string(JSONString(nonce))),
+            ])).canonicalBytes
+        }
+        let registration = try form("register")
+        do {
+            _ = try await flows.attest(
+                FormFlows.AttestRequest(
+                    username: "bench", keyID: key.keyID,
+                    attestationObject: try device.attest(key, clientDataHash: try SignedForm(jsonBytes: registration).clientDataHash, at: now),
+                    form: registration
+                ),
+                now: now
+            )
+        } catch let error as FlowError {
+            throw UsageError("bench registration failed: \(error)")
+        }
+        // Enough pre-signed requests for the case's duration at up to 20,000 per second.
+        let count = max(100, Int(self.duration * 20_000))
+        var requests: [FormFlows.AssertRequest] = []
+        requests.reserveCapacity(count)
+        for index in 0..<count {
+            let body = try form("n\(index)")
+            requests.append(
+                FormFlows.AssertRequest(
+                    username: "bench", keyID: key.keyID,
+                    assertion: try device.assert(key, clientDataHash: try SignedForm(jsonBytes: body).clientDataHash, counter: UInt32(index + 1)),
+                    form: body
+                )
+            )
+        }
+        var next = 0
+        let name = location.hasPrefix("mongodb") ? "mongodb" : location
+        return try await self.measureAsync("flow.assert.\(name)") {
+            guard next < requests.count else { throw UsageError("ran out of pre-signed requests") }
+            do {
+                _ = try await flows.assert(requests[next], now: now)
+            } catch let error as FlowError {
+                throw UsageError("flow rejected a genuine request: \(error)")
+            }
+            next += 1
+        }
     }
 
     /// The operations no verifier can avoid, through the same library (swift-crypto).

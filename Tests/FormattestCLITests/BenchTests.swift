@@ -24,6 +24,7 @@ struct BenchTests {
         for expected in [
             "jcs.canonicalize.form-small", "jcs.canonicalize.doc-1mb", "attestation.verify.real(uebelack_production)",
             "attestation.verify.simulated", "assertion.verify", "limit.p384.verify(leaf, sha256)", "limit.p256.verify",
+            "flow.assert.memory", "flow.assert.sqlite",
         ] {
             #expect(names.contains(expected), "\(expected)")
         }
