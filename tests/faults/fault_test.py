@@ -70,6 +70,16 @@ def client(port_ref, bodies, results, stop):
         index += 1
 
 
+def stop_process(process, seconds=20):
+    """SIGTERM, then SIGKILL if it is still running (mongoeco can be slow to stop under load)."""
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 def load_bodies(path):
     per_connection = {}
     for line in open(path):
@@ -159,8 +169,7 @@ def main():
     check("sqlite: every form accepted exactly once (one transaction per commit)", sqlite_outcomes == Counter({"accepted": 800}), str(sqlite_outcomes))
     count, replayed = replay_all(port[0], per_client, results)
     check("sqlite: after the restart, every accepted form is a replay (none lost)", replayed == Counter({409: count}), f"{count} {replayed}")
-    server.send_signal(signal.SIGTERM)
-    server.wait(timeout=15)
+    stop_process(server)
     print(f"sqlite restart: {dict(statuses)}; forms: {dict(sqlite_outcomes)}; {count} accepted forms replayed: {dict(replayed)}")
 
     # 2. MongoDB (mongoeco persisting to SQLite) killed mid-load and brought back.
@@ -202,10 +211,8 @@ def main():
     count, replayed = replay_all(port[0], per_client, results)
     check("mongodb: every accepted form is a replay afterwards (none lost)", replayed == Counter({409: count}), f"{count} {replayed}")
     print(f"mongodb outage: {dict(statuses)}; forms: {dict(mongo_outcomes)}; {count} accepted forms replayed: {dict(replayed)}")
-    server.send_signal(signal.SIGTERM)
-    server.wait(timeout=15)
-    mongod.send_signal(signal.SIGTERM)
-    mongod.wait(timeout=15)
+    stop_process(server)
+    stop_process(mongod)
 
     for failure in failures:
         print("FAILED:", failure)
