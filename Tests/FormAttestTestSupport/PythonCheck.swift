@@ -33,9 +33,21 @@ public struct PythonCheck {
 
     /// Runs `script` (relative to the repository) and returns its exit status and combined output.
     public func run(_ script: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
+        try self.runTool(self.python, [repositoryDirectory.appendingPathComponent(script).path] + arguments)
+    }
+
+    /// Runs a command the venv installed (such as `schemathesis`), without terminal colours.
+    public func run(tool name: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
+        try self.runTool(self.python.deletingLastPathComponent().appendingPathComponent(name), arguments)
+    }
+
+    private func runTool(_ executable: URL, _ arguments: [String]) throws -> (status: Int32, output: String) {
         let process = Process()
-        process.executableURL = self.python
-        process.arguments = [repositoryDirectory.appendingPathComponent(script).path] + arguments
+        process.executableURL = executable
+        process.arguments = arguments
+        var environment = ProcessInfo.processInfo.environment
+        environment["NO_COLOR"] = "1"
+        process.environment = environment
         let pipe = Pipe()
         process.standardOutput = pipe
         process.standardError = pipe

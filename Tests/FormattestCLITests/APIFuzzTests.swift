@@ -12,7 +12,7 @@ import Testing
 struct APIFuzzTests {
     @Test("schemathesis (bounded, deterministic): no server errors, every response conforms")
     func schemathesis() throws {
-        let python = try PythonCheck(venv: ".venv-schemathesis", overrideVariable: "FORMATTEST_SCHEMATHESIS_PYTHON").python
+        let schemathesis = try PythonCheck(venv: ".venv-schemathesis", overrideVariable: "FORMATTEST_SCHEMATHESIS_PYTHON")
         let files = try TemporaryFiles()
         let port = Int.random(in: 20_000...60_000)
         let server = try Formattest.start([
@@ -24,24 +24,13 @@ struct APIFuzzTests {
         defer { _ = server.terminate(within: 10) }
         Thread.sleep(forTimeInterval: 1.5)
 
-        let process = Process()
-        process.executableURL = python.deletingLastPathComponent().appendingPathComponent("schemathesis")
-        process.arguments = [
+        let (status, output) = try schemathesis.run(tool: "schemathesis", [
             "run", repositoryDirectory.appendingPathComponent("schemas/openapi.yaml").path,
             "--url", "http://127.0.0.1:\(port)",
             "--checks", "not_a_server_error,response_schema_conformance,status_code_conformance,content_type_conformance",
             "--max-examples", "25", "--generation-deterministic",
-        ]
-        var environment = ProcessInfo.processInfo.environment
-        environment["NO_COLOR"] = "1"
-        process.environment = environment
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0, "\(output)")
+        ])
+        #expect(status == 0, "\(output)")
         #expect(output.contains("Tested: 10"), "\(output)")
         let summary = output.split(separator: "\n").first { $0.contains(" generated, ") } ?? ""
         #expect(summary.contains("passed") && !summary.contains("failed"), "\(output)")
