@@ -22,7 +22,7 @@ struct APIFuzzTests {
             "--demo-dir", repositoryDirectory.appendingPathComponent("demo").path,
         ])
         defer { _ = server.terminate(within: 10) }
-        Thread.sleep(forTimeInterval: 1.5)
+        try #require(Formattest.waitForListener(port: port), "the service did not start listening")
 
         let (status, output) = try schemathesis.run(tool: "schemathesis", [
             "run", repositoryDirectory.appendingPathComponent("schemas/openapi.yaml").path,

@@ -36,7 +36,7 @@ struct DemoPageTests {
         let files = try TemporaryFiles()
         let port = Int.random(in: 20_000...60_000)
         let server = try Formattest.start(["serve", "--port", String(port), "--store", "memory", "--data-dir", files.directory.path])
-        Thread.sleep(forTimeInterval: 1.5)
+        try #require(Formattest.waitForListener(port: port), "the service did not start listening")
         #expect(server.process.isRunning, "the service did not stay up")
         #expect(server.terminate(within: 10), "the service did not exit within 10 s of SIGTERM")
         #expect(server.process.terminationReason == .exit)

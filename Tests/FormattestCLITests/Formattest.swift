@@ -4,6 +4,9 @@
 //===----------------------------------------------------------------------===//
 
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Runs the built `formattest` executable.
 enum Formattest {
@@ -92,6 +95,28 @@ enum Formattest {
 
     static func run(_ arguments: [String], stdin: Data? = nil) throws -> Result {
         try self.start(arguments, stdin: stdin).finish()
+    }
+
+    /// Waits until something accepts TCP connections on 127.0.0.1:`port`, for at most `seconds`.
+    static func waitForListener(port: Int, seconds: Double = 60) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            let socketDescriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            guard socketDescriptor >= 0 else { return false }
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = in_port_t(UInt16(port).bigEndian)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    connect(socketDescriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+            close(socketDescriptor)
+            if connected == 0 { return true }
+            Thread.sleep(forTimeInterval: 0.1)
+        }
+        return false
     }
 
     static func rfc3339(_ date: Date?) -> String? {
