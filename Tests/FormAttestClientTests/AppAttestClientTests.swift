@@ -135,12 +135,16 @@ struct AppAttestClientTests {
         }
         let client = AppAttestClient(service: service)
         async let first = client.register(clientDataHash: Self.hash)
-        try await Task.sleep(for: .milliseconds(100))  // let the first reach attestKey
+        // Wait until the first registration is inside attestKey (held by the gate).
+        for _ in 0..<1000 where !service.calls.contains(.attestKey("key-1")) {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(service.calls.contains(.attestKey("key-1")))
         async let second = client.register(clientDataHash: Self.hash)
         await Self.expect({ if case .registrationInProgress = $0 { true } else { false } }) {
             try await client.register(clientDataHash: Data(repeating: 8, count: 32))
         }
-        try await Task.sleep(for: .milliseconds(100))
+        try await Task.sleep(for: .milliseconds(500))  // let the second join (one suspension) before the answer
         release.open()
         let (a, b) = try await (first, second)
         #expect(a == b)
