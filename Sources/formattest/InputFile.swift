@@ -3,6 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
+import FormAttestClient
 import Foundation
 import SwiftASN1
 import X509
@@ -54,22 +55,11 @@ enum InputFile {
 
     /// Decodes standard or URL-safe base64, padded or not, ignoring whitespace.
     static func decodeBase64(_ text: String, what: String) throws -> [UInt8] {
-        var normalized = String(
-            text.unicodeScalars.filter { !CharacterSet.whitespacesAndNewlines.contains($0) }.map { scalar in
-                switch scalar {
-                case "-": return "+"
-                case "_": return "/"
-                default: return Character(scalar)
-                }
-            }
-        )
-        if normalized.count % 4 != 0 {
-            normalized += String(repeating: "=", count: 4 - normalized.count % 4)
-        }
-        guard !normalized.isEmpty, let data = Data(base64Encoded: normalized) else {
+        let compact = String(text.unicodeScalars.filter { !CharacterSet.whitespacesAndNewlines.contains($0) })
+        guard !compact.isEmpty, let bytes = Base64URL.decode(compact) else {
             throw UsageError("\(what) is not base64 or base64url")
         }
-        return Array(data)
+        return bytes
     }
 
     /// A PEM certificate file.
