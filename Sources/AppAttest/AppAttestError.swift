@@ -41,6 +41,16 @@ public struct AppAttestError: Error, Sendable, Hashable, CustomStringConvertible
             case signatureInvalid = "signature_invalid"
             case counterNotIncreasing = "counter_not_increasing"
             case invalidPolicy = "invalid_policy"
+            case receiptMalformed = "receipt_malformed"
+            case receiptTooLarge = "receipt_too_large"
+            case receiptSignatureInvalid = "receipt_signature_invalid"
+            case receiptCertificateExpired = "receipt_certificate_expired"
+            case receiptCertificateNotYetValid = "receipt_certificate_not_yet_valid"
+            case receiptChainInvalid = "receipt_chain_invalid"
+            case receiptAppIDMismatch = "receipt_app_id_mismatch"
+            case receiptCertificateMismatch = "receipt_certificate_mismatch"
+            case receiptClientHashMismatch = "receipt_client_hash_mismatch"
+            case receiptTypeUnexpected = "receipt_type_unexpected"
         }
 
         fileprivate let backing: Backing
@@ -106,6 +116,26 @@ public struct AppAttestError: Error, Sendable, Hashable, CustomStringConvertible
         public static let counterNotIncreasing = Code(.counterNotIncreasing)
         /// The verification policy itself is unusable (for example, no app id or no trust anchor).
         public static let invalidPolicy = Code(.invalidPolicy)
+        /// The receipt is not a CMS SignedData carrying a well-formed App Attest payload.
+        public static let receiptMalformed = Code(.receiptMalformed)
+        /// The receipt is larger than ``AppAttestLimits/maximumReceiptSize``.
+        public static let receiptTooLarge = Code(.receiptTooLarge)
+        /// The receipt's signature does not verify with its signing certificate, or uses another algorithm.
+        public static let receiptSignatureInvalid = Code(.receiptSignatureInvalid)
+        /// The receipt's signing certificate expired before the verification time.
+        public static let receiptCertificateExpired = Code(.receiptCertificateExpired)
+        /// The receipt's signing certificate is not yet valid at the verification time.
+        public static let receiptCertificateNotYetValid = Code(.receiptCertificateNotYetValid)
+        /// The receipt's signing certificate does not chain to a receipt trust anchor (Apple Root CA - G3).
+        public static let receiptChainInvalid = Code(.receiptChainInvalid)
+        /// The receipt names another app id than the attestation it came with.
+        public static let receiptAppIDMismatch = Code(.receiptAppIDMismatch)
+        /// The receipt's attested certificate is not the attestation's credential certificate.
+        public static let receiptCertificateMismatch = Code(.receiptCertificateMismatch)
+        /// An attestation receipt's client hash is not the attestation's clientDataHash.
+        public static let receiptClientHashMismatch = Code(.receiptClientHashMismatch)
+        /// The receipt's type is not the one expected (ATTEST in an attestation).
+        public static let receiptTypeUnexpected = Code(.receiptTypeUnexpected)
     }
 
     /// What failed.
@@ -147,6 +177,9 @@ extension AppAttestError {
         line: UInt = #line
     ) -> Self {
         Self(code: .malformedAuthenticatorData, reason: reason, file: file, line: line)
+    }
+    public static func receiptMalformed(_ reason: String, file: String = #fileID, line: UInt = #line) -> Self {
+        Self(code: .receiptMalformed, reason: reason, file: file, line: line)
     }
     public static func malformedAssertion(_ reason: String, file: String = #fileID, line: UInt = #line) -> Self {
         Self(code: .malformedAssertion, reason: reason, file: file, line: line)

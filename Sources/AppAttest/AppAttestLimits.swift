@@ -13,4 +13,7 @@ public enum AppAttestLimits {
     /// Largest clientDataHash accepted. Form flows always pass 32 bytes; Apple's own sample app
     /// passed a raw 21-byte challenge, so the verifier treats the value as opaque bytes up to this size.
     public static let maximumClientDataHashSize = 1024
+    /// Largest receipt accepted on its own (refreshed receipts): 16 KiB. Real ones are 3.6–4.0 KB;
+    /// inside an attestation the attestation's limit already applies.
+    public static let maximumReceiptSize = 16 * 1024
 }

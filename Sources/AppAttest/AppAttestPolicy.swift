@@ -32,6 +32,12 @@ public struct AppAttestPolicy: Sendable {
     public var trustAnchors: [Certificate]
     /// iOS 27 validation categories accepted. Default: ``ValidationCategories/any``.
     public var validationCategories: ValidationCategories
+    /// Trust anchors for receipts. Default: Apple Root CA - G3 alone (``AppleRootCAG3``).
+    public var receiptTrustAnchors: [Certificate]
+    /// Whether an attestation whose receipt does not verify is rejected. Apple's steps do not
+    /// include the receipt, so the default is `false`; the result is reported either way
+    /// (``VerifiedAttestation/receiptCheck``).
+    public var requireValidReceipt: Bool
 
     /// Creates a policy.
     ///
@@ -41,15 +47,21 @@ public struct AppAttestPolicy: Sendable {
     ///     accepts ``AppAttestEnvironment/production`` alone).
     ///   - trustAnchors: roots the x5c chain must reach; Apple's by default.
     ///   - validationCategories: iOS 27 distribution categories accepted.
+    ///   - receiptTrustAnchors: roots a receipt's signer must reach; Apple Root CA - G3 by default.
+    ///   - requireValidReceipt: reject attestations whose receipt does not verify.
     public init(
         appIDs: [String],
         environments: Set<AppAttestEnvironment>,
         trustAnchors: [Certificate] = [AppleAppAttestationRoot.certificate],
-        validationCategories: ValidationCategories = .any
+        validationCategories: ValidationCategories = .any,
+        receiptTrustAnchors: [Certificate] = [AppleRootCAG3.certificate],
+        requireValidReceipt: Bool = false
     ) {
         self.appIDs = appIDs
         self.environments = environments
         self.trustAnchors = trustAnchors
         self.validationCategories = validationCategories
+        self.receiptTrustAnchors = receiptTrustAnchors
+        self.requireValidReceipt = requireValidReceipt
     }
 }

@@ -20,8 +20,17 @@ public struct AppAttestVerifier: Sendable {
     private let relyingParties: [(appID: String, hash: [UInt8])]
     /// Verified intermediates (shared by copies of this verifier).
     private let chainCache = VerifiedChainCache()
-    /// SHA-256 over the anchors' DER, in order: part of every cache key.
+    /// SHA-256 over each anchor set's DER, in order: part of every cache key.
     private let anchorsDigest: [UInt8]
+    private let receiptAnchorsDigest: [UInt8]
+
+    /// Which trust anchors a chain is validated against.
+    enum Anchors {
+        /// ``AppAttestPolicy/trustAnchors``: the attestation's x5c.
+        case attestation
+        /// ``AppAttestPolicy/receiptTrustAnchors``: the receipt's signer.
+        case receipt
+    }
 
     /// How many verified intermediates this verifier has cached.
     package var cachedIntermediateCount: Int { self.chainCache.count }
@@ -38,17 +47,22 @@ public struct AppAttestVerifier: Sendable {
         }
         self.policy = policy
         self.relyingParties = policy.appIDs.map { ($0, Array(SHA256.hash(data: Array($0.utf8)))) }
-        var anchors = SHA256()
-        for anchor in policy.trustAnchors {
+        self.anchorsDigest = try Self.digest(of: policy.trustAnchors)
+        self.receiptAnchorsDigest = try Self.digest(of: policy.receiptTrustAnchors)
+    }
+
+    private static func digest(of anchors: [Certificate]) throws -> [UInt8] {
+        var digest = SHA256()
+        for anchor in anchors {
             var serializer = DER.Serializer()
             do {
                 try serializer.serialize(anchor)
             } catch {
                 throw AppAttestError(code: .invalidPolicy, reason: "a trust anchor cannot be serialized")
             }
-            anchors.update(data: serializer.serializedBytes)
+            digest.update(data: serializer.serializedBytes)
         }
-        self.anchorsDigest = Array(anchors.finalize())
+        return Array(digest.finalize())
     }
 
     // MARK: - Attestation
@@ -81,12 +95,7 @@ public struct AppAttestVerifier: Sendable {
         let (leaf, intermediate) = try object.statement.parsedCertificates()
         try Self.checkValidity(of: leaf, role: "credential certificate", at: time)
         try Self.checkValidity(of: intermediate, role: "intermediate", at: time)
-        try await self.validateChain(
-            leaf: leaf,
-            intermediate: intermediate,
-            intermediateDER: object.statement.intermediateCertificate,
-            at: time
-        )
+        try await self.validateChain(leaf: leaf, intermediate: intermediate, anchors: .attestation, at: time)
 
         // Steps 2-3: nonce = SHA256(authData || clientDataHash).
         var hasher = SHA256()
@@ -145,6 +154,21 @@ public struct AppAttestVerifier: Sendable {
         // iOS 27: the distribution category, when the policy restricts it.
         try self.checkValidationCategory(authData.extensions, absentAllowedByDefault: false)
 
+        // Not one of Apple's steps: the receipt is checked and reported; required only by policy.
+        let receiptCheck = await self.checkAttestationReceipt(
+            object.statement.receipt,
+            expecting: ReceiptExpectation(
+                appID: appID,
+                credentialCertificate: object.statement.leafCertificate,
+                clientHash: clientDataHash,
+                type: .attest
+            ),
+            at: time
+        )
+        if self.policy.requireValidReceipt, let error = receiptCheck.error {
+            throw error
+        }
+
         return VerifiedAttestation(
             keyID: keyID,
             publicKey: publicKey,
@@ -152,6 +176,7 @@ public struct AppAttestVerifier: Sendable {
             environment: environment,
             counter: authData.signCount,
             receipt: object.statement.receipt,
+            receiptCheck: receiptCheck,
             osVersion: leaf.appAttestOSVersion,
             extensions: authData.extensions,
             authenticatorData: authData,
@@ -284,14 +309,21 @@ public struct AppAttestVerifier: Sendable {
         }
     }
 
-    /// Step 1's path validation. A cached intermediate (verified to a trust anchor before, and
-    /// valid with it at `time`) serves as the anchor of the leaf's path, so only the leaf's
-    /// signature is checked; otherwise the whole path is validated and, on success only, the
-    /// intermediate is cached for the window in which it and its anchor are both valid.
-    private func validateChain(leaf: Certificate, intermediate: Certificate, intermediateDER: [UInt8], at time: Date) async throws {
-        let key = VerifiedChainCache.Key(intermediate: intermediateDER, anchors: self.anchorsDigest)
+    /// Path validation for step 1 and for receipts. A cached intermediate (verified to a trust
+    /// anchor before, and valid with it at `time`) serves as the anchor of the leaf's path, so only
+    /// the leaf's signature is checked; otherwise the whole path is validated and, on success only,
+    /// the intermediate is cached for the window in which it and its anchor are both valid.
+    func validateChain(leaf: Certificate, intermediate: Certificate, anchors: Anchors, at time: Date) async throws {
+        let (trustAnchors, anchorsDigest) =
+            switch anchors {
+            case .attestation: (self.policy.trustAnchors, self.anchorsDigest)
+            case .receipt: (self.policy.receiptTrustAnchors, self.receiptAnchorsDigest)
+            }
+        var serializer = DER.Serializer()
+        try serializer.serialize(intermediate)
+        let key = VerifiedChainCache.Key(intermediate: serializer.serializedBytes, anchors: anchorsDigest)
         let cached = self.chainCache.contains(key, at: time)
-        var verifier = Verifier(rootCertificates: CertificateStore(cached ? [intermediate] : self.policy.trustAnchors)) {
+        var verifier = Verifier(rootCertificates: CertificateStore(cached ? [intermediate] : trustAnchors)) {
             RFC5280Policy(fixedExpiryValidationTime: time)
         }
         let result = await verifier.validate(leaf: leaf, intermediates: CertificateStore(cached ? [] : [intermediate]))

@@ -21,6 +21,9 @@ public struct VerifiedAttestation: Sendable {
     public let counter: UInt32
     /// Apple's receipt (CMS), kept for receipt validation and risk-metric refreshes.
     public let receipt: [UInt8]
+    /// Whether the receipt verified (signature, chain to Apple Root CA - G3, same app id, key and
+    /// clientDataHash). Reported whether or not ``AppAttestPolicy/requireValidReceipt`` is set.
+    public let receiptCheck: ReceiptCheck
     /// The OS version from the credential certificate (extension 1.2.840.113635.100.8.7), when present.
     public let osVersion: String?
     /// The iOS 27 authenticator data extensions, when present.

@@ -1,0 +1,276 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+import AppAttest
+import Crypto
+import Foundation
+import FormAttestTestSupport
+import SwiftASN1
+import Testing
+import X509
+
+/// Receipts: every real one parses and verifies against Apple Root CA - G3; each check bites.
+struct ReceiptTests {
+    /// The sample's receipt and credential certificate, from its attestation object.
+    static func parts(of sample: RealSample) throws -> (receipt: [UInt8], leaf: [UInt8], clientDataHash: [UInt8]) {
+        let object = try AttestationObject(cborEncoded: try #require(sample.attestation))
+        return (object.statement.receipt, object.statement.leafCertificate, try #require(sample.clientDataHash))
+    }
+
+    static func expectation(for sample: RealSample) throws -> ReceiptExpectation {
+        let parts = try Self.parts(of: sample)
+        return ReceiptExpectation(
+            appID: sample.appID,
+            credentialCertificate: parts.leaf,
+            clientHash: parts.clientDataHash,
+            type: .attest
+        )
+    }
+
+    static func verifier(_ sample: RealSample, receiptAnchors: [Certificate] = [AppleRootCAG3.certificate]) throws
+        -> AppAttestVerifier
+    {
+        try AppAttestVerifier(
+            policy: AppAttestPolicy(
+                appIDs: [sample.appID],
+                environments: [.development, .production],
+                receiptTrustAnchors: receiptAnchors
+            )
+        )
+    }
+
+    /// A sample whose receipt signer is valid 2020-05-19 to 2021-06-18.
+    static func veehaitch() throws -> RealSample { try RealSample.named("veehaitch_ios_14_2") }
+
+    static func expectReceiptError(
+        _ code: AppAttestError.Code,
+        sourceLocation: SourceLocation = #_sourceLocation,
+        _ body: () async throws -> Void
+    ) async {
+        do {
+            try await body()
+            Issue.record("expected \(code), but the receipt verified", sourceLocation: sourceLocation)
+        } catch let error as AppAttestError {
+            #expect(error.code == code, "\(error)", sourceLocation: sourceLocation)
+        } catch {
+            Issue.record("expected \(code), got \(error)", sourceLocation: sourceLocation)
+        }
+    }
+
+    @Test("the embedded Apple Root CA - G3 is pinned, and every real receipt carries the same certificate")
+    func embeddedG3IsPinned() throws {
+        var serializer = DER.Serializer()
+        try serializer.serialize(AppleRootCAG3.certificate)
+        #expect(hex(SHA256.hash(data: serializer.serializedBytes)) == "63343abfb89a6a03ebb57e9b3f5fa7be7c4f5c756f3017b3a8c488c3653e9179")
+        for sample in try RealSample.withAttestation() {
+            let receipt = try AppAttestReceipt(berEncoded: Self.parts(of: sample).receipt)
+            #expect(receipt.certificates.contains(AppleRootCAG3.certificate), "\(sample)")
+        }
+    }
+
+    @Test("every real receipt parses, verifies at the sample's time and belongs to its attestation",
+          arguments: try RealSample.withAttestation())
+    func realReceiptVerifies(sample: RealSample) async throws {
+        let parts = try Self.parts(of: sample)
+        let verified = try await Self.verifier(sample).verifyReceipt(
+            parts.receipt,
+            expecting: Self.expectation(for: sample),
+            at: try #require(sample.validAt)
+        )
+        let payload = verified.payload
+        #expect(payload.appID == sample.appID)
+        #expect(payload.attestedCertificateDER == parts.leaf)
+        #expect(payload.clientHash == parts.clientDataHash)
+        #expect(payload.type == .attest)
+        #expect(payload.riskMetric == nil)
+        // Field 7 (undocumented by Apple) names the environment: "sandbox" or "production".
+        #expect(payload.environment == (sample.environment == .development ? "sandbox" : "production"))
+        #expect(!payload.token.isEmpty)
+        // Apple: a receipt expires 90 days after creation; it is created while the leaf is valid
+        // (in every recording here, one day and about a second after the leaf's notBefore).
+        #expect(abs(payload.expirationTime.timeIntervalSince(payload.creationTime) - 90 * 86_400) < 1)
+        let leaf = try Certificate(derEncoded: parts.leaf)
+        #expect(payload.creationTime > leaf.notValidBefore && payload.creationTime < leaf.notValidAfter)
+        #expect(verified.receipt.signingCertificate.subject.description.contains("Application Attestation Fraud Receipt Signing"))
+    }
+
+    @Test("verifyAttestation reports the receipt as verified on every real sample", arguments: try RealSample.withAttestation())
+    func attestationReportsReceipt(sample: RealSample) async throws {
+        let result = try await RealSampleTests.verify(sample)
+        let verified = try #require(result.receiptCheck.verified, "\(String(describing: result.receiptCheck.error))")
+        #expect(verified.payload.appID == sample.appID)
+    }
+
+    // MARK: - One change each
+
+    @Test("altered content: one byte of the signed app id changed")
+    func alteredContent() async throws {
+        let sample = try Self.veehaitch()
+        var receipt = try Self.parts(of: sample).receipt
+        let appID = Array(sample.appID.utf8)
+        let offset = try #require(receipt.firstRange(of: appID)?.lowerBound)
+        receipt[offset] ^= 0x01
+        await Self.expectReceiptError(.receiptSignatureInvalid) {
+            _ = try await Self.verifier(sample).verifyReceipt(receipt, expecting: Self.expectation(for: sample), at: sample.validAt!)
+        }
+    }
+
+    @Test("altered signature: the signature's last byte changed")
+    func alteredSignature() async throws {
+        let sample = try Self.veehaitch()
+        let original = try Self.parts(of: sample).receipt
+        let parsed = try AppAttestReceipt(berEncoded: original)
+        let offset = try #require(original.firstRange(of: parsed.signer.signature)?.upperBound) - 1
+        var receipt = original
+        receipt[offset] ^= 0x01
+        await Self.expectReceiptError(.receiptSignatureInvalid) {
+            _ = try await Self.verifier(sample).verifyReceipt(receipt, expecting: Self.expectation(for: sample), at: sample.validAt!)
+        }
+    }
+
+    @Test("wrong root: the App Attest root instead of Apple Root CA - G3")
+    func wrongRoot() async throws {
+        let sample = try Self.veehaitch()
+        await Self.expectReceiptError(.receiptChainInvalid) {
+            _ = try await Self.verifier(sample, receiptAnchors: [AppleAppAttestationRoot.certificate])
+                .verifyReceipt(Self.parts(of: sample).receipt, expecting: Self.expectation(for: sample), at: sample.validAt!)
+        }
+    }
+
+    @Test("expired at the pinned time: one second after the signer's notAfter")
+    func expired() async throws {
+        let sample = try Self.veehaitch()
+        let receipt = try Self.parts(of: sample).receipt
+        let notAfter = try AppAttestReceipt(berEncoded: receipt).signingCertificate.notValidAfter
+        await Self.expectReceiptError(.receiptCertificateExpired) {
+            _ = try await Self.verifier(sample).verifyReceipt(
+                receipt, expecting: Self.expectation(for: sample), at: notAfter.addingTimeInterval(1))
+        }
+        // The last valid second still verifies.
+        _ = try await Self.verifier(sample).verifyReceipt(receipt, expecting: Self.expectation(for: sample), at: notAfter)
+    }
+
+    @Test("not yet valid: one second before the signer's notBefore")
+    func notYetValid() async throws {
+        let sample = try Self.veehaitch()
+        let receipt = try Self.parts(of: sample).receipt
+        let notBefore = try AppAttestReceipt(berEncoded: receipt).signingCertificate.notValidBefore
+        await Self.expectReceiptError(.receiptCertificateNotYetValid) {
+            _ = try await Self.verifier(sample).verifyReceipt(
+                receipt, expecting: Self.expectation(for: sample), at: notBefore.addingTimeInterval(-1))
+        }
+    }
+
+    @Test("the receipt belongs to its attestation: app id, certificate, client hash and type each checked")
+    func binding() async throws {
+        let sample = try Self.veehaitch()
+        let receipt = try Self.parts(of: sample).receipt
+        let verifier = try Self.verifier(sample)
+        let time = try #require(sample.validAt)
+
+        var expectation = try Self.expectation(for: sample)
+        expectation.appID = "ABCDE12345.com.example.other"
+        await Self.expectReceiptError(.receiptAppIDMismatch) {
+            _ = try await verifier.verifyReceipt(receipt, expecting: expectation, at: time)
+        }
+
+        expectation = try Self.expectation(for: sample)
+        expectation.credentialCertificate = try Self.parts(of: RealSample.named("veehaitch_ios_14_3")).leaf
+        await Self.expectReceiptError(.receiptCertificateMismatch) {
+            _ = try await verifier.verifyReceipt(receipt, expecting: expectation, at: time)
+        }
+
+        expectation = try Self.expectation(for: sample)
+        expectation.clientHash = Array(SHA256.hash(data: Array("another challenge".utf8)))
+        await Self.expectReceiptError(.receiptClientHashMismatch) {
+            _ = try await verifier.verifyReceipt(receipt, expecting: expectation, at: time)
+        }
+
+        expectation = try Self.expectation(for: sample)
+        expectation.type = .receipt
+        await Self.expectReceiptError(.receiptTypeUnexpected) {
+            _ = try await verifier.verifyReceipt(receipt, expecting: expectation, at: time)
+        }
+    }
+
+    @Test("a receipt from another attestation is reported, and rejected when the policy requires receipts")
+    func policyRequiresValidReceipt() async throws {
+        let sample = try Self.veehaitch()
+        // Swap in the receipt of another recording: the attestation itself no longer commits to it.
+        let other = try Self.parts(of: RealSample.named("veehaitch_ios_14_3")).receipt
+        let original = try #require(sample.attestation)
+        let own = try Self.parts(of: sample).receipt
+        try #require(own.count == other.count)  // both 3705 bytes, so the CBOR length stays right
+        let range = try #require(original.firstRange(of: own))
+        var swapped = original
+        swapped.replaceSubrange(range, with: other)
+
+        let lenient = try RealSampleTests.verifier(for: sample)
+        let result = try await lenient.verifyAttestation(
+            swapped, keyID: sample.keyID!, clientDataHash: sample.clientDataHash!, at: sample.validAt!)
+        #expect(result.receiptCheck.error?.code == .receiptCertificateMismatch)
+
+        let strict = try AppAttestVerifier(
+            policy: AppAttestPolicy(appIDs: [sample.appID], environments: [.development], requireValidReceipt: true))
+        await Self.expectReceiptError(.receiptCertificateMismatch) {
+            _ = try await strict.verifyAttestation(
+                swapped, keyID: sample.keyID!, clientDataHash: sample.clientDataHash!, at: sample.validAt!)
+        }
+        // The untouched attestation passes the strict policy.
+        _ = try await strict.verifyAttestation(
+            original, keyID: sample.keyID!, clientDataHash: sample.clientDataHash!, at: sample.validAt!)
+    }
+
+    // MARK: - Malformed input
+
+    @Test("every truncation of a real receipt is rejected with a receipt error, never a crash")
+    func truncations() throws {
+        let receipt = try Self.parts(of: Self.veehaitch()).receipt
+        for length in 0..<receipt.count {
+            #expect(throws: AppAttestError.self) { _ = try AppAttestReceipt(berEncoded: receipt[..<length]) }
+        }
+    }
+
+    @Test("garbage, a non-SignedData and an oversized receipt each get their own error")
+    func malformed() throws {
+        #expect(throws: AppAttestError(code: .receiptMalformed, reason: "")) {
+            _ = try AppAttestReceipt(berEncoded: [0x30, 0x03, 0x02, 0x01, 0x01])
+        }
+        #expect(throws: AppAttestError(code: .receiptMalformed, reason: "")) {
+            _ = try AppAttestReceipt(berEncoded: Array("FORMATTEST-SIMULATED-RECEIPT".utf8))
+        }
+        #expect(throws: AppAttestError(code: .receiptTooLarge, reason: "")) {
+            _ = try AppAttestReceipt(berEncoded: [UInt8](repeating: 0x30, count: AppAttestLimits.maximumReceiptSize + 1))
+        }
+    }
+
+    @Test("bit flips across a real receipt never crash, and never change what a verified receipt says")
+    func bitFlips() async throws {
+        let sample = try Self.veehaitch()
+        let receipt = try Self.parts(of: sample).receipt
+        let original = try AppAttestReceipt(berEncoded: receipt)
+        let verifier = try Self.verifier(sample)
+        let expectation = try Self.expectation(for: sample)
+        var rejected = 0
+        // Every 7th byte, one bit: 530 variants across headers, certificates, payload and signature.
+        for offset in stride(from: 0, to: receipt.count, by: 7) {
+            var flipped = receipt
+            flipped[offset] ^= UInt8(1 << (offset % 8))
+            do {
+                let verified = try await verifier.verifyReceipt(flipped, expecting: expectation, at: sample.validAt!)
+                // Parts nothing relies on may change (the receipt's own copy of the root, which is
+                // never trusted, or the ignored version numbers); what was verified may not.
+                #expect(verified.receipt.content == original.content, "offset \(offset)")
+                #expect(verified.receipt.signingCertificate == original.signingCertificate, "offset \(offset)")
+                #expect(verified.receipt.signer.signature == original.signer.signature, "offset \(offset)")
+            } catch is AppAttestError {
+                rejected += 1
+            }
+        }
+        #expect(rejected > 400)
+    }
+}
+
+private func hex(_ bytes: some Sequence<UInt8>) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
