@@ -23,6 +23,8 @@ public struct SimulatedAttestationAuthority: Sendable {
     public let intermediateCertificate: Certificate
     /// The intermediate's key.
     let intermediateKey: P384.Signing.PrivateKey
+    /// The receipt service of this authority (its own root, as Apple's receipts chain to G3).
+    public let receiptAuthority: SimulatedReceiptAuthority
 
     /// The root's validity starts here (2020-01-01T00:00:00Z).
     public static let validFrom = Date(timeIntervalSince1970: 1_577_836_800)
@@ -78,6 +80,7 @@ public struct SimulatedAttestationAuthority: Sendable {
             issuerPrivateKey: .init(rootKey)
         )
         self.intermediateKey = intermediateKey
+        self.receiptAuthority = try SimulatedReceiptAuthority(seed: seed)
     }
 
     /// The root in PEM, to hand to `formattest verify --root` or a test verifier.

@@ -84,9 +84,9 @@ public struct SimulatedDevice: Sendable {
         /// Issue the credential certificate with this other CA's intermediate key, while x5c still
         /// carries this device's genuine intermediate (a forged leaf).
         public var forgedLeafIssuer: SimulatedAttestationAuthority?
-        /// The receipt bytes (a marker, not a CMS structure: the simulator cannot sign as Apple's
-        /// fraud receipt service).
-        public var receipt: [UInt8] = Array("FORMATTEST-SIMULATED-RECEIPT".utf8)
+        /// The receipt bytes; `nil` means a genuine receipt signed by the authority's
+        /// ``SimulatedAttestationAuthority/receiptAuthority`` for this key and clientDataHash.
+        public var receipt: [UInt8]?
 
         public init() {}
     }
@@ -161,6 +161,17 @@ public struct SimulatedDevice: Sendable {
         )
 
         let chain = [try Self.der(leaf), try Self.der(self.authority.intermediateCertificate)]
+        let receipt =
+            try options.receipt
+            ?? self.authority.receiptAuthority.receipt(
+                .init(
+                    appID: self.appID,
+                    attestedCertificate: chain[0],
+                    clientHash: clientDataHash,
+                    environment: self.environment,
+                    creationTime: time
+                )
+            )
         var serializer = CBORSerializer(reservingCapacity: 2048)
         try serializer.appendMap([
             (.text("fmt"), { $0.appendTextString(options.format) }),
@@ -175,7 +186,7 @@ public struct SimulatedDevice: Sendable {
                                 for der in chain { array.appendByteString(der) }
                             }
                         ),
-                        (.text("receipt"), { $0.appendByteString(options.receipt) }),
+                        (.text("receipt"), { $0.appendByteString(receipt) }),
                     ])
                 }
             ),

@@ -112,10 +112,25 @@ struct AppAttestController {
             ("appId", .string(JSONString(result.attestation.appID))),
             ("environment", .string(JSONString(result.attestation.environment.rawValue))),
             ("formHash", .string(JSONString(Base64URL.encode(result.form.clientDataHash)))),
+            ("receipt", Self.receipt(result.attestation.receiptCheck.summary)),
             ("formats", formats),
         ]
         if let next = result.nextChallenge { members.append(("next_challenge", JSONResponse.challenge(next))) }
         return JSONResponse.make(.object(JSONObject(constantMembers: members)))
+    }
+
+    private static func receipt(_ summary: ReceiptCheck.Summary) -> JSONValue {
+        var members: [(name: String, value: JSONValue)] = [("status", .string(JSONString(summary.status)))]
+        let strings: [(String, String?)] = [
+            ("code", summary.code), ("message", summary.message), ("type", summary.type), ("environment", summary.environment),
+            ("creationTime", summary.creationTime.map(RFC3339UTC.format)),
+            ("expirationTime", summary.expirationTime.map(RFC3339UTC.format)),
+        ]
+        for case (let name, let value?) in strings {
+            members.append((name, .string(JSONString(value))))
+        }
+        if let metric = summary.riskMetric { members.append(("riskMetric", .number(Double(metric)))) }
+        return .object(JSONObject(constantMembers: members))
     }
 
     @Sendable func assert(_ request: Request, context: AppRequestContext) async throws -> Response {

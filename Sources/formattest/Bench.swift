@@ -117,7 +117,7 @@ struct Bench: AsyncParsableCommand {
         let at = Date(timeIntervalSince1970: 1_749_988_800)
         let simulated = try device.attest(key, clientDataHash: sample.clientDataHash, at: at)
         let simulatedVerifier = try AppAttestVerifier(
-            policy: AppAttestPolicy(appIDs: [sample.appID], environments: [.development], trustAnchors: [authority.rootCertificate])
+            policy: AppAttestPolicy(appIDs: [sample.appID], environments: [.development], trustAnchors: [authority.rootCertificate], receiptTrustAnchors: [authority.receiptAuthority.rootCertificate])
         )
         return [
             try await self.measureAsync("attestation.verify.real(\(sample.name))") {
@@ -158,7 +158,7 @@ struct Bench: AsyncParsableCommand {
         let authority = try SimulatedAttestationAuthority()
         let device = SimulatedDevice(authority: authority, appID: "ABCDE12345.com.formattest.bench", seed: 99)
         let verifier = try AppAttestVerifier(
-            policy: AppAttestPolicy(appIDs: [device.appID], environments: [.development], trustAnchors: [authority.rootCertificate])
+            policy: AppAttestPolicy(appIDs: [device.appID], environments: [.development], trustAnchors: [authority.rootCertificate], receiptTrustAnchors: [authority.receiptAuthority.rootCertificate])
         )
         let flows = FormFlows(verifier: verifier, store: store)
         let key = device.generateKey()

@@ -54,6 +54,9 @@ struct Serve: AsyncParsableCommand {
     @Flag(name: .customLong("require-challenge"), help: "Every form must answer a server challenge.")
     var requireChallenge = false
 
+    @Flag(name: .customLong("require-valid-receipt"), help: "Reject attestations whose receipt does not verify (Apple Root CA - G3).")
+    var requireValidReceipt = false
+
     @Flag(name: .customLong("rotate-challenges"), help: "Return a fresh challenge with every answer.")
     var rotateChallenges = false
 
@@ -89,10 +92,12 @@ struct Serve: AsyncParsableCommand {
         let logger = Logger(label: "formattest")
 
         var anchors = try self.roots.isEmpty ? [AppleAppAttestationRoot.certificate] : self.roots.map(InputFile.readCertificate)
+        var receiptAnchors = [AppleRootCAG3.certificate]
         var simulator: SimulatedDevice?
         if self.devSimulator {
             let authority = try SimulatedAttestationAuthority()
             anchors.append(authority.rootCertificate)
+            receiptAnchors.append(authority.receiptAuthority.rootCertificate)
             simulator = SimulatedDevice(authority: authority, appID: self.appIDs[0], environment: .development, seed: UInt64.random(in: 1...UInt64.max))
             let banner = String(repeating: "!", count: 78)
             logger.warning("\(banner)")
@@ -102,7 +107,13 @@ struct Serve: AsyncParsableCommand {
         }
 
         var configuration = ServerConfiguration(
-            policy: AppAttestPolicy(appIDs: self.appIDs, environments: self.environment.environments, trustAnchors: anchors)
+            policy: AppAttestPolicy(
+                appIDs: self.appIDs,
+                environments: self.environment.environments,
+                trustAnchors: anchors,
+                receiptTrustAnchors: receiptAnchors,
+                requireValidReceipt: self.requireValidReceipt
+            )
         )
         configuration.host = self.host
         configuration.port = self.port

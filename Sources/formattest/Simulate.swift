@@ -48,7 +48,7 @@ struct Simulate: AsyncParsableCommand {
             let authority = try SimulatedAttestationAuthority()
             let device = SimulatedDevice(authority: authority, appID: self.appID, seed: self.seed)
             let verifier = try AppAttestVerifier(
-                policy: AppAttestPolicy(appIDs: [self.appID], environments: [.development], trustAnchors: [authority.rootCertificate])
+                policy: AppAttestPolicy(appIDs: [self.appID], environments: [.development], trustAnchors: [authority.rootCertificate], receiptTrustAnchors: [authority.receiptAuthority.rootCertificate])
             )
             return (FormFlows(verifier: verifier, store: store), device)
         }
@@ -166,7 +166,7 @@ struct Simulate: AsyncParsableCommand {
             let authority = try SimulatedAttestationAuthority()
             let device = SimulatedDevice(authority: authority, appID: self.appID, seed: self.seed)
             let verifier = try AppAttestVerifier(
-                policy: AppAttestPolicy(appIDs: [self.appID], environments: [.development], trustAnchors: [authority.rootCertificate])
+                policy: AppAttestPolicy(appIDs: [self.appID], environments: [.development], trustAnchors: [authority.rootCertificate], receiptTrustAnchors: [authority.receiptAuthority.rootCertificate])
             )
             let flows = FormFlows(verifier: verifier, store: store)
             guard FileManager.default.createFile(atPath: self.out, contents: nil),

@@ -31,6 +31,7 @@ struct VerificationReport: Encodable {
     var counter: UInt32
     var osVersion: String?
     var receipt: String?
+    var receiptCheck: ReceiptCheck.Summary?
     var extensions: Extensions?
     var verifiedAt: String?
     var certificateChain: [CertificateSummary]?
@@ -43,6 +44,7 @@ struct VerificationReport: Encodable {
         self.counter = result.counter
         self.osVersion = result.osVersion
         self.receipt = Data(result.receipt).base64EncodedString()
+        self.receiptCheck = result.receiptCheck.summary
         self.extensions = result.extensions.map(Self.extensions)
         self.verifiedAt = RFC3339.format(result.verificationTime)
         self.certificateChain = result.certificateChain.map {
@@ -86,6 +88,9 @@ struct VerificationReport: Encodable {
         lines.append("counter: \(self.counter)")
         if let osVersion { lines.append("osVersion: \(osVersion)") }
         if let verifiedAt { lines.append("verifiedAt: \(verifiedAt)") }
+        if let receiptCheck {
+            lines.append("receipt: \(receiptCheck.status)" + (receiptCheck.code.map { " (\($0): \(receiptCheck.message ?? ""))" } ?? ""))
+        }
         if let extensions {
             lines.append("extensions: bundleVersion=\(extensions.bundleVersion ?? "-") validationCategory=\(extensions.validationCategory ?? "-")")
         }
@@ -121,6 +126,7 @@ enum JSONOutput {
     static func string(_ value: some Encodable) throws -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .iso8601
         return String(decoding: try encoder.encode(value), as: UTF8.self)
     }
 }

@@ -64,6 +64,12 @@ struct AttestationOptions: ParsableArguments {
     @Option(name: .customLong("root"), help: "A PEM trust anchor instead of Apple's root (repeatable).")
     var roots: [String] = []
 
+    @Option(name: .customLong("receipt-root"), help: "A PEM receipt trust anchor instead of Apple Root CA - G3 (repeatable).")
+    var receiptRoots: [String] = []
+
+    @Flag(name: .customLong("require-valid-receipt"), help: "Reject the attestation when its receipt does not verify.")
+    var requireValidReceipt = false
+
     @Option(help: "Verify as of this RFC 3339 time instead of now.")
     var at: String?
 
@@ -73,9 +79,17 @@ struct AttestationOptions: ParsableArguments {
         let keyID = try InputFile.decodeBase64(self.keyID, what: "--key-id")
         let time = try self.at.map { try RFC3339.parse($0) } ?? Date()
         let anchors = try self.roots.isEmpty ? [AppleAppAttestationRoot.certificate] : self.roots.map(InputFile.readCertificate)
+        let receiptAnchors =
+            try self.receiptRoots.isEmpty ? [AppleRootCAG3.certificate] : self.receiptRoots.map(InputFile.readCertificate)
         do {
             let verifier = try AppAttestVerifier(
-                policy: AppAttestPolicy(appIDs: [self.appID], environments: self.environment.environments, trustAnchors: anchors)
+                policy: AppAttestPolicy(
+                    appIDs: [self.appID],
+                    environments: self.environment.environments,
+                    trustAnchors: anchors,
+                    receiptTrustAnchors: receiptAnchors,
+                    requireValidReceipt: self.requireValidReceipt
+                )
             )
             let result = try await verifier.verifyAttestation(attestationBytes, keyID: keyID, clientDataHash: clientDataHash, at: time)
             return (attestationBytes, .success(result))

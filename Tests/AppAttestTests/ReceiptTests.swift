@@ -4,6 +4,7 @@
 //===----------------------------------------------------------------------===//
 
 import AppAttest
+import AppAttestSimulator
 import Crypto
 import Foundation
 import FormAttestTestSupport
@@ -221,6 +222,25 @@ struct ReceiptTests {
         // The untouched attestation passes the strict policy.
         _ = try await strict.verifyAttestation(
             original, keyID: sample.keyID!, clientDataHash: sample.clientDataHash!, at: sample.validAt!)
+    }
+
+    @Test("a simulated receipt is BER with indefinite lengths, verifies with the simulator's root, and not with G3")
+    func simulatedReceipt() async throws {
+        let scenario = try SimulatedScenario()
+        let result = try await scenario.verify(verifier: scenario.verifier())
+        let verified = try #require(result.receiptCheck.verified, "\(String(describing: result.receiptCheck.error))")
+        #expect(Array(result.receipt.prefix(2)) == [0x30, 0x80])
+        #expect(verified.payload.environment == "sandbox" || verified.payload.environment == "production")
+
+        let appleOnly = try AppAttestVerifier(
+            policy: AppAttestPolicy(
+                appIDs: [SimulatedScenario.appID],
+                environments: [.development, .production],
+                trustAnchors: [scenario.authority.rootCertificate]
+            )
+        )
+        let rejected = try await scenario.verify(verifier: appleOnly)
+        #expect(rejected.receiptCheck.error?.code == .receiptChainInvalid)
     }
 
     // MARK: - Malformed input

@@ -35,7 +35,8 @@ struct SimulatedScenario {
             appIDs: [Self.appID],
             environments: environments,
             trustAnchors: [self.authority.rootCertificate],
-            validationCategories: validationCategories
+            validationCategories: validationCategories,
+            receiptTrustAnchors: [self.authority.receiptAuthority.rootCertificate]
         )
     }
 

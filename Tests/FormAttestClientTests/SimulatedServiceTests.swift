@@ -19,7 +19,7 @@ struct SimulatedServiceTests {
         let now = Date(timeIntervalSince1970: 1_795_341_600)
         let client = AppAttestClient(service: SimulatedAppAttestService(device: device, now: { now }))
         let verifier = try AppAttestVerifier(
-            policy: AppAttestPolicy(appIDs: [device.appID], environments: [.development], trustAnchors: [authority.rootCertificate])
+            policy: AppAttestPolicy(appIDs: [device.appID], environments: [.development], trustAnchors: [authority.rootCertificate], receiptTrustAnchors: [authority.receiptAuthority.rootCertificate])
         )
 
         let registrationForm = try SignedForm.make(fields: ["action": .string(JSONString("register"))], username: "bob", now: now)

@@ -21,12 +21,22 @@ struct FlowHarness {
     let store: any AttestationStore
     let flows: FormFlows
 
-    init(store: any AttestationStore = MemoryAttestationStore(), configuration: FlowConfiguration = FlowConfiguration()) throws {
+    init(
+        store: any AttestationStore = MemoryAttestationStore(),
+        configuration: FlowConfiguration = FlowConfiguration(),
+        requireValidReceipt: Bool = false
+    ) throws {
         self.authority = try SimulatedAttestationAuthority(seed: 5)
         self.device = SimulatedDevice(authority: self.authority, appID: Self.appID, environment: .production, seed: 11)
         self.store = store
         let verifier = try AppAttestVerifier(
-            policy: AppAttestPolicy(appIDs: [Self.appID], environments: [.production], trustAnchors: [self.authority.rootCertificate])
+            policy: AppAttestPolicy(
+                appIDs: [Self.appID],
+                environments: [.production],
+                trustAnchors: [self.authority.rootCertificate],
+                receiptTrustAnchors: [self.authority.receiptAuthority.rootCertificate],
+                requireValidReceipt: requireValidReceipt
+            )
         )
         self.flows = FormFlows(verifier: verifier, store: store, configuration: configuration)
     }

@@ -29,9 +29,40 @@ struct AttestFlowTests {
         #expect(stored.appID == FlowHarness.appID)
         #expect(stored.environment == "production")
         #expect(stored.publicKey == Array(key.publicKey.x963Representation))
-        #expect(stored.receipt == Array("FORMATTEST-SIMULATED-RECEIPT".utf8))
+        // The receipt is kept with the key (for risk-metric refreshes), and it verified.
+        #expect(stored.receipt == outcome.attestation.receipt)
+        let receipt = try #require(outcome.attestation.receiptCheck.verified)
+        #expect(receipt.payload.type == .attest)
+        #expect(receipt.payload.clientHash == (try FlowHarness.hash(form)))
         #expect(stored.createdAt == FlowHarness.now)
         #expect(outcome.nextChallenge == nil)
+    }
+
+    @Test("a receipt for another key: reported by default, rejected with nothing stored when receipts are required")
+    func receiptPolicy() async throws {
+        for required in [false, true] {
+            let harness = try FlowHarness(requireValidReceipt: required)
+            let key = harness.device.key(0)
+            let form = FlowHarness.form()
+            // A genuine receipt, signed by the simulated receipt CA, but for another key's certificate.
+            let otherAttestation = try harness.device.attest(
+                harness.device.key(1), clientDataHash: FlowHarness.hash(form), at: FlowHarness.now)
+            let otherReceipt = try AttestationObject(cborEncoded: otherAttestation).statement.receipt
+            var options = SimulatedDevice.AttestationOptions()
+            options.receipt = otherReceipt
+            let request = try harness.attestRequest(key: key, form: form, options: options)
+            if required {
+                await expectFlowError("receipt_certificate_mismatch", .verificationFailed) {
+                    try await harness.flows.attest(request, now: FlowHarness.now)
+                }
+                #expect(try await harness.store.loadKey(keyID: key.keyID) == nil)
+                #expect(try await harness.store.isFormHashRecorded(FlowHarness.hash(form), now: FlowHarness.now) == false)
+            } else {
+                let outcome = try await harness.flows.attest(request, now: FlowHarness.now)
+                #expect(outcome.attestation.receiptCheck.error?.code == .receiptCertificateMismatch)
+                #expect(try await harness.store.loadKey(keyID: key.keyID) != nil)
+            }
+        }
     }
 
     @Test("a claimed clientDataHash other than the form's is rejected")

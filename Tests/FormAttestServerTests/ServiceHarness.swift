@@ -36,7 +36,8 @@ struct ServiceHarness {
             policy: AppAttestPolicy(
                 appIDs: [Self.appID],
                 environments: [.development, .production],
-                trustAnchors: [AppleAppAttestationRoot.certificate, self.authority.rootCertificate]
+                trustAnchors: [AppleAppAttestationRoot.certificate, self.authority.rootCertificate],
+                receiptTrustAnchors: [AppleRootCAG3.certificate, self.authority.receiptAuthority.rootCertificate]
             )
         )
         self.configuration.flows = FlowConfiguration(rotateChallenges: rotate)

@@ -124,7 +124,7 @@ public struct ReceiptPayload: Sendable {
         }
         func time(_ value: [UInt8], _ type: Int) throws -> Date {
             let text = try string(value, type)
-            guard let date = RFC3339.parse(text) else {
+            guard let date = ReceiptTime.parse(text) else {
                 throw AppAttestError.receiptMalformed("field \(type) is not an RFC 3339 time: \(text)")
             }
             return date
@@ -162,20 +162,12 @@ public struct ReceiptPayload: Sendable {
 }
 
 /// RFC 3339 times as Apple writes them in receipts (`2020-11-21T22:13:02.796Z`, fraction optional).
-package enum RFC3339 {
-    package static func parse(_ text: String) -> Date? {
-        let withFraction = ISO8601DateFormatter()
-        withFraction.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        if let date = withFraction.date(from: text) { return date }
-        let plain = ISO8601DateFormatter()
-        plain.formatOptions = [.withInternetDateTime]
-        return plain.date(from: text)
-    }
-
-    /// `2020-11-21T22:13:02.796Z`: UTC, milliseconds.
-    package static func format(_ date: Date) -> String {
+enum ReceiptTime {
+    static func parse(_ text: String) -> Date? {
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.string(from: date)
+        if let date = formatter.date(from: text) { return date }
+        formatter.formatOptions = [.withInternetDateTime]
+        return formatter.date(from: text)
     }
 }

@@ -63,6 +63,38 @@ public enum ReceiptCheck: Sendable {
         guard case .failed(let error) = self else { return nil }
         return error
     }
+
+    /// What the command line and the HTTP API report about the receipt.
+    public struct Summary: Sendable, Encodable, Hashable {
+        /// `verified` or `invalid`.
+        public var status: String
+        /// The error code when invalid (`receipt_chain_invalid`, ...).
+        public var code: String?
+        public var message: String?
+        public var type: String?
+        public var environment: String?
+        public var creationTime: Date?
+        public var expirationTime: Date?
+        public var riskMetric: Int?
+    }
+
+    /// This outcome as a ``Summary``.
+    public var summary: Summary {
+        switch self {
+        case .verified(let receipt):
+            let payload = receipt.payload
+            return Summary(
+                status: "verified",
+                type: payload.type.rawValue,
+                environment: payload.environment,
+                creationTime: payload.creationTime,
+                expirationTime: payload.expirationTime,
+                riskMetric: payload.riskMetric
+            )
+        case .failed(let error):
+            return Summary(status: "invalid", code: error.code.identifier, message: error.reason)
+        }
+    }
 }
 
 extension AppAttestVerifier {
