@@ -30,6 +30,7 @@ let package = Package(
         .library(name: "MongoAttestStore", targets: ["MongoAttestStore"]),
         .library(name: "FormAttestTokens", targets: ["FormAttestTokens"]),
         .library(name: "AppAttestSimulator", targets: ["AppAttestSimulator"]),
+        .library(name: "AppleReceiptExchange", targets: ["AppleReceiptExchange"]),
         .executable(name: "formattest", targets: ["formattest"]),
     ],
     dependencies: [
@@ -46,6 +47,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
     ],
     targets: [
         // The verifier: CBOR, authenticator data, attestation and assertion rules. Pure.
@@ -137,8 +139,22 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The adapter to Apple's receipt exchange (risk metric): AsyncHTTPClient + an ES256 JWT.
+        .target(
+            name: "AppleReceiptExchange",
+            dependencies: [
+                "AppAttest",
+                "FormAttestFlows",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -248,6 +264,19 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "AppleReceiptExchangeTests",
+            dependencies: [
+                "AppleReceiptExchange", "AppAttest", "AppAttestSimulator", "FormAttestFlows", "FormAttestClient",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings

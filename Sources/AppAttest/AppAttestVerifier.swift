@@ -159,7 +159,7 @@ public struct AppAttestVerifier: Sendable {
             object.statement.receipt,
             expecting: ReceiptExpectation(
                 appID: appID,
-                credentialCertificate: object.statement.leafCertificate,
+                attestedKey: .certificate(object.statement.leafCertificate),
                 clientHash: clientDataHash,
                 type: .attest
             ),

@@ -35,6 +35,7 @@ public struct APIError: HTTPResponseError, Sendable {
         case .policy: status = .unprocessableContent
         case .requiresReattestation: status = .init(code: 428, reasonPhrase: "Precondition Required")
         case .storeUnavailable: status = .serviceUnavailable
+        case .upstreamUnavailable: status = .badGateway
         }
         self.init(status: status, code: error.code, message: error.reason, nextChallenge: error.nextChallenge)
     }

@@ -94,6 +94,22 @@ public final class MongoAttestationStore: AttestationStore, Sendable {
         }
     }
 
+    public func replaceReceipt(keyID: [UInt8], previous: [UInt8], with receipt: [UInt8]) async throws(StoreError) -> Bool {
+        try await self.run { () throws -> Bool in
+            let reply = try self.pool.command(
+                .document([
+                    ("findAndModify", .string(self.keys)),
+                    ("query", .document([("_id", .binary(keyID)), ("receipt", .binary(previous))])),
+                    ("update", .document([("$set", .document([("receipt", .binary(receipt))]))])),
+                    ("new", .bool(true)),
+                ])
+            )
+            if reply["value"] is [String: Any] { return true }
+            guard try self.keyExists(keyID) else { throw StoreError(code: .unknownKey, reason: "no such keyId") }
+            return false
+        }
+    }
+
     public func issueChallenge(_ challenge: IssuedChallenge) async throws(StoreError) {
         try await self.run { () throws in
             do {

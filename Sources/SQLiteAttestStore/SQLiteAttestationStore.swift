@@ -105,6 +105,20 @@ public final class SQLiteAttestationStore: AttestationStore {
         }
     }
 
+    public func replaceReceipt(keyID: [UInt8], previous: [UInt8], with receipt: [UInt8]) async throws(StoreError) -> Bool {
+        try await self.write { db in
+            try db.execute(
+                sql: "UPDATE keys SET receipt = ? WHERE key_id = ? AND receipt = ?",
+                arguments: [Data(receipt), Data(keyID), Data(previous)]
+            )
+            if db.changesCount == 1 { return true }
+            guard try Bool.fetchOne(db, sql: "SELECT 1 FROM keys WHERE key_id = ?", arguments: [Data(keyID)]) != nil else {
+                throw StoreError(code: .unknownKey, reason: "no such keyId")
+            }
+            return false
+        }
+    }
+
     public func issueChallenge(_ challenge: IssuedChallenge) async throws(StoreError) {
         try await self.write { db in
             do {

@@ -24,7 +24,7 @@ struct ReceiptTests {
         let parts = try Self.parts(of: sample)
         return ReceiptExpectation(
             appID: sample.appID,
-            credentialCertificate: parts.leaf,
+            attestedKey: .certificate(parts.leaf),
             clientHash: parts.clientDataHash,
             type: .attest
         )
@@ -178,7 +178,18 @@ struct ReceiptTests {
         }
 
         expectation = try Self.expectation(for: sample)
-        expectation.credentialCertificate = try Self.parts(of: RealSample.named("veehaitch_ios_14_3")).leaf
+        let otherLeaf = try Self.parts(of: RealSample.named("veehaitch_ios_14_3")).leaf
+        expectation.attestedKey = .certificate(otherLeaf)
+        await Self.expectReceiptError(.receiptCertificateMismatch) {
+            _ = try await verifier.verifyReceipt(receipt, expecting: expectation, at: time)
+        }
+        // By stored key: this sample's key matches, another's does not.
+        expectation = try Self.expectation(for: sample)
+        let ownKey = try P256.Signing.PublicKey(Certificate(derEncoded: Self.parts(of: sample).leaf).publicKey)
+        expectation.attestedKey = .publicKey(Array(try #require(ownKey).x963Representation))
+        _ = try await verifier.verifyReceipt(receipt, expecting: expectation, at: time)
+        let otherKey = try P256.Signing.PublicKey(Certificate(derEncoded: otherLeaf).publicKey)
+        expectation.attestedKey = .publicKey(Array(try #require(otherKey).x963Representation))
         await Self.expectReceiptError(.receiptCertificateMismatch) {
             _ = try await verifier.verifyReceipt(receipt, expecting: expectation, at: time)
         }

@@ -59,6 +59,7 @@ public enum StoreContract {
     public static let all: [(name: String, check: @Sendable (Factory) async throws -> Void)] = [
         ("keys are unique and round-trip", keys),
         ("the counter advances by compare-and-set only", counterCAS),
+        ("a receipt is replaced by compare-and-set only", receiptCAS),
         ("challenges are consumed once, unexpired, by purpose and user", challenges),
         ("form hashes are recorded once until they expire", replays),
         ("commitRegistration is all or nothing", registrationAtomicity),
@@ -89,6 +90,20 @@ public enum StoreContract {
         #expect(stored?.counter == 6)
         #expect(stored?.lastUsed == t0.addingTimeInterval(2))
         await expect(.unknownKey) { _ = try await store.advanceCounter(keyID: key(9).keyID, to: 1, lastUsed: t0) }
+    }
+
+    static func receiptCAS(_ make: Factory) async throws {
+        let store = try await make()
+        await expect(.unknownKey) { _ = try await store.replaceReceipt(keyID: key(9).keyID, previous: [1, 2, 3], with: [4]) }
+        try await store.insertKey(key(1))
+        #expect(try await store.replaceReceipt(keyID: key(1).keyID, previous: [1, 2, 3], with: [4, 5, 6]))
+        // A second refresh that read the old receipt loses, and changes nothing.
+        #expect(try await store.replaceReceipt(keyID: key(1).keyID, previous: [1, 2, 3], with: [7, 8, 9]) == false)
+        let stored = try #require(try await store.loadKey(keyID: key(1).keyID))
+        #expect(stored.receipt == [4, 5, 6])
+        var expected = key(1)
+        expected.receipt = [4, 5, 6]
+        #expect(stored == expected)  // nothing else changed
     }
 
     static func challenges(_ make: Factory) async throws {

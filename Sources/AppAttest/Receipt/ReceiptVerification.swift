@@ -22,10 +22,19 @@ public struct VerifiedReceipt: Sendable {
 
 /// What a receipt must match to belong to an attested key.
 public struct ReceiptExpectation: Sendable {
+    /// How the attested key is known.
+    public enum AttestedKey: Sendable {
+        /// The DER of the credential certificate (x5c[0]): the receipt must carry exactly it.
+        case certificate([UInt8])
+        /// The stored key's uncompressed P-256 point: the receipt's certificate must hold it
+        /// (for refreshed receipts, checked against the key stored at attestation).
+        case publicKey([UInt8])
+    }
+
     /// The app id the attestation matched.
     public var appID: String
-    /// The DER of the attested key's credential certificate (x5c[0]).
-    public var credentialCertificate: [UInt8]
+    /// The attested key.
+    public var attestedKey: AttestedKey
     /// For an attestation's own receipt: the clientDataHash given to `attestKey`. `nil` skips the check
     /// (refreshed receipts carry another value).
     public var clientHash: [UInt8]?
@@ -34,12 +43,12 @@ public struct ReceiptExpectation: Sendable {
 
     public init(
         appID: String,
-        credentialCertificate: [UInt8],
+        attestedKey: AttestedKey,
         clientHash: [UInt8]? = nil,
         type: ReceiptPayload.ReceiptType? = nil
     ) {
         self.appID = appID
-        self.credentialCertificate = credentialCertificate
+        self.attestedKey = attestedKey
         self.clientHash = clientHash
         self.type = type
     }
@@ -226,11 +235,23 @@ extension AppAttestVerifier {
                 reason: "the receipt is for \(payload.appID), not \(expectation.appID)"
             )
         }
-        guard constantTimeEquals(payload.attestedCertificateDER, expectation.credentialCertificate) else {
-            throw AppAttestError(
-                code: .receiptCertificateMismatch,
-                reason: "the receipt's attested certificate is not the credential certificate"
-            )
+        switch expectation.attestedKey {
+        case .certificate(let der):
+            guard constantTimeEquals(payload.attestedCertificateDER, der) else {
+                throw AppAttestError(
+                    code: .receiptCertificateMismatch,
+                    reason: "the receipt's attested certificate is not the credential certificate"
+                )
+            }
+        case .publicKey(let point):
+            guard let key = P256.Signing.PublicKey(payload.attestedCertificate.publicKey),
+                constantTimeEquals(key.x963Representation, point)
+            else {
+                throw AppAttestError(
+                    code: .receiptCertificateMismatch,
+                    reason: "the receipt's attested certificate does not hold the stored key"
+                )
+            }
         }
         if let clientHash = expectation.clientHash, !constantTimeEquals(payload.clientHash, clientHash) {
             throw AppAttestError(

@@ -20,6 +20,8 @@ public struct FlowConfiguration: Sendable, Hashable {
     public var rotateChallenges: Bool
     /// Keys older than this must be attested again (`requires_reattestation`). Default: no limit.
     public var maximumKeyAge: TimeInterval?
+    /// How old a freshly exchanged receipt's creation time may be (Apple: five minutes).
+    public var maximumReceiptAge: TimeInterval = 300
 
     public init(
         formPolicy: FormPolicy = FormPolicy(),

@@ -25,6 +25,8 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
         case requiresReattestation
         /// The store failed; nothing was changed (503).
         case storeUnavailable
+        /// A service FormAttest calls (Apple's receipt exchange) failed; nothing was changed (502).
+        case upstreamUnavailable
     }
 
     public let code: String

@@ -276,7 +276,7 @@ public struct FormFlows: Sendable {
         return [ChallengeClaim(value: value, purpose: .form, username: username)]
     }
 
-    private func load(_ keyID: [UInt8]) async throws(FlowError) -> StoredKey? {
+    func load(_ keyID: [UInt8]) async throws(FlowError) -> StoredKey? {
         do {
             return try await self.store.loadKey(keyID: keyID)
         } catch {
@@ -293,7 +293,7 @@ public struct FormFlows: Sendable {
     }
 
     /// The verifier throws only `AppAttestError`; anything else still fails closed.
-    private static func verificationError(_ error: any Error) -> FlowError {
+    static func verificationError(_ error: any Error) -> FlowError {
         if let error = error as? AppAttest.AppAttestError { return FlowError(error) }
         return FlowError(code: "verification_failed", category: .verificationFailed, reason: "\(error)")
     }

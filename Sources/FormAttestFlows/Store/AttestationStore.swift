@@ -28,6 +28,12 @@ public protocol AttestationStore: Sendable {
     /// - Throws: ``StoreError/Code/unknownKey`` when no key has this keyId.
     func advanceCounter(keyID: [UInt8], to counter: UInt32, lastUsed: Date) async throws(StoreError) -> Bool
 
+    /// Compare-and-set of a key's receipt (after a risk-metric refresh): stores `receipt` only if
+    /// the stored one is still `previous`, so that concurrent refreshes cannot overwrite a newer one.
+    /// - Returns: `true` when stored, `false` when the stored receipt is no longer `previous`.
+    /// - Throws: ``StoreError/Code/unknownKey`` when no key has this keyId.
+    func replaceReceipt(keyID: [UInt8], previous: [UInt8], with receipt: [UInt8]) async throws(StoreError) -> Bool
+
     /// Records an issued challenge.
     /// - Throws: ``StoreError/Code/duplicateChallenge`` when the value was issued before.
     func issueChallenge(_ challenge: IssuedChallenge) async throws(StoreError)

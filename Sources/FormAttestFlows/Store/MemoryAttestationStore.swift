@@ -46,6 +46,15 @@ public actor MemoryAttestationStore: AttestationStore {
         return true
     }
 
+    public func replaceReceipt(keyID: [UInt8], previous: [UInt8], with receipt: [UInt8]) throws(StoreError) -> Bool {
+        try self.check()
+        guard var key = self.keys[keyID] else { throw StoreError(code: .unknownKey, reason: "no such keyId") }
+        guard key.receipt == previous else { return false }
+        key.receipt = receipt
+        self.keys[keyID] = key
+        return true
+    }
+
     public func issueChallenge(_ challenge: IssuedChallenge) throws(StoreError) {
         try self.check()
         guard self.challenges[challenge.value] == nil else {
