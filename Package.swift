@@ -31,6 +31,7 @@ let package = Package(
         .library(name: "FormAttestTokens", targets: ["FormAttestTokens"]),
         .library(name: "AppAttestSimulator", targets: ["AppAttestSimulator"]),
         .library(name: "AppleReceiptExchange", targets: ["AppleReceiptExchange"]),
+        .library(name: "AppAttestInspector", targets: ["AppAttestInspector"]),
         .executable(name: "formattest", targets: ["formattest"]),
     ],
     dependencies: [
@@ -55,6 +56,17 @@ let package = Package(
             name: "AppAttest",
             dependencies: [
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
+            swiftSettings: pureLibrarySettings
+        ),
+        // The inspector: semantic, forensic and lossless views of attestations, assertions and receipts. Pure.
+        .target(
+            name: "AppAttestInspector",
+            dependencies: [
+                "AppAttest",
+                "CanonicalJSON",
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
             ],
@@ -129,6 +141,7 @@ let package = Package(
             name: "FormAttestServer",
             dependencies: [
                 "AppAttest",
+                "AppAttestInspector",
                 "AppAttestSimulator",
                 "CanonicalJSON",
                 "FormAttestClient",
@@ -175,6 +188,7 @@ let package = Package(
             name: "formattest",
             dependencies: [
                 "AppAttest",
+                "AppAttestInspector",
                 "AppAttestSimulator",
                 "CanonicalJSON",
                 "FormAttestClient",
@@ -209,6 +223,11 @@ let package = Package(
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
             ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "AppAttestInspectorTests",
+            dependencies: ["AppAttestInspector", "AppAttest", "CanonicalJSON", "FormAttestTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -4,6 +4,7 @@
 //===----------------------------------------------------------------------===//
 
 import AppAttest
+import AppAttestInspector
 import CanonicalJSON
 import Crypto
 import FormAttestClient
@@ -169,61 +170,22 @@ struct AppAttestController {
         return JSONResponse.make(.object(JSONObject(constantMembers: members)))
     }
 
-    /// A decoded view of an attestation object or assertion: every CBOR item with its offsets.
-    /// It shows; it never judges (no verdict).
+    /// A decoded view of an attestation object, an assertion or a receipt (``Inspection``, the
+    /// same code as `formattest inspect`). It shows; it never judges (no verdict).
     @Sendable func inspect(_ request: Request, context: AppRequestContext) async throws -> Response {
         let body = try await RequestBody.read(request, context: context)
-        let mode = body.value["mode"]?.stringValue ?? "tree"
-        guard mode == "tree" else { throw APIError.invalidRequest("mode must be tree") }
-        let bytes: [UInt8]
-        let kind: String
-        if body.value["attestationObject"] != nil {
-            bytes = try body.bytes("attestationObject")
-            kind = "attestation"
-        } else {
-            bytes = try body.bytes("assertion")
-            kind = "assertion"
+        let modeName = body.value["mode"]?.stringValue ?? InspectionMode.semantic.rawValue
+        guard let mode = InspectionMode(rawValue: modeName) else {
+            throw APIError.invalidRequest("mode must be semantic, forensic or tree")
         }
+        let present = ["attestationObject", "assertion", "receipt"].filter { body.value[$0] != nil }
+        guard present.count == 1, let field = present.first else {
+            throw APIError.invalidRequest("give exactly one of attestationObject, assertion, receipt")
+        }
+        let bytes = try body.bytes(field)
         guard bytes.count <= AppAttestLimits.maximumAttestationSize else {
             throw APIError.invalidRequest("the object is larger than 8 KiB")
         }
-        let tree: JSONValue
-        do {
-            tree = CBORTreeView.view(try CBORDecoder.decode(bytes))
-        } catch let error as AppAttest.AppAttestError {
-            throw APIError(status: .badRequest, code: "malformed_cbor", message: error.reason)
-        }
-        return JSONResponse.make(
-            .object(JSONObject(constantMembers: [("kind", .string(JSONString(kind))), ("mode", .string(JSONString(mode))), ("tree", tree)]))
-        )
-    }
-}
-
-/// Every CBOR item as `{type, offset, length, value | items | entries}`.
-enum CBORTreeView {
-    static func view(_ item: CBORItem) -> JSONValue {
-        var members: [(name: String, value: JSONValue)] = [
-            ("offset", .number(Double(item.range.lowerBound))),
-            ("length", .number(Double(item.range.count))),
-        ]
-        switch item.value {
-        case .unsigned(let n): members += [("type", .string(JSONString("unsigned"))), ("value", .string(JSONString(String(n))))]
-        case .negative(let n): members += [("type", .string(JSONString("negative"))), ("value", .string(JSONString("-\(UInt128(n) + 1)")))]
-        case .byteString(let bytes): members += [("type", .string(JSONString("bytes"))), ("hex", .string(JSONString(bytes.map { String(format: "%02x", $0) }.joined())))]
-        case .textString(let text): members += [("type", .string(JSONString("text"))), ("value", .string(JSONString(text)))]
-        case .array(let items): members += [("type", .string(JSONString("array"))), ("items", .array(items.map(view)))]
-        case .map(let entries):
-            members += [
-                ("type", .string(JSONString("map"))),
-                ("entries", .array(entries.map { .object(JSONObject(constantMembers: [("key", view($0.key)), ("value", view($0.value))])) })),
-            ]
-        case .tagged(let tag, let inner): members += [("type", .string(JSONString("tag"))), ("tag", .string(JSONString(String(tag)))), ("item", view(inner))]
-        case .boolean(let flag): members += [("type", .string(JSONString("boolean"))), ("value", .bool(flag))]
-        case .null: members += [("type", .string(JSONString("null")))]
-        case .undefined: members += [("type", .string(JSONString("undefined")))]
-        case .simple(let value): members += [("type", .string(JSONString("simple"))), ("value", .number(Double(value)))]
-        case .float(let value): members += [("type", .string(JSONString("float"))), ("value", .string(JSONString(String(value))))]
-        }
-        return .object(JSONObject(constantMembers: members))
+        return JSONResponse.make(Inspection(bytes, mode: mode).json(includingText: true))
     }
 }

@@ -118,14 +118,25 @@ struct RouteTests {
             #expect(backwards.status == 428)
             #expect(backwards.errorCode == "requires_reattestation")
 
-            // Inspect: a decoded tree, no verdict.
+            // Inspect: the three views, no verdict; malformed input is shown, not refused.
             let simulated = try await client.post("/api/dev/simulate", [("action", Self.text("attest")), ("form", ServiceHarness.form())])
-            let inspect = try await client.post("/api/appattest/inspect", [("attestationObject", simulated.json?["attestationObject"] ?? .null), ("mode", Self.text("tree"))])
-            #expect(inspect.status == 200)
-            #expect(inspect.json?["tree"]?["type"]?.stringValue == "map")
-            #expect(inspect.json?["verified"] == nil)
-            let badInspect = try await client.post("/api/appattest/inspect", [("assertion", Self.text("oWE"))])
-            #expect(badInspect.status == 400)
+            let object = simulated.json?["attestationObject"] ?? .null
+            let expectedRoots = ["semantic": "attestation object", "forensic": "attestation object", "tree": "map(3)"]
+            for (mode, label) in expectedRoots {
+                let inspect = try await client.post("/api/appattest/inspect", [("attestationObject", object), ("mode", Self.text(mode))])
+                #expect(inspect.status == 200)
+                #expect(inspect.json?["mode"]?.stringValue == mode)
+                #expect(inspect.json?["root"]?["label"]?.stringValue == label)
+                #expect(inspect.json?["text"]?.stringValue?.isEmpty == false)
+                #expect(inspect.json?["verified"] == nil)
+            }
+            let truncated = try await client.post("/api/appattest/inspect", [("assertion", Self.text("oWE"))])
+            #expect(truncated.status == 200)
+            #expect(truncated.json?["root"]?["value"]?.stringValue?.hasPrefix("undecodable") == true)
+            let twoObjects = try await client.post("/api/appattest/inspect", [("assertion", Self.text("oWE")), ("receipt", Self.text("MAA"))])
+            #expect(twoObjects.status == 400)
+            let badMode = try await client.post("/api/appattest/inspect", [("assertion", Self.text("oWE")), ("mode", Self.text("verdict"))])
+            #expect(badMode.status == 400)
 
             // Health, metrics, demo files, unknown routes.
             let health = try await client.send(.get, "/healthz", template: "/healthz")

@@ -16,6 +16,7 @@ import urllib.request
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select
 from selenium.webdriver.support.ui import WebDriverWait
 
 
@@ -81,7 +82,12 @@ def main():
         check("token form hash is the signed form's", claims.get("form_hash") == text("server-hash"), str(claims))
         check("JWS header names ES256", json.loads(text("jws-header")).get("alg") == "ES256")
         check("FIDO2 wrapper shown", json.loads(text("fido2")).get("type") == "wrapped-attestation")
-        check("inspector shows a map", json.loads(text("inspect")).get("tree", {}).get("type") == "map")
+        check("inspector names the attestation object", text("inspect").startswith("attestation object:"), text("inspect")[:200])
+        check("inspector decodes the receipt", 'field 6 receipt type: "ATTEST"' in text("inspect"), text("inspect")[:200])
+        Select(driver.find_element(By.ID, "inspect-mode")).select_by_value("tree")
+        WebDriverWait(driver, 10).until(lambda d: text("inspect").lstrip().startswith("0 hl=1"))
+        check("tree view lists CBOR and ASN.1 items", "map(3)" in text("inspect") and "OBJECT IDENTIFIER" in text("inspect"), text("inspect")[:200])
+        Select(driver.find_element(By.ID, "inspect-mode")).select_by_value("semantic")
 
         # Second signature: an assertion with the registered key.
         driver.find_element(By.ID, "sign").click()

@@ -1,0 +1,239 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+import AppAttest
+import AppAttestInspector
+import CanonicalJSON
+import Foundation
+import FormAttestTestSupport
+import Testing
+
+/// The inspector: exact output on real recordings (golden files), losslessness of the tree view,
+/// agreement with OpenSSL's ASN.1 parser, and no crash on malformed input.
+struct InspectorTests {
+    /// Three real attestations (iOS 14 development, 2024 production, Apple's own sample) and one assertion.
+    static let goldenSamples = ["veehaitch_ios_14_2", "uebelack_production", "apple_docs_sample_2024_via_oliverbinns"]
+    static let goldenDirectory = RealSample.fixturesDirectory.appendingPathComponent("inspector")
+
+    struct Case: Sendable, CustomStringConvertible {
+        let name: String
+        let bytes: [UInt8]
+        let mode: InspectionMode
+        var description: String { "\(self.name).\(self.mode.rawValue)" }
+    }
+
+    static func cases() throws -> [Case] {
+        var cases: [Case] = []
+        for name in Self.goldenSamples {
+            let sample = try RealSample.named(name)
+            for mode in InspectionMode.allCases {
+                cases.append(Case(name: name, bytes: try #require(sample.attestation), mode: mode))
+            }
+        }
+        let assertion = try #require(try RealSample.named("veehaitch_ios_14_2").assertions.first).assertion
+        for mode in InspectionMode.allCases {
+            cases.append(Case(name: "veehaitch_ios_14_2.assertion", bytes: assertion, mode: mode))
+        }
+        return cases
+    }
+
+    /// Compares with the golden file, or writes it when FORMATTEST_UPDATE_GOLDEN=1.
+    static func expectGolden(_ actual: String, file: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let url = Self.goldenDirectory.appendingPathComponent(file)
+        if ProcessInfo.processInfo.environment["FORMATTEST_UPDATE_GOLDEN"] == "1" {
+            try actual.write(to: url, atomically: true, encoding: .utf8)
+            return
+        }
+        let expected = try String(contentsOf: url, encoding: .utf8)
+        if actual != expected {
+            let actualLines = actual.split(separator: "\n", omittingEmptySubsequences: false)
+            let expectedLines = expected.split(separator: "\n", omittingEmptySubsequences: false)
+            let first = Array(zip(actualLines, expectedLines)).firstIndex { $0 != $1 } ?? min(actualLines.count, expectedLines.count)
+            Issue.record(
+                "\(file) differs from line \(first + 1): got \(actualLines.dropFirst(first).first ?? "<end>") expected \(expectedLines.dropFirst(first).first ?? "<end>")",
+                sourceLocation: sourceLocation
+            )
+        }
+    }
+
+    @Test("exact output on real recordings: text and JSON of every view", arguments: try cases())
+    func golden(_ testCase: Case) throws {
+        let inspection = Inspection(testCase.bytes, mode: testCase.mode)
+        try Self.expectGolden(inspection.text, file: "\(testCase.description).txt")
+        try Self.expectGolden(inspection.jsonText + "\n", file: "\(testCase.description).json")
+    }
+
+    @Test("the semantic view names what a person looks for, on every real attestation", arguments: try RealSample.withAttestation())
+    func semanticContent(sample: RealSample) throws {
+        let text = Inspection(try #require(sample.attestation), mode: .semantic).text
+        for expected in [
+            "fmt: apple-appattest", "rpIdHash: ", "flags: 0x40 (AT attested credential data)", "signCount: 0",
+            "aaguid: ", "\(sample.environment?.rawValue ?? "?"))", "credentialId: ", "kty (1): 2 (EC2)", "alg (3): -7 (ES256)",
+            "crv (-1): 1 (P-256)", "App Attest nonce (1.2.840.113635.100.8.2): nonce ", "[1204] app id: \"\(sample.appID)\"",
+            "[1400] OS version: ", "field 2 app id: \"\(sample.appID)\"", "field 6 receipt type: \"ATTEST\"",
+            "field 12 creation time: ", "field 21 expiration time: ", "CN=Apple Root CA - G3", "signerInfo",
+        ] {
+            #expect(text.contains(expected), "\(sample): missing \(expected)")
+        }
+        // No verdicts ("validity" is the X.509 field's name, not a judgement).
+        #expect(text.firstMatch(of: /(?i)\b(valid|invalid|verified|trusted|score|passed|failed)\b|✓|✔|✗/) == nil, "\(sample): the inspector judged")
+    }
+
+    @Test("the tree view is lossless: every container's children tile its content exactly", arguments: try RealSample.withAttestation())
+    func treeIsLossless(sample: RealSample) throws {
+        let bytes = try #require(sample.attestation)
+        let json = Inspection(bytes, mode: .tree).json
+        let root = try #require(json["root"])
+        var leaves = 0
+        func check(_ node: JSONValue, path: String) throws {
+            let offset = Int(try #require(node["offset"]?.numberValue))
+            let header = Int(try #require(node["headerLength"]?.numberValue))
+            let length = node["length"].flatMap(\.numberValue).map(Int.init)
+            let label = node["label"]?.stringValue ?? "?"
+            guard case .array(let children)? = node["children"] else {
+                leaves += 1
+                #expect(node["value"] != nil || length == 0, "\(path)/\(label) has neither value nor children")
+                return
+            }
+            // The content starts after the header (and a BIT STRING's unused-bits byte).
+            var position = offset + header + (label == "BIT STRING" ? 1 : 0)
+            for child in children {
+                let childOffset = Int(try #require(child["offset"]?.numberValue))
+                #expect(childOffset == position, "\(path)/\(label): gap or overlap at \(position)")
+                try check(child, path: "\(path)/\(label)")
+                let childLength = child["length"].flatMap(\.numberValue).map(Int.init)
+                let childHeader = Int(try #require(child["headerLength"]?.numberValue))
+                if let childLength {
+                    position = childOffset + childHeader + childLength
+                } else {
+                    position = try Self.end(of: child)
+                }
+            }
+            if let length {
+                #expect(position == offset + header + length, "\(path)/\(label): children end at \(position)")
+            }
+        }
+        try check(root, path: "")
+        #expect(Int(try #require(root["length"]?.numberValue)) + 1 == bytes.count)
+        #expect(leaves > 200)
+    }
+
+    /// The end of an indefinite-length item: the end of its last child (the end-of-contents marker).
+    static func end(of node: JSONValue) throws -> Int {
+        guard case .array(let children)? = node["children"], let last = children.last else {
+            throw InspectorTestError("indefinite item without children")
+        }
+        let offset = Int(try #require(last["offset"]?.numberValue))
+        let header = Int(try #require(last["headerLength"]?.numberValue))
+        if let length = last["length"].flatMap(\.numberValue).map(Int.init) { return offset + header + length }
+        return try self.end(of: last)
+    }
+
+    @Test("the tree view of a receipt agrees item by item with openssl asn1parse")
+    func receiptTreeMatchesOpenSSL() throws {
+        let object = try AttestationObject(cborEncoded: try #require(RealSample.named("veehaitch_ios_14_2").attestation))
+        let receipt = object.statement.receipt
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("receipt-\(UUID().uuidString).der")
+        try Data(receipt).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["openssl", "asn1parse", "-inform", "DER", "-in", file.path]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        try process.run()
+        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        try #require(process.terminationStatus == 0)
+        // "   54:d=6  hl=4 l=1000 prim: OCTET STRING ..." -> (offset, depth, header, length or -1 for inf)
+        let expected: [[Int]] = output.split(separator: "\n").compactMap { line in
+            let fields = line.split(whereSeparator: { $0 == " " || $0 == ":" || $0 == "=" }).map(String.init)
+            guard fields.count >= 7, let offset = Int(fields[0]), let depth = Int(fields[2]), let header = Int(fields[4]) else { return nil }
+            return [offset, depth, header, fields[6] == "inf" ? -1 : Int(fields[6]) ?? -2]
+        }
+        var actual: [[Int]] = []
+        func walk(_ node: JSONValue, depth: Int) {
+            let offset = Int(node["offset"]?.numberValue ?? -1)
+            let header = Int(node["headerLength"]?.numberValue ?? -1)
+            let length = node["length"].flatMap(\.numberValue).map(Int.init) ?? -1
+            actual.append([offset, depth, header, length])
+            // OpenSSL does not descend into OCTET STRINGs; the inspector shows what they encapsulate.
+            guard node["value"]?.stringValue?.hasSuffix("encapsulates:") != true, case .array(let children)? = node["children"] else { return }
+            for child in children { walk(child, depth: depth + 1) }
+        }
+        walk(try #require(Inspection(receipt, mode: .tree).json["root"]), depth: 0)
+        #expect(expected.count > 100)
+        #expect(actual == expected)
+    }
+
+    @Test("no crash and a view in every mode for truncations, bit flips and random bytes")
+    func malformedInput() throws {
+        var generator = SeededGenerator(seed: 0xF0_12_A3)
+        let sample = try #require(RealSample.named("veehaitch_ios_14_2").attestation)
+        var inputs: [[UInt8]] = [[], [0x00], [0xa1], [0x30, 0x80], [0x30, 0x84, 0xff, 0xff, 0xff, 0xff], [UInt8](repeating: 0x30, count: 200).map { $0 }]
+        for length in stride(from: 0, to: sample.count, by: 97) { inputs.append(Array(sample[..<length])) }
+        for _ in 0..<150 {
+            var flipped = sample
+            let offset = Int.random(in: 0..<flipped.count, using: &generator)
+            flipped[offset] ^= UInt8(1 << Int.random(in: 0..<8, using: &generator))
+            inputs.append(flipped)
+        }
+        for _ in 0..<100 {
+            inputs.append((0..<Int.random(in: 1..<600, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) })
+        }
+        inputs.append([UInt8](repeating: 0, count: Inspection.maximumInputSize + 1))
+        for input in inputs {
+            for mode in InspectionMode.allCases {
+                let inspection = Inspection(input, mode: mode)
+                #expect(!inspection.text.isEmpty)
+                #expect(!inspection.jsonText.isEmpty)
+            }
+        }
+    }
+
+    @Test("undecodable parts are shown where they are, and the rest is still decoded")
+    func partialDecoding() throws {
+        let sample = try RealSample.named("veehaitch_ios_14_2")
+        var bytes = try #require(sample.attestation)
+        // Break the receipt's first byte (0x30 -> 0x31, a SET): the certificates and authData still show.
+        let receipt = try AttestationObject(cborEncoded: bytes).statement.receipt
+        let offset = try #require(bytes.firstRange(of: receipt)?.lowerBound)
+        bytes[offset + 2] = 0xff  // an impossible length inside the receipt's ContentInfo
+        let text = Inspection(bytes, mode: .semantic).text
+        #expect(text.contains("receipt: undecodable: not BER at offset"))
+        #expect(text.contains("x5c[0] credential certificate"))
+        #expect(text.contains("signCount: 0"))
+    }
+}
+
+struct InspectorTestError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// SplitMix64, so that the malformed inputs are the same on every run.
+struct SeededGenerator: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { self.state = seed }
+    mutating func next() -> UInt64 {
+        self.state &+= 0x9E37_79B9_7F4A_7C15
+        var z = self.state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+extension JSONValue {
+    subscript(key: String) -> JSONValue? {
+        guard case .object(let object) = self else { return nil }
+        return object.members.first { $0.name.string == key }?.value
+    }
+
+    var numberValue: Double? {
+        guard case .number(let number) = self else { return nil }
+        return number
+    }
+}
