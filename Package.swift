@@ -307,3 +307,17 @@ let package = Package(
         ),
     ]
 )
+
+// libFuzzer target over the parsers that need swift-certificates (the attestation object with its
+// certificates, the receipt) and the inspector. Only `scripts/fuzz` adds it (FORMATTEST_FUZZ=1), and
+// builds it with -sanitize=fuzzer, which supplies `main`.
+if Context.environment["FORMATTEST_FUZZ"] == "1" {
+    package.targets.append(
+        .executableTarget(
+            name: "FormAttestFuzz",
+            dependencies: ["AppAttest", "AppAttestInspector"],
+            path: "fuzz/FormAttestFuzz",
+            swiftSettings: swiftSettings
+        )
+    )
+}
