@@ -42,6 +42,7 @@ public enum FormAttestApplication {
         let router = try await self.router(configuration: configuration, store: store, signingKeys: signingKeys, simulator: simulator)
         return Application(
             router: router,
+            server: .http1(configuration: .init(idleTimeout: TimeAmount(configuration.idleTimeout))),
             configuration: ApplicationConfiguration(address: .hostname(configuration.host, port: configuration.port), serverName: "formattest"),
             services: [PurgeService(store: store, interval: configuration.purgeInterval, now: configuration.now, logger: logger)],
             logger: logger
@@ -62,6 +63,7 @@ public enum FormAttestApplication {
 
         let router = Router(context: AppRequestContext.self)
         router.add(middleware: ErrorShapeMiddleware())
+        router.add(middleware: BodyDeadlineMiddleware(timeout: configuration.bodyTimeout))
         router.add(middleware: LogRequestsMiddleware(.info))
         router.add(middleware: MetricsMiddleware())
         if let demo = configuration.demoDirectory {
@@ -98,6 +100,38 @@ public enum FormAttestApplication {
 
 /// Gives every error the one JSON shape: ``APIError`` as it is, Hummingbird's HTTP errors (404,
 /// 405, 413) with their status, and anything unexpected as a 500 that says nothing internal.
+/// Reads the whole request body (up to the context's size limit) before the route runs, and
+/// answers 408 when it does not arrive within `timeout`: a client that trickles its body cannot
+/// hold a request open. Routes then read the buffered body.
+struct BodyDeadlineMiddleware: RouterMiddleware {
+    typealias Context = AppRequestContext
+    let timeout: Duration
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard request.method == .post || request.method == .put else {
+            return try await next(request, context)
+        }
+        let limit = context.maxUploadSize
+        let timeout = self.timeout
+        let body = request.body
+        let buffer = try await withThrowingTaskGroup(of: ByteBuffer?.self) { group in
+            group.addTask { try await body.collect(upTo: limit) }
+            group.addTask {
+                try await Task.sleep(for: timeout)
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next(), let buffer = first else {
+                throw APIError.requestTimeout
+            }
+            return buffer
+        }
+        var buffered = request
+        buffered.body = .init(buffer: buffer)
+        return try await next(buffered, context)
+    }
+}
+
 struct ErrorShapeMiddleware: RouterMiddleware {
     typealias Context = AppRequestContext
 

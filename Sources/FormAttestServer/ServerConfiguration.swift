@@ -23,6 +23,10 @@ public struct ServerConfiguration: Sendable {
     public var demoDirectory: String? = "demo"
     /// How often expired records are purged (housekeeping; correctness never depends on it).
     public var purgeInterval: Duration = .seconds(60)
+    /// A connection that sends nothing for this long is closed (slow or stalled clients).
+    public var idleTimeout: Duration = .seconds(60)
+    /// A request body must arrive completely within this time, or the answer is 408.
+    public var bodyTimeout: Duration = .seconds(10)
     /// The clock (injected for tests).
     public var now: @Sendable () -> Date = { Date() }
 

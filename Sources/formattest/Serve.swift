@@ -54,6 +54,12 @@ struct Serve: AsyncParsableCommand {
     @Flag(name: .customLong("require-challenge"), help: "Every form must answer a server challenge.")
     var requireChallenge = false
 
+    @Option(name: .customLong("idle-timeout"), help: "Seconds before a connection that sends nothing is closed.")
+    var idleTimeout: Double = 60
+
+    @Option(name: .customLong("body-timeout"), help: "Seconds a request body may take to arrive (408 after).")
+    var bodyTimeout: Double = 10
+
     @Flag(name: .customLong("require-valid-receipt"), help: "Reject attestations whose receipt does not verify (Apple Root CA - G3).")
     var requireValidReceipt = false
 
@@ -80,6 +86,9 @@ struct Serve: AsyncParsableCommand {
         }
         guard !self.appIDs.isEmpty else { throw ValidationError("Give at least one --app-id.") }
         guard (1...65535).contains(self.port) else { throw ValidationError("--port must be 1-65535.") }
+        guard self.idleTimeout > 0, self.bodyTimeout > 0 else {
+            throw ValidationError("--idle-timeout and --body-timeout must be positive.")
+        }
     }
 
     func run() async throws {
@@ -116,6 +125,8 @@ struct Serve: AsyncParsableCommand {
             )
         )
         configuration.host = self.host
+        configuration.idleTimeout = .milliseconds(Int64(self.idleTimeout * 1000))
+        configuration.bodyTimeout = .milliseconds(Int64(self.bodyTimeout * 1000))
         configuration.port = self.port
         configuration.flows = FlowConfiguration(
             formPolicy: FormPolicy(maximumAge: self.formMaxAge, maximumFutureSkew: self.formMaxSkew),

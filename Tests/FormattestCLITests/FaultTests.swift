@@ -8,10 +8,11 @@ import FormAttestTestSupport
 import Testing
 
 /// Faults under load (tests/faults/fault_test.py): the service killed mid-load and restarted on
-/// SQLite, and MongoDB killed mid-load and brought back. Every form ends accepted exactly once,
-/// outages answer 503, and every accepted form is a replay afterwards.
+/// SQLite, MongoDB killed mid-load and brought back, slow clients, a full disk under load and a
+/// read-only filesystem. Every form ends accepted exactly once, outages answer 503, and every
+/// accepted form is a replay afterwards.
 struct FaultTests {
-    @Test("kill -9 mid-load on SQLite, and MongoDB down mid-load: nothing accepted is lost or accepted twice")
+    @Test("kill -9, MongoDB down, full disk mid-load; slow clients; read-only file: nothing accepted is lost or accepted twice")
     func faultsUnderLoad() throws {
         let check = try PythonCheck(venv: ".venv-mongoeco", overrideVariable: "FORMATTEST_MONGOECO_PYTHON")
         let files = try TemporaryFiles()
@@ -21,7 +22,7 @@ struct FaultTests {
         )
         #expect(result.status == 0, "\(result.output)")
         #expect(result.output.contains(" passed, 0 failed"), "\(result.output)")
-        for line in result.output.split(separator: "\n") where line.hasPrefix("sqlite restart:") || line.hasPrefix("mongodb outage:") {
+        for line in result.output.split(separator: "\n") where ["sqlite restart:", "mongodb outage:", "slow clients:", "full disk:", "read-only:"].contains(where: { line.hasPrefix($0) }) {
             print(line)
         }
     }

@@ -12,6 +12,15 @@ usage: fault_test.py --binary FORMATTEST --mongoeco-python PYTHON --work DIR
    restart; no form is accepted twice; a form answered 503 may afterwards be refused as a replay
    (MongoDB died between the commit's parts: fail closed, documented in docs/deployment.md); every
    200 is replayed at the end and must be 409.
+3. Slow clients: 40 connections trickle a request body one byte at a time and 40 more send
+   nothing; with --body-timeout 1 and --idle-timeout 1 the first get 408 and the others are
+   closed, within seconds, while a normal client is served throughout.
+4. Full disk (needs root, to mount a small tmpfs): the SQLite file's filesystem is filled mid-load;
+   the service answers 503 while it is full and recovers without a restart when space returns;
+   every form ends accepted exactly once and every accepted form is a replay afterwards.
+5. Read-only filesystem: the service refuses to start on an SQLite file it cannot write (exit 2,
+   the store named), before it listens. (A filesystem cannot be switched to read-only under an
+   open writer here: the kernel refuses the remount, and root ignores file modes.)
 Prints "N passed, M failed".
 """
 import argparse
@@ -86,6 +95,118 @@ def load_bodies(path):
         entry = json.loads(line)
         per_connection.setdefault(entry["connection"], []).append(entry["body"])
     return [per_connection[k] for k in sorted(per_connection)]
+
+
+def slow_client(port, trickle, results):
+    """Trickles a body (or sends nothing) and records (seconds until answered or closed, first line)."""
+    started = time.monotonic()
+    first = b""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as connection:
+            if trickle:
+                connection.sendall(b"POST /api/appattest/challenge HTTP/1.1\r\nHost: x\r\n"
+                                   b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+            connection.settimeout(0.2)
+            deadline = started + 15
+            while time.monotonic() < deadline:
+                try:
+                    chunk = connection.recv(4096)
+                    first = chunk.split(b"\r\n", 1)[0]
+                    break
+                except socket.timeout:
+                    if trickle:
+                        connection.sendall(b" ")
+    except OSError:
+        pass
+    results.append((time.monotonic() - started, first))
+
+
+def slow_clients(args, check):
+    port = free_port()
+    server = subprocess.Popen(
+        [args.binary, "serve", "--port", str(port), "--store", "memory", "--idle-timeout", "1", "--body-timeout", "1",
+         "--data-dir", os.path.join(args.work, "slow-data"), "--log-level", "error"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    check("slow clients: service starts", wait_ready(port))
+    trickling, silent = [], []
+    threads = [threading.Thread(target=slow_client, args=(port, True, trickling)) for _ in range(40)]
+    threads += [threading.Thread(target=slow_client, args=(port, False, silent)) for _ in range(40)]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.3)
+    served = []
+    for _ in range(5):
+        started = time.monotonic()
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        connection.request("GET", "/healthz")
+        served.append((connection.getresponse().status, time.monotonic() - started))
+    for thread in threads:
+        thread.join(timeout=30)
+    stop_process(server)
+    check("slow clients: a normal client is served meanwhile", all(status == 200 and seconds < 1 for status, seconds in served), str(served))
+    check("slow clients: every trickled body is answered 408",
+          len(trickling) == 40 and all(line == b"HTTP/1.1 408 Request Timeout" for _, line in trickling), str(trickling[:3]))
+    check("slow clients: every silent connection is closed", len(silent) == 40 and all(line == b"" for _, line in silent), str(silent[:3]))
+    slowest = max(seconds for seconds, _ in trickling + silent)
+    check("slow clients: none held longer than 5 s", slowest < 5, f"{slowest:.2f}")
+    print(f"slow clients: 40 trickling answered 408, 40 silent closed, slowest after {slowest:.1f} s; "
+          f"normal requests meanwhile: {[round(s * 1000) for _, s in served]} ms")
+
+
+def disk_full(args, check, serve, outcomes, replay_all):
+    mount_point = os.path.join(args.work, "small-disk")
+    os.makedirs(mount_point, exist_ok=True)
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", mount_point], capture_output=True).returncode != 0:
+        print("full disk: SKIPPED (mounting a tmpfs needs root)")
+        return
+    try:
+        store = "sqlite:" + os.path.join(mount_point, "full.sqlite")
+        bodies = os.path.join(args.work, "full.jsonl")
+        subprocess.run([args.binary, "simulate", "prepare-load", "--store", store, "--keys", "2", "--per-key", "300", "--out", bodies], check=True)
+        per_client = load_bodies(bodies)
+        port = [free_port()]
+        server = serve(port[0], store)
+        check("full disk: service starts", wait_ready(port[0]))
+        results, stop = [[] for _ in per_client], threading.Event()
+        threads = [threading.Thread(target=client, args=(port, b, r, stop)) for b, r in zip(per_client, results)]
+        for thread in threads:
+            thread.start()
+        time.sleep(1.0)
+        filler = os.path.join(mount_point, "filler")
+        try:
+            with open(filler, "wb") as out:
+                while True:
+                    out.write(b"\0" * 65536)
+                    out.flush()
+        except OSError:
+            pass  # ENOSPC: the disk is full
+        time.sleep(3)
+        full_statuses = Counter(s for r in results for _, s in r)
+        os.remove(filler)
+        for thread in threads:
+            thread.join(timeout=120)
+        stop.set()
+        statuses = Counter(s for r in results for _, s in r)
+        check("full disk: requests failed closed with 503 while it was full", full_statuses.get(503, 0) > 0, str(full_statuses))
+        check("full disk: no other status than 200 or 503", set(statuses) <= {200, 503}, str(statuses))
+        check("full disk: the service recovered without a restart", server.poll() is None)
+        full_outcomes = outcomes(results)
+        check("full disk: every form accepted exactly once", full_outcomes == Counter({"accepted": 600}), str(full_outcomes))
+        count, replayed = replay_all(port[0], per_client, results)
+        check("full disk: every accepted form is a replay afterwards (none lost)", replayed == Counter({409: count}), f"{count} {replayed}")
+        stop_process(server)
+        print(f"full disk: {dict(statuses)}; forms: {dict(full_outcomes)}; {count} accepted forms replayed: {dict(replayed)}")
+
+        # Read-only: remount (nothing is open now) and start the service on it.
+        subprocess.run(["mount", "-o", "remount,ro", mount_point], check=True)
+        started = subprocess.run(
+            [args.binary, "serve", "--port", str(free_port()), "--store", store, "--data-dir", os.path.join(args.work, "ro-data")],
+            capture_output=True, text=True, timeout=30)
+        check("read-only: the service refuses to start (exit 2)", started.returncode == 2, f"{started.returncode} {started.stderr}")
+        check("read-only: the reason names the store", "is unavailable" in started.stderr and "full.sqlite" in started.stderr, started.stderr)
+        print(f"read-only: serve exits {started.returncode}: {started.stderr.strip().splitlines()[-1] if started.stderr.strip() else ''}")
+    finally:
+        subprocess.run(["umount", "-l", mount_point], capture_output=True)
 
 
 def main():
@@ -213,6 +334,9 @@ def main():
     print(f"mongodb outage: {dict(statuses)}; forms: {dict(mongo_outcomes)}; {count} accepted forms replayed: {dict(replayed)}")
     stop_process(server)
     stop_process(mongod)
+
+    slow_clients(args, check)
+    disk_full(args, check, serve, outcomes, replay_all)
 
     for failure in failures:
         print("FAILED:", failure)
