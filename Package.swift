@@ -190,6 +190,7 @@ let package = Package(
                 "AppAttest",
                 "AppAttestInspector",
                 "AppAttestSimulator",
+                "AppleReceiptExchange",
                 "CanonicalJSON",
                 "FormAttestClient",
                 "FormAttestFlows",
@@ -287,22 +288,36 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        .testTarget(
-            name: "AppleReceiptExchangeTests",
+        // A local stand-in for Apple's receipt exchange endpoint (the HTTP boundary), for tests.
+        .target(
+            name: "ReceiptExchangeFake",
             dependencies: [
-                "AppleReceiptExchange", "AppAttest", "AppAttestSimulator", "FormAttestFlows", "FormAttestClient",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                "AppAttest", "AppAttestSimulator",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
+            path: "Tests/ReceiptExchangeFake",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "AppleReceiptExchangeTests",
+            dependencies: [
+                "AppleReceiptExchange", "ReceiptExchangeFake", "AppAttest", "AppAttestSimulator", "FormAttestFlows",
+                "FormAttestClient",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "FormattestCLITests",
-            dependencies: ["formattest", "AppAttest", "AppAttestSimulator", "FormAttestTestSupport"],
+            dependencies: [
+                "formattest", "AppAttest", "AppAttestSimulator", "FormAttestTestSupport", "ReceiptExchangeFake",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: swiftSettings
         ),
     ]

@@ -10,6 +10,7 @@ import CanonicalJSON
 import FormAttestClient
 import FormAttestFlows
 import Foundation
+import SwiftASN1
 
 /// Runs the real flows against a real store with a simulated device, from a separate process:
 /// how the tests show that several verifier instances share one store correctly.
@@ -138,10 +139,16 @@ struct Simulate: AsyncParsableCommand {
     }
 
     struct Root: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Print the simulator's root certificate (PEM), for serve --root.")
+        static let configuration = CommandConfiguration(
+            abstract: "Print the simulator's root certificate (PEM), for --root; with --receipt, its receipt root, for --receipt-root."
+        )
+
+        @Flag(help: "Print the root of the simulator's receipts instead.")
+        var receipt = false
 
         func run() throws {
-            print(try SimulatedAttestationAuthority().rootPEM)
+            let authority = try SimulatedAttestationAuthority()
+            print(self.receipt ? try authority.receiptAuthority.rootCertificate.serializeAsPEM().pemString : try authority.rootPEM)
         }
     }
 

@@ -6,6 +6,7 @@
 import AppAttest
 import AppAttestSimulator
 import AppleReceiptExchange
+import ReceiptExchangeFake
 import AsyncHTTPClient
 import Crypto
 import FormAttestClient

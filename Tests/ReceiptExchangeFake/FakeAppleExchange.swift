@@ -4,9 +4,9 @@
 //===----------------------------------------------------------------------===//
 
 import AppAttest
-import AppAttestSimulator
-import Crypto
-import Foundation
+public import AppAttestSimulator
+public import Crypto
+public import Foundation
 import Hummingbird
 import HummingbirdTesting
 import JWTKit
@@ -15,8 +15,8 @@ import NIOCore
 /// A local stand-in for Apple's `POST /v1/attestationData`, at the HTTP boundary only: it checks
 /// the request as Apple documents it (ES256 JWT with kid, iss and iat; a base64 receipt body)
 /// and answers as the test tells it to, signing new receipts with the simulator's receipt CA.
-actor FakeAppleExchange {
-    enum Mode: Sendable {
+public actor FakeAppleExchange {
+    public enum Mode: Sendable {
         /// 200 with a RECEIPT for the same app and key, created now, with this risk metric.
         case issue(riskMetric: Int)
         /// 200 with a RECEIPT created this long before now.
@@ -33,30 +33,30 @@ actor FakeAppleExchange {
         case delay(Duration)
     }
 
-    struct Recorded: Sendable {
-        var path: String
-        var kid: String?
-        var issuer: String?
-        var issuedAt: Date?
-        var receipt: [UInt8]?
+    public struct Recorded: Sendable {
+        public var path: String
+        public var kid: String?
+        public var issuer: String?
+        public var issuedAt: Date?
+        public var receipt: [UInt8]?
     }
 
     let authority: SimulatedReceiptAuthority
     let deviceCheckKey: P256.Signing.PublicKey
     let now: Date
-    private(set) var mode: Mode = .issue(riskMetric: 2)
-    private(set) var requests: [Recorded] = []
+    public private(set) var mode: Mode = .issue(riskMetric: 2)
+    public private(set) var requests: [Recorded] = []
 
-    init(authority: SimulatedReceiptAuthority, deviceCheckKey: P256.Signing.PublicKey, now: Date) {
+    public init(authority: SimulatedReceiptAuthority, deviceCheckKey: P256.Signing.PublicKey, now: Date) {
         self.authority = authority
         self.deviceCheckKey = deviceCheckKey
         self.now = now
     }
 
-    func set(_ mode: Mode) { self.mode = mode }
+    public func set(_ mode: Mode) { self.mode = mode }
 
     /// Runs the fake on a free local port for the duration of `body`.
-    func serve<T: Sendable>(_ body: @Sendable (_ url: String) async throws -> T) async throws -> T {
+    public func serve<T: Sendable>(_ body: @Sendable (_ url: String) async throws -> T) async throws -> T {
         let router = Router()
         router.post("/v1/attestationData") { request, context in
             try await self.answer(request, context: context)
