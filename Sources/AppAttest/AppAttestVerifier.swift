@@ -294,18 +294,18 @@ public struct AppAttestVerifier: Sendable {
     // MARK: - Step 1 helpers
 
     /// Reports expiry with its own code before path building, which only says "no valid path".
-    private static func checkValidity(of certificate: Certificate, role: String, at time: Date) throws {
+    static func checkValidity(
+        of certificate: Certificate,
+        role: String,
+        at time: Date,
+        notYetValid: AppAttestError.Code = .certificateNotYetValid,
+        expired: AppAttestError.Code = .certificateExpired
+    ) throws {
         guard time >= certificate.notValidBefore else {
-            throw AppAttestError(
-                code: .certificateNotYetValid,
-                reason: "the \(role) is valid from \(certificate.notValidBefore), after \(time)"
-            )
+            throw AppAttestError(code: notYetValid, reason: "the \(role) is valid from \(certificate.notValidBefore), after \(time)")
         }
         guard time <= certificate.notValidAfter else {
-            throw AppAttestError(
-                code: .certificateExpired,
-                reason: "the \(role) expired at \(certificate.notValidAfter), before \(time)"
-            )
+            throw AppAttestError(code: expired, reason: "the \(role) expired at \(certificate.notValidAfter), before \(time)")
         }
     }
 

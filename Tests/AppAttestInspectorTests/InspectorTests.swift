@@ -170,7 +170,7 @@ struct InspectorTests {
 
     @Test("no crash and a view in every mode for truncations, bit flips and random bytes")
     func malformedInput() throws {
-        var generator = SeededGenerator(seed: 0xF0_12_A3)
+        var generator = SplitMix64(seed: 0xF0_12_A3)
         let sample = try #require(RealSample.named("veehaitch_ios_14_2").attestation)
         var inputs: [[UInt8]] = [[], [0x00], [0xa1], [0x30, 0x80], [0x30, 0x84, 0xff, 0xff, 0xff, 0xff], [UInt8](repeating: 0x30, count: 200).map { $0 }]
         for length in stride(from: 0, to: sample.count, by: 97) { inputs.append(Array(sample[..<length])) }
@@ -211,19 +211,6 @@ struct InspectorTests {
 struct InspectorTestError: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
-}
-
-/// SplitMix64, so that the malformed inputs are the same on every run.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { self.state = seed }
-    mutating func next() -> UInt64 {
-        self.state &+= 0x9E37_79B9_7F4A_7C15
-        var z = self.state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
 }
 
 extension JSONValue {

@@ -159,7 +159,7 @@ struct RouteTests {
             #expect(unhealthy.status == 503)
             await store.setUnavailable(false)
         }
-        try OpenAPIConformance.check(harness.recorder)
+        try await OpenAPIConformance.check(harness.recorder)
     }
 
     @Test("pooled registration over HTTP; challenge rotation returns next_challenge on success and on error")
@@ -194,7 +194,7 @@ struct RouteTests {
             #expect(again.json?["next_challenge"]?["challenge"]?.stringValue != nil)
             #expect(Base64URL.decode(poolChallenge)?.count == 32)
         }
-        try OpenAPIConformance.check(harness.recorder)
+        try await OpenAPIConformance.check(harness.recorder)
     }
 
     @Test("without --dev-simulator there is no simulate endpoint")
@@ -209,11 +209,11 @@ struct RouteTests {
 
 /// Runs tests/interop/check_openapi.py on the recorded exchanges.
 enum OpenAPIConformance {
-    static func check(_ recorder: ResponseRecorder) throws {
+    static func check(_ recorder: ResponseRecorder) async throws {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("exchanges-\(UUID().uuidString).jsonl")
         defer { try? FileManager.default.removeItem(at: file) }
         try Data(recorder.jsonLines.utf8).write(to: file)
-        let check = try PythonCheck(venv: ".venv-interop", overrideVariable: "FORMATTEST_INTEROP_PYTHON").run(
+        let check = try await PythonCheck(venv: ".venv-interop", overrideVariable: "FORMATTEST_INTEROP_PYTHON").run(
             "tests/interop/check_openapi.py",
             [repositoryDirectory.appendingPathComponent("schemas/openapi.yaml").path, file.path]
         )

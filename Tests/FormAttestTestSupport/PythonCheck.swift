@@ -32,16 +32,26 @@ public struct PythonCheck {
     }
 
     /// Runs `script` (relative to the repository) and returns its exit status and combined output.
-    public func run(_ script: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
-        try self.runTool(self.python, [repositoryDirectory.appendingPathComponent(script).path] + arguments)
+    public func run(_ script: String, _ arguments: [String]) async throws -> (status: Int32, output: String) {
+        try await self.runTool(self.python, [repositoryDirectory.appendingPathComponent(script).path] + arguments)
     }
 
     /// Runs a command the venv installed (such as `schemathesis`), without terminal colours.
-    public func run(tool name: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
-        try self.runTool(self.python.deletingLastPathComponent().appendingPathComponent(name), arguments)
+    public func run(tool name: String, _ arguments: [String]) async throws -> (status: Int32, output: String) {
+        try await self.runTool(self.python.deletingLastPathComponent().appendingPathComponent(name), arguments)
     }
 
-    private func runTool(_ executable: URL, _ arguments: [String]) throws -> (status: Int32, output: String) {
+    /// Waits for the process on a dispatch thread: checks run for up to a minute, and a test that
+    /// blocked one of the few concurrency threads that long would starve the others' timers.
+    private func runTool(_ executable: URL, _ arguments: [String]) async throws -> (status: Int32, output: String) {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(with: Result { try Self.runBlocking(executable, arguments) })
+            }
+        }
+    }
+
+    private static func runBlocking(_ executable: URL, _ arguments: [String]) throws -> (status: Int32, output: String) {
         let process = Process()
         process.executableURL = executable
         process.arguments = arguments

@@ -11,7 +11,7 @@ import Testing
 /// no 5xx, and every response conforms to the document (status, content type, schema).
 struct APIFuzzTests {
     @Test("schemathesis (bounded, deterministic): no server errors, every response conforms")
-    func schemathesis() throws {
+    func schemathesis() async throws {
         let schemathesis = try PythonCheck(venv: ".venv-schemathesis", overrideVariable: "FORMATTEST_SCHEMATHESIS_PYTHON")
         let files = try TemporaryFiles()
         let port = Int.random(in: 20_000...60_000)
@@ -24,7 +24,7 @@ struct APIFuzzTests {
         defer { _ = server.terminate(within: 10) }
         try #require(Formattest.waitForListener(port: port), "the service did not start listening")
 
-        let (status, output) = try schemathesis.run(tool: "schemathesis", [
+        let (status, output) = try await schemathesis.run(tool: "schemathesis", [
             "run", repositoryDirectory.appendingPathComponent("schemas/openapi.yaml").path,
             "--url", "http://127.0.0.1:\(port)",
             "--checks", "not_a_server_error,response_schema_conformance,status_code_conformance,content_type_conformance",

@@ -10,9 +10,9 @@ import Testing
 /// `formattest bench` works (a short run): it checks that every case runs and reports, not speed.
 struct BenchTests {
     @Test("a short bench run prints every case with its figures")
-    func shortRun() throws {
+    func shortRun() async throws {
         let repository = repositoryDirectory
-        let result = try Formattest.run([
+        let result = try await Formattest.run([
             "bench", "--duration", "0.05",
             "--sample", repository.appendingPathComponent("Tests/Fixtures/appattest/samples/uebelack_production.json").path,
             "--form", repository.appendingPathComponent("benchmarks/jcs/form-small.json").path,

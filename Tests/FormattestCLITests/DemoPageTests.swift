@@ -10,7 +10,7 @@ import Testing
 /// The demo page in headless Chromium against a real `formattest serve --dev-simulator`.
 struct DemoPageTests {
     @Test("fill the form, sign (attest, then assert), read result and token, replay and see the error; screenshot saved")
-    func demoPage() throws {
+    func demoPage() async throws {
         let browser = try PythonCheck(venv: ".venv-browser", overrideVariable: "FORMATTEST_BROWSER_PYTHON")
         let files = try TemporaryFiles()
         let port = Int.random(in: 20_000...60_000)
@@ -25,14 +25,14 @@ struct DemoPageTests {
         try FileManager.default.createDirectory(at: artifacts, withIntermediateDirectories: true)
         let screenshot = artifacts.appendingPathComponent("demo-page.png")
         try? FileManager.default.removeItem(at: screenshot)
-        let check = try browser.run("tests/browser/demo_page_test.py", ["http://127.0.0.1:\(port)", screenshot.path])
+        let check = try await browser.run("tests/browser/demo_page_test.py", ["http://127.0.0.1:\(port)", screenshot.path])
         #expect(check.status == 0, "\(check.output)")
         #expect(check.output.contains(" passed, 0 failed"), "\(check.output)")
         #expect(FileManager.default.fileExists(atPath: screenshot.path))
     }
 
     @Test("the service shuts down gracefully on SIGTERM")
-    func gracefulShutdown() throws {
+    func gracefulShutdown() async throws {
         let files = try TemporaryFiles()
         let port = Int.random(in: 20_000...60_000)
         let server = try Formattest.start(["serve", "--port", String(port), "--store", "memory", "--data-dir", files.directory.path])

@@ -13,10 +13,10 @@ import Testing
 /// accepted form is a replay afterwards.
 struct FaultTests {
     @Test("kill -9, MongoDB down, full disk mid-load; slow clients; read-only file: nothing accepted is lost or accepted twice")
-    func faultsUnderLoad() throws {
+    func faultsUnderLoad() async throws {
         let check = try PythonCheck(venv: ".venv-mongoeco", overrideVariable: "FORMATTEST_MONGOECO_PYTHON")
         let files = try TemporaryFiles()
-        let result = try check.run(
+        let result = try await check.run(
             "tests/faults/fault_test.py",
             ["--binary", Formattest.executable.path, "--mongoeco-python", check.python.path, "--work", files.directory.path]
         )

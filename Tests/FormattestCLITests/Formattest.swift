@@ -3,7 +3,9 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
+import FormAttestTestSupport
 import Foundation
+import Testing
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -93,8 +95,14 @@ enum Formattest {
         return Running(process: process, output: output, errors: errors)
     }
 
-    static func run(_ arguments: [String], stdin: Data? = nil) throws -> Result {
-        try self.start(arguments, stdin: stdin).finish()
+    /// Runs the executable to completion, waiting on a dispatch thread so that the few concurrency
+    /// threads stay free for the tests running beside it (their timers, their in-process servers).
+    static func run(_ arguments: [String], stdin: Data? = nil) async throws -> Result {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(with: Swift.Result { try self.start(arguments, stdin: stdin).finish() })
+            }
+        }
     }
 
     /// Waits until something accepts TCP connections on 127.0.0.1:`port`, for at most `seconds`.
@@ -117,6 +125,18 @@ enum Formattest {
             Thread.sleep(forTimeInterval: 0.1)
         }
         return false
+    }
+
+    /// `verify attestation` of a real sample at its pinned time, with its clientDataHash, as JSON.
+    static func verifyArguments(_ sample: RealSample, attestationPath: String) throws -> [String] {
+        [
+            "verify", "attestation", "--attestation", attestationPath,
+            "--key-id", Data(try #require(sample.keyID)).base64EncodedString(),
+            "--app-id", sample.appID,
+            "--client-data-hash", try #require(sample.clientDataHash).map { String(format: "%02x", $0) }.joined(),
+            "--at", try #require(Self.rfc3339(sample.validAt)),
+            "--json",
+        ]
     }
 
     static func rfc3339(_ date: Date?) -> String? {

@@ -13,17 +13,10 @@ import Testing
 /// rejected, 2 usage or I/O error; `--json` prints one object.
 struct FormattestVerifyTests {
     @Test("every real attestation verifies from the command line", arguments: try RealSample.withAttestation())
-    func realAttestations(sample: RealSample) throws {
+    func realAttestations(sample: RealSample) async throws {
         let files = try TemporaryFiles()
         let path = try files.write(Data(try #require(sample.attestation)).base64EncodedString(), named: "att.b64")
-        let result = try Formattest.run([
-            "verify", "attestation", "--attestation", path,
-            "--key-id", Data(try #require(sample.keyID)).base64EncodedString(),
-            "--app-id", sample.appID,
-            "--client-data-hash", try #require(sample.clientDataHash).map { String(format: "%02x", $0) }.joined(),
-            "--at", try #require(Formattest.rfc3339(sample.validAt)),
-            "--json",
-        ])
+        let result = try await Formattest.run(try Formattest.verifyArguments(sample, attestationPath: path))
         #expect(result.status == 0, "\(result.stderr)")
         let json = try result.jsonObject()
         #expect(json["verified"] as? Bool == true)
@@ -35,7 +28,7 @@ struct FormattestVerifyTests {
     }
 
     @Test("every real assertion verifies from the command line, keyed by its attestation or PEM", arguments: try RealSample.all())
-    func realAssertions(sample: RealSample) throws {
+    func realAssertions(sample: RealSample) async throws {
         let files = try TemporaryFiles()
         let keyArguments: [String]
         if let attestation = sample.attestation {
@@ -52,7 +45,7 @@ struct FormattestVerifyTests {
             } else {
                 clientData = ["--client-data-hash", recorded.clientDataHash.map { String(format: "%02x", $0) }.joined()]
             }
-            let result = try Formattest.run(
+            let result = try await Formattest.run(
                 ["verify", "assertion", "--assertion", assertion, "--app-id", sample.appID, "--json"] + keyArguments + clientData
             )
             #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
@@ -65,7 +58,7 @@ struct FormattestVerifyTests {
     }
 
     @Test("--challenge hashes the text; Apple's sample needs the raw bytes instead")
-    func challengeOption() throws {
+    func challengeOption() async throws {
         let sample = try RealSample.named("uebelack_production")
         let files = try TemporaryFiles()
         let path = try files.write(Data(try #require(sample.attestation)).base64EncodedString(), named: "att.b64")
@@ -75,13 +68,13 @@ struct FormattestVerifyTests {
             "--app-id", sample.appID, "--challenge", try #require(sample.challenge),
             "--at", try #require(Formattest.rfc3339(sample.validAt)),
         ]
-        let verified = try Formattest.run(arguments)
+        let verified = try await Formattest.run(arguments)
         #expect(verified.status == 0)
         #expect(verified.stdout.hasPrefix("verified: true\n"))
         #expect(verified.stdout.contains("environment: production\n"))
 
         arguments[arguments.firstIndex(of: "--challenge")! + 1] = "another challenge"
-        let rejected = try Formattest.run(arguments + ["--json"])
+        let rejected = try await Formattest.run(arguments + ["--json"])
         #expect(rejected.status == 1)
         let json = try rejected.jsonObject()
         #expect(json["verified"] as? Bool == false)
@@ -89,14 +82,14 @@ struct FormattestVerifyTests {
     }
 
     @Test("stdin ('-'), base64url and unpadded input are accepted")
-    func inputForms() throws {
+    func inputForms() async throws {
         let sample = try RealSample.named("veehaitch_ios_14_2")
         let base64url = Data(try #require(sample.attestation)).base64EncodedString()
             .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
             .replacingOccurrences(of: "=", with: "")
         let keyIDURL = Data(try #require(sample.keyID)).base64EncodedString()
             .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-        let result = try Formattest.run(
+        let result = try await Formattest.run(
             [
                 "verify", "attestation", "--attestation", "-", "--key-id", keyIDURL, "--app-id", sample.appID,
                 "--challenge", "wurzelpfropf", "--environment", "development",
@@ -113,7 +106,7 @@ struct FormattestVerifyTests {
         (["--at", "2026-01-01T00:00:00Z"], "certificate_expired"),
         (["--key-id", "vkNBJ+U8wuzZ0acrCg6QhAv6YpgmykDX/Pt+M3D0Lls="], "key_id_mismatch"),
     ])
-    func rejections(change: [String], code: String) throws {
+    func rejections(change: [String], code: String) async throws {
         let sample = try RealSample.named("veehaitch_ios_14_2")
         let files = try TemporaryFiles()
         var options: [String: String] = [
@@ -124,13 +117,13 @@ struct FormattestVerifyTests {
             "--at": try #require(Formattest.rfc3339(sample.validAt)),
         ]
         options[change[0]] = change[1]
-        let result = try Formattest.run(["verify", "attestation", "--json"] + options.flatMap { [$0.key, $0.value] })
+        let result = try await Formattest.run(["verify", "attestation", "--json"] + options.flatMap { [$0.key, $0.value] })
         #expect(result.status == 1)
         #expect((try result.jsonObject()["error"] as? [String: Any])?["code"] as? String == code)
     }
 
     @Test("a simulated attestation verifies only with --root naming the simulator's CA")
-    func rootOption() throws {
+    func rootOption() async throws {
         let authority = try SimulatedAttestationAuthority()
         let device = SimulatedDevice(authority: authority, appID: "ABCDE12345.com.formattest.bank")
         let key = device.key(0)
@@ -143,10 +136,10 @@ struct FormattestVerifyTests {
             "--client-data-hash", Array("challenge-bytes".utf8).map { String(format: "%02x", $0) }.joined(),
             "--at", "2025-06-15T12:00:00Z", "--json",
         ]
-        let untrusted = try Formattest.run(base)
+        let untrusted = try await Formattest.run(base)
         #expect(untrusted.status == 1)
         #expect((try untrusted.jsonObject()["error"] as? [String: Any])?["code"] as? String == "certificate_chain_invalid")
-        let trusted = try Formattest.run(base + ["--root", try files.write(try authority.rootPEM, named: "root.pem")])
+        let trusted = try await Formattest.run(base + ["--root", try files.write(try authority.rootPEM, named: "root.pem")])
         #expect(trusted.status == 0, "\(trusted.stdout)")
     }
 
@@ -160,15 +153,15 @@ struct FormattestVerifyTests {
         ["verify", "assertion", "--assertion", "-", "--app-id", "A.b", "--challenge", "x", "--public-key", "k", "--attestation", "a"],
         ["verify", "attestation", "--unknown-flag"],
     ])
-    func usageErrors(arguments: [String]) throws {
-        let result = try Formattest.run(arguments, stdin: Data("AAAA".utf8))
+    func usageErrors(arguments: [String]) async throws {
+        let result = try await Formattest.run(arguments, stdin: Data("AAAA".utf8))
         #expect(result.status == 2, "\(result.stdout) \(result.stderr)")
         #expect(!result.stderr.isEmpty)
     }
 
     @Test("a document that is not CBOR after base64 decoding is a rejection, not a crash")
-    func malformedDocument() throws {
-        let result = try Formattest.run(
+    func malformedDocument() async throws {
+        let result = try await Formattest.run(
             ["verify", "attestation", "--attestation", "-", "--key-id", "AA==", "--app-id", "A.b", "--challenge", "x", "--json"],
             stdin: Data("AAAA".utf8)
         )
@@ -177,8 +170,8 @@ struct FormattestVerifyTests {
     }
 
     @Test("--help exits 0 and names the contract's options")
-    func help() throws {
-        let result = try Formattest.run(["verify", "attestation", "--help"])
+    func help() async throws {
+        let result = try await Formattest.run(["verify", "attestation", "--help"])
         #expect(result.status == 0)
         for option in ["--attestation", "--key-id", "--app-id", "--client-data-hash", "--challenge", "--environment", "--root", "--at", "--json"] {
             #expect(result.stdout.contains(option), "\(option)")

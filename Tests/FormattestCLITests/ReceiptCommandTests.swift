@@ -11,28 +11,18 @@ import Testing
 
 /// `formattest receipt refresh` against a local fake of Apple's receipt exchange.
 struct ReceiptCommandTests {
-    /// Runs the executable on a dispatch thread, so that the in-process fake keeps the
-    /// concurrency pool while the command waits for it.
-    static func run(_ arguments: [String]) async throws -> Formattest.Result {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async {
-                continuation.resume(with: Result { try Formattest.run(arguments) })
-            }
-        }
-    }
-
     @Test("refresh stores a verified RECEIPT; a rate limit and a receipt not chaining to G3 are refused (exit 1)")
     func refresh() async throws {
         let files = try TemporaryFiles()
         let store = "sqlite:" + files.directory.appendingPathComponent("keys.sqlite").path
         let appID = "ABCDE12345.com.formattest.demo"
-        let registered = try Formattest.run(["simulate", "register", "--store", store, "--app-id", appID, "--seed", "7"])
+        let registered = try await Formattest.run(["simulate", "register", "--store", store, "--app-id", appID, "--seed", "7"])
         #expect(registered.status == 0, "\(registered.stdout) \(registered.stderr)")
         let authority = try SimulatedAttestationAuthority()
         let keyID = Data(SimulatedDevice(authority: authority, appID: appID, seed: 7).key(0).keyID).base64EncodedString()
         let deviceCheckKey = P256.Signing.PrivateKey()
         let keyPath = try files.write(deviceCheckKey.pemRepresentation, named: "AuthKey.p8")
-        let root = try Formattest.run(["simulate", "root", "--receipt"])
+        let root = try await Formattest.run(["simulate", "root", "--receipt"])
         let rootPath = try files.write(root.stdout, named: "receipt-root.pem")
         let fake = FakeAppleExchange(authority: authority.receiptAuthority, deviceCheckKey: deviceCheckKey.publicKey, now: Date())
 
@@ -41,7 +31,7 @@ struct ReceiptCommandTests {
                 "receipt", "refresh", "--store", store, "--key-id", keyID, "--app-id", appID, "--team-id", "ABCDE12345",
                 "--apple-key-id", "KEY1234567", "--apple-key", keyPath, "--endpoint", url, "--json",
             ]
-            let refreshed = try await Self.run(arguments + ["--receipt-root", rootPath])
+            let refreshed = try await Formattest.run(arguments + ["--receipt-root", rootPath])
             #expect(refreshed.status == 0, "\(refreshed.stdout) \(refreshed.stderr)")
             let report = try refreshed.jsonObject()
             #expect(report["refreshed"] as? Bool == true)
@@ -49,13 +39,13 @@ struct ReceiptCommandTests {
             #expect(report["riskMetric"] as? Int == 2)
 
             await fake.set(.status(429))
-            let limited = try await Self.run(arguments + ["--receipt-root", rootPath])
+            let limited = try await Formattest.run(arguments + ["--receipt-root", rootPath])
             #expect(limited.status == 1)
             #expect((try limited.jsonObject()["error"] as? [String: Any])?["code"] as? String == "receipt_exchange_rate_limited")
 
             // Apple Root CA - G3 (the default): the simulator's receipt does not chain to it.
             await fake.set(.issue(riskMetric: 5))
-            let untrusted = try await Self.run(arguments)
+            let untrusted = try await Formattest.run(arguments)
             #expect(untrusted.status == 1)
             #expect((try untrusted.jsonObject()["error"] as? [String: Any])?["code"] as? String == "receipt_chain_invalid")
         }

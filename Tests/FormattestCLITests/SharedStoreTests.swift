@@ -19,10 +19,10 @@ struct SharedStoreTests {
     }
 
     @Test("MongoDB: a form replayed to the second instance is rejected; counters stay monotonic across both")
-    func twoInstancesOnMongoDB() throws {
+    func twoInstancesOnMongoDB() async throws {
         let uri = try MongoTestServer.uri.get()
         let database = "twoinstances_\(UUID().uuidString.prefix(8))"
-        let register = try Formattest.run(Self.simulate("register", store: uri, database: database, []))
+        let register = try await Formattest.run(Self.simulate("register", store: uri, database: database, []))
         #expect(try Self.outcome(register).accepted, "\(register.stdout) \(register.stderr)")
 
         // The same signed form (same counter) sent to both instances at once: exactly one accepts
@@ -36,22 +36,22 @@ struct SharedStoreTests {
         #expect(outcomes.first(where: { !$0.accepted })?.code == "replay")
 
         // Instance A accepts counter 5; instance B then refuses counter 3 and accepts 6.
-        let a5 = try Formattest.run(Self.simulate("assert", store: uri, database: database, ["--nonce", "t5", "--counter", "5"]))
+        let a5 = try await Formattest.run(Self.simulate("assert", store: uri, database: database, ["--nonce", "t5", "--counter", "5"]))
         #expect(try Self.outcome(a5).accepted)
-        let b3 = try Formattest.run(Self.simulate("assert", store: uri, database: database, ["--nonce", "t3", "--counter", "3"]))
+        let b3 = try await Formattest.run(Self.simulate("assert", store: uri, database: database, ["--nonce", "t3", "--counter", "3"]))
         #expect(try Self.outcome(b3).accepted == false)
         #expect(try Self.outcome(b3).code == "requires_reattestation")
-        let b6 = try Formattest.run(Self.simulate("assert", store: uri, database: database, ["--nonce", "t6", "--counter", "6"]))
+        let b6 = try await Formattest.run(Self.simulate("assert", store: uri, database: database, ["--nonce", "t6", "--counter", "6"]))
         #expect(try Self.outcome(b6).accepted)
-        let a6 = try Formattest.run(Self.simulate("assert", store: uri, database: database, ["--nonce", "t6b", "--counter", "6"]))
+        let a6 = try await Formattest.run(Self.simulate("assert", store: uri, database: database, ["--nonce", "t6b", "--counter", "6"]))
         #expect(try Self.outcome(a6).accepted == false)
     }
 
     @Test("SQLite: two processes sharing one file reject a replay across them")
-    func twoInstancesOnSQLite() throws {
+    func twoInstancesOnSQLite() async throws {
         let files = try TemporaryFiles()
         let store = "sqlite:" + files.directory.appendingPathComponent("shared.sqlite").path
-        let register = try Formattest.run(["simulate", "register", "--store", store, "--seed", "78"])
+        let register = try await Formattest.run(["simulate", "register", "--store", store, "--seed", "78"])
         #expect(try Self.outcome(register).accepted, "\(register.stdout) \(register.stderr)")
         let timestamp = ISO8601DateFormatter().string(from: Date())
         let form = ["--nonce", "s-1", "--timestamp", timestamp]
@@ -63,9 +63,9 @@ struct SharedStoreTests {
     }
 
     @Test("an unreachable MongoDB fails closed: exit 2 with the reason, no hang")
-    func unreachable() throws {
+    func unreachable() async throws {
         let started = Date()
-        let result = try Formattest.run(["simulate", "assert", "--store", "mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=300", "--counter", "1"])
+        let result = try await Formattest.run(["simulate", "assert", "--store", "mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=300", "--counter", "1"])
         #expect(result.status == 2)
         #expect(result.stderr.contains("unavailable"))
         #expect(!result.stderr.contains("DEBUG"))

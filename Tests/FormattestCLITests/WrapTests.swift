@@ -29,14 +29,14 @@ struct WrapTests {
     }
 
     @Test("batch-wrap every real sample; outputs are never overwritten; FIDO2, JOSE and schema interop")
-    func batchAndInterop() throws {
+    func batchAndInterop() async throws {
         let files = try TemporaryFiles()
         let samples = try RealSample.withAttestation()
         let batch = try files.write(try samples.map { try Self.line($0) }.joined(separator: "\n") + "\n", named: "in.jsonl")
         let out = files.directory.appendingPathComponent("out").path
         let data = files.directory.appendingPathComponent("data").path
 
-        let run = try Formattest.run(["wrap", "--batch", batch, "--out-dir", out, "--data-dir", data])
+        let run = try await Formattest.run(["wrap", "--batch", batch, "--out-dir", out, "--data-dir", data])
         #expect(run.status == 0, "\(run.stdout) \(run.stderr)")
         let summary = try run.jsonObject()
         #expect(summary["total"] as? Int == samples.count)
@@ -46,7 +46,7 @@ struct WrapTests {
         let before = try Data(contentsOf: URL(fileURLWithPath: out).appendingPathComponent(written[0]))
 
         // Again: every output exists, none is overwritten, every item fails, exit 1.
-        let again = try Formattest.run(["wrap", "--batch", batch, "--out-dir", out, "--data-dir", data])
+        let again = try await Formattest.run(["wrap", "--batch", batch, "--out-dir", out, "--data-dir", data])
         #expect(again.status == 1)
         let againSummary = try again.jsonObject()
         #expect(againSummary["failed"] as? Int == samples.count)
@@ -59,7 +59,7 @@ struct WrapTests {
             named: "mixed.jsonl"
         )
         let mixedOut = files.directory.appendingPathComponent("mixed").path
-        let mixedRun = try Formattest.run(["wrap", "--batch", mixed, "--out-dir", mixedOut, "--data-dir", data])
+        let mixedRun = try await Formattest.run(["wrap", "--batch", mixed, "--out-dir", mixedOut, "--data-dir", data])
         #expect(mixedRun.status == 1)
         let mixedSummary = try mixedRun.jsonObject()
         #expect(mixedSummary["wrapped"] as? Int == 1)
@@ -77,11 +77,11 @@ struct WrapTests {
         }
         #expect(assertions.count == 7)
         let assertionsFile = try files.write(Data(try JSONSerialization.data(withJSONObject: assertions)), named: "assertions.json")
-        let jwks = try Formattest.run(["keys", "jwks", "--data-dir", data])
+        let jwks = try await Formattest.run(["keys", "jwks", "--data-dir", data])
         #expect(jwks.status == 0)
         let jwksFile = try files.write(jwks.stdout, named: "jwks.json")
 
-        let check = try PythonCheck(venv: ".venv-interop", overrideVariable: "FORMATTEST_INTEROP_PYTHON").run(
+        let check = try await PythonCheck(venv: ".venv-interop", overrideVariable: "FORMATTEST_INTEROP_PYTHON").run(
             "tests/interop/check_tokens.py",
             [out, jwksFile, assertionsFile, repositoryDirectory.appendingPathComponent("schemas/fido2-wrapper.schema.json").path]
         )
@@ -90,7 +90,7 @@ struct WrapTests {
     }
 
     @Test("wrap refuses to wrap what does not verify, and never writes over --out")
-    func single() throws {
+    func single() async throws {
         let files = try TemporaryFiles()
         let sample = try RealSample.named("uebelack_production")
         let attestation = try files.write(Data(try #require(sample.attestation)).base64EncodedString(), named: "a.b64")
@@ -99,14 +99,14 @@ struct WrapTests {
             "--app-id", sample.appID, "--at", try #require(Formattest.rfc3339(sample.validAt)),
             "--data-dir", files.directory.appendingPathComponent("data").path,
         ]
-        let refused = try Formattest.run(base + ["--challenge", "wrong"])
+        let refused = try await Formattest.run(base + ["--challenge", "wrong"])
         #expect(refused.status == 1)
         #expect(refused.stdout.isEmpty)
         #expect(refused.stderr.contains("nonce_mismatch"))
         let out = files.directory.appendingPathComponent("w.json").path
-        let wrapped = try Formattest.run(base + ["--challenge", try #require(sample.challenge), "--out", out])
+        let wrapped = try await Formattest.run(base + ["--challenge", try #require(sample.challenge), "--out", out])
         #expect(wrapped.status == 0, "\(wrapped.stderr)")
-        let again = try Formattest.run(base + ["--challenge", try #require(sample.challenge), "--out", out])
+        let again = try await Formattest.run(base + ["--challenge", try #require(sample.challenge), "--out", out])
         #expect(again.status == 2)
     }
 }

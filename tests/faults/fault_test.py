@@ -79,6 +79,28 @@ def client(port_ref, bodies, results, stop):
         index += 1
 
 
+def start_clients(port_ref, per_client):
+    """One thread per key, each sending its forms in order: (results per client, stop, threads)."""
+    results, stop = [[] for _ in per_client], threading.Event()
+    threads = [threading.Thread(target=client, args=(port_ref, b, r, stop)) for b, r in zip(per_client, results)]
+    for thread in threads:
+        thread.start()
+    return results, stop, threads
+
+
+def finish_clients(threads, stop, seconds):
+    for thread in threads:
+        thread.join(timeout=seconds)
+    stop.set()
+
+
+def prepare_load(binary, store, path, per_key, extra=()):
+    """Pre-signed forms for two registered keys, grouped per client."""
+    subprocess.run([binary, "simulate", "prepare-load", "--store", store, *extra, "--keys", "2", "--per-key", str(per_key),
+                    "--out", path], check=True)
+    return load_bodies(path)
+
+
 def stop_process(process, seconds=20):
     """SIGTERM, then SIGKILL if it is still running (mongoeco can be slow to stop under load)."""
     process.send_signal(signal.SIGTERM)
@@ -161,16 +183,11 @@ def disk_full(args, check, serve, outcomes, replay_all):
         return
     try:
         store = "sqlite:" + os.path.join(mount_point, "full.sqlite")
-        bodies = os.path.join(args.work, "full.jsonl")
-        subprocess.run([args.binary, "simulate", "prepare-load", "--store", store, "--keys", "2", "--per-key", "300", "--out", bodies], check=True)
-        per_client = load_bodies(bodies)
+        per_client = prepare_load(args.binary, store, os.path.join(args.work, "full.jsonl"), 300)
         port = [free_port()]
         server = serve(port[0], store)
         check("full disk: service starts", wait_ready(port[0]))
-        results, stop = [[] for _ in per_client], threading.Event()
-        threads = [threading.Thread(target=client, args=(port, b, r, stop)) for b, r in zip(per_client, results)]
-        for thread in threads:
-            thread.start()
+        results, stop, threads = start_clients(port, per_client)
         time.sleep(1.0)
         filler = os.path.join(mount_point, "filler")
         try:
@@ -183,9 +200,7 @@ def disk_full(args, check, serve, outcomes, replay_all):
         time.sleep(3)
         full_statuses = Counter(s for r in results for _, s in r)
         os.remove(filler)
-        for thread in threads:
-            thread.join(timeout=120)
-        stop.set()
+        finish_clients(threads, stop, 120)
         statuses = Counter(s for r in results for _, s in r)
         check("full disk: requests failed closed with 503 while it was full", full_statuses.get(503, 0) > 0, str(full_statuses))
         check("full disk: no other status than 200 or 503", set(statuses) <= {200, 503}, str(statuses))
@@ -264,25 +279,18 @@ def main():
 
     # 1. SQLite: kill -9 mid-load, restart.
     store = "sqlite:" + os.path.join(args.work, "restart.sqlite")
-    bodies = os.path.join(args.work, "restart.jsonl")
-    subprocess.run([args.binary, "simulate", "prepare-load", "--store", store, "--keys", "2", "--per-key", "400", "--out", bodies], check=True)
-    per_client = load_bodies(bodies)
+    per_client = prepare_load(args.binary, store, os.path.join(args.work, "restart.jsonl"), 400)
     port = [free_port()]
     server = serve(port[0], store)
     check("sqlite: service starts", wait_ready(port[0]))
-    results, stop = [[] for _ in per_client], threading.Event()
-    threads = [threading.Thread(target=client, args=(port, b, r, stop)) for b, r in zip(per_client, results)]
-    for thread in threads:
-        thread.start()
+    results, stop, threads = start_clients(port, per_client)
     time.sleep(1.0)
     server.send_signal(signal.SIGKILL)
     server.wait()
     time.sleep(0.5)
     server = serve(port[0], store)
     check("sqlite: service restarts", wait_ready(port[0]))
-    for thread in threads:
-        thread.join(timeout=120)
-    stop.set()
+    finish_clients(threads, stop, 120)
     statuses = Counter(s for r in results for _, s in r)
     check("sqlite: the kill interrupted requests", statuses.get(None, 0) > 0, str(statuses))
     check("sqlite: no other status than 200, 503 or a retry's 409", all(s in (None, 200, 409, 503) for s in statuses), str(statuses))
@@ -305,24 +313,17 @@ def main():
         return process, line.split(" ", 1)[1].strip()
 
     mongod, uri = mongo()
-    bodies = os.path.join(args.work, "mongo.jsonl")
-    subprocess.run([args.binary, "simulate", "prepare-load", "--store", uri, "--mongodb-database", "faults", "--keys", "2", "--per-key", "150", "--out", bodies], check=True)
-    per_client = load_bodies(bodies)
+    per_client = prepare_load(args.binary, uri, os.path.join(args.work, "mongo.jsonl"), 150, ("--mongodb-database", "faults"))
     port = [free_port()]
     server = serve(port[0], uri, ("--mongodb-database", "faults"))
     check("mongodb: service starts", wait_ready(port[0]))
-    results, stop = [[] for _ in per_client], threading.Event()
-    threads = [threading.Thread(target=client, args=(port, b, r, stop)) for b, r in zip(per_client, results)]
-    for thread in threads:
-        thread.start()
+    results, stop, threads = start_clients(port, per_client)
     time.sleep(1.0)
     mongod.send_signal(signal.SIGKILL)
     mongod.wait()
     time.sleep(4)
     mongod, _ = mongo()
-    for thread in threads:
-        thread.join(timeout=180)
-    stop.set()
+    finish_clients(threads, stop, 180)
     statuses = Counter(s for r in results for _, s in r)
     check("mongodb: requests failed closed with 503 while it was down", statuses.get(503, 0) > 0, str(statuses))
     check("mongodb: no other status than 200, 503 or a retry's 409", all(s in (None, 200, 409, 503) for s in statuses), str(statuses))

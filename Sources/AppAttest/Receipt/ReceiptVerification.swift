@@ -188,18 +188,13 @@ extension AppAttestVerifier {
 
     private func checkReceiptChain(of receipt: AppAttestReceipt, at time: Date) async throws {
         let signer = receipt.signingCertificate
-        guard time >= signer.notValidBefore else {
-            throw AppAttestError(
-                code: .receiptCertificateNotYetValid,
-                reason: "the receipt signing certificate is valid from \(signer.notValidBefore), after \(time)"
-            )
-        }
-        guard time <= signer.notValidAfter else {
-            throw AppAttestError(
-                code: .receiptCertificateExpired,
-                reason: "the receipt signing certificate expired at \(signer.notValidAfter), before \(time)"
-            )
-        }
+        try Self.checkValidity(
+            of: signer,
+            role: "receipt signing certificate",
+            at: time,
+            notYetValid: .receiptCertificateNotYetValid,
+            expired: .receiptCertificateExpired
+        )
         let others = receipt.certificates.enumerated().filter { $0.offset != receipt.signer.certificateIndex }.map(\.element)
         guard let issuer = others.first(where: { $0.subject == signer.issuer }) else {
             throw AppAttestError(
