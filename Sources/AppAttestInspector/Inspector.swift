@@ -28,7 +28,7 @@ public struct Inspection: Sendable {
     public let input: [UInt8]
     public let root: InspectionNode
 
-    /// Inspects `bytes`: a CBOR attestation object or assertion, or a DER/BER receipt.
+    /// Inspects `bytes`: a CBOR attestation object or assertion, a DER/BER receipt, or a DER certificate.
     public init(_ bytes: [UInt8], mode: InspectionMode) {
         self.mode = mode
         self.input = bytes

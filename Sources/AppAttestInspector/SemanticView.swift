@@ -14,6 +14,10 @@ import X509
 enum SemanticView {
     static func view(_ bytes: [UInt8]) -> InspectionNode {
         if bytes.first == 0x30 {
+            // A ContentInfo starts with its content type (an OID); a certificate with its TBS SEQUENCE.
+            if let top = try? BERWalker.single(bytes), top.parts.first?.tagNumber == 16, top.parts.first?.constructed == true {
+                return self.certificate(bytes, base: 0, label: "certificate")
+            }
             return self.receipt(bytes, base: 0, label: "receipt")
         }
         let item: CBORItem

@@ -193,6 +193,14 @@ struct InspectorTests {
         }
     }
 
+    @Test("a certificate on its own is shown as one (the receipt's signer, from its DER)")
+    func certificateAlone() throws {
+        let object = try AttestationObject(cborEncoded: try #require(RealSample.named("veehaitch_ios_14_2").attestation))
+        let text = Inspection(object.statement.leafCertificate, mode: .semantic).text
+        #expect(text.hasPrefix("certificate: ST=California,O=Apple Inc.,OU=AAA Certification,CN=da8d2cc9"))
+        #expect(text.contains("[1400] OS version: \"14.2\""))
+    }
+
     @Test("undecodable parts are shown where they are, and the rest is still decoded")
     func partialDecoding() throws {
         let sample = try RealSample.named("veehaitch_ios_14_2")
