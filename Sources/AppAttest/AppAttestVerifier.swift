@@ -18,8 +18,8 @@ public struct AppAttestVerifier: Sendable {
     /// The policy this verifier enforces.
     public let policy: AppAttestPolicy
     private let relyingParties: [(appID: String, hash: [UInt8])]
-    /// Verified intermediates (shared by copies of this verifier).
-    private let chainCache = VerifiedChainCache()
+    /// Verified intermediates and receipt signers (shared by copies of this verifier).
+    let chainCache = VerifiedChainCache()
     /// SHA-256 over each anchor set's DER, in order: part of every cache key.
     private let anchorsDigest: [UInt8]
     private let receiptAnchorsDigest: [UInt8]
@@ -95,7 +95,13 @@ public struct AppAttestVerifier: Sendable {
         let (leaf, intermediate) = try object.statement.parsedCertificates()
         try Self.checkValidity(of: leaf, role: "credential certificate", at: time)
         try Self.checkValidity(of: intermediate, role: "intermediate", at: time)
-        try await self.validateChain(leaf: leaf, intermediate: intermediate, anchors: .attestation, at: time)
+        try await self.validateChain(
+            leaf: leaf,
+            intermediate: intermediate,
+            intermediateDER: object.statement.intermediateCertificate,
+            anchors: .attestation,
+            at: time
+        )
 
         // Steps 2-3: nonce = SHA256(authData || clientDataHash).
         var hasher = SHA256()
@@ -313,34 +319,51 @@ public struct AppAttestVerifier: Sendable {
     /// anchor before, and valid with it at `time`) serves as the anchor of the leaf's path, so only
     /// the leaf's signature is checked; otherwise the whole path is validated and, on success only,
     /// the intermediate is cached for the window in which it and its anchor are both valid.
-    func validateChain(leaf: Certificate, intermediate: Certificate, anchors: Anchors, at time: Date) async throws {
-        let (trustAnchors, anchorsDigest) =
-            switch anchors {
-            case .attestation: (self.policy.trustAnchors, self.anchorsDigest)
-            case .receipt: (self.policy.receiptTrustAnchors, self.receiptAnchorsDigest)
-            }
-        var serializer = DER.Serializer()
-        try serializer.serialize(intermediate)
-        let key = VerifiedChainCache.Key(intermediate: serializer.serializedBytes, anchors: anchorsDigest)
-        let cached = self.chainCache.contains(key, at: time)
-        var verifier = Verifier(rootCertificates: CertificateStore(cached ? [intermediate] : trustAnchors)) {
+    ///
+    /// - Returns: the window in which every certificate of the verified path is valid.
+    @discardableResult
+    func validateChain(
+        leaf: Certificate,
+        intermediate: Certificate,
+        intermediateDER: [UInt8],
+        anchors: Anchors,
+        at time: Date
+    ) async throws -> ClosedRange<Date> {
+        let (trustAnchors, anchorsDigest) = self.trustAnchors(anchors)
+        let key = VerifiedChainCache.Key(intermediate: intermediateDER, anchors: anchorsDigest)
+        let cachedWindow = self.chainCache.window(of: key, at: time)
+        var verifier = Verifier(rootCertificates: CertificateStore(cachedWindow != nil ? [intermediate] : trustAnchors)) {
             RFC5280Policy(fixedExpiryValidationTime: time)
         }
-        let result = await verifier.validate(leaf: leaf, intermediates: CertificateStore(cached ? [] : [intermediate]))
+        let result = await verifier.validate(leaf: leaf, intermediates: CertificateStore(cachedWindow != nil ? [] : [intermediate]))
         guard case .validCertificate(let chain) = result else {
             throw AppAttestError(
                 code: .certificateChainInvalid,
                 reason: "x5c does not chain to a trusted App Attest root at \(time)"
             )
         }
+        let leafWindow = leaf.notValidBefore...max(leaf.notValidBefore, leaf.notValidAfter)
+        if let cachedWindow {
+            return leafWindow.clamped(to: cachedWindow)
+        }
         // Cache only a full path through this exact intermediate: [leaf, intermediate, anchor].
-        if !cached, chain.count == 3, chain[1] == intermediate {
+        let start = chain.map(\.notValidBefore).max() ?? time
+        let end = chain.map(\.notValidAfter).min() ?? time
+        if chain.count == 3, chain[1] == intermediate {
             let root = chain[2]
-            let start = max(intermediate.notValidBefore, root.notValidBefore)
-            let end = min(intermediate.notValidAfter, root.notValidAfter)
-            if start <= end {
-                self.chainCache.insert(key, window: start...end)
+            let intermediateStart = max(intermediate.notValidBefore, root.notValidBefore)
+            let intermediateEnd = min(intermediate.notValidAfter, root.notValidAfter)
+            if intermediateStart <= intermediateEnd {
+                self.chainCache.insert(key, window: intermediateStart...intermediateEnd)
             }
+        }
+        return start <= end ? start...end : time...time
+    }
+
+    func trustAnchors(_ anchors: Anchors) -> (certificates: [Certificate], digest: [UInt8]) {
+        switch anchors {
+        case .attestation: (self.policy.trustAnchors, self.anchorsDigest)
+        case .receipt: (self.policy.receiptTrustAnchors, self.receiptAnchorsDigest)
         }
     }
 }

@@ -119,7 +119,20 @@ struct Bench: AsyncParsableCommand {
         let simulatedVerifier = try AppAttestVerifier(
             policy: AppAttestPolicy(appIDs: [sample.appID], environments: [.development], trustAnchors: [authority.rootCertificate], receiptTrustAnchors: [authority.receiptAuthority.rootCertificate])
         )
+        let statement = try AttestationObject(cborEncoded: sample.attestation).statement
+        let expectation = ReceiptExpectation(
+            appID: sample.appID,
+            attestedKey: .certificate(statement.leafCertificate),
+            clientHash: sample.clientDataHash,
+            type: .attest
+        )
         return [
+            try self.measure("receipt.parse(\(sample.name))") {
+                _ = try AppAttestReceipt(berEncoded: statement.receipt)
+            },
+            try await self.measureAsync("receipt.verify(\(sample.name))") {
+                _ = try await real.verifyReceipt(statement.receipt, expecting: expectation, at: sample.validAt)
+            },
             try await self.measureAsync("attestation.verify.real(\(sample.name))") {
                 _ = try await real.verifyAttestation(sample.attestation, keyID: sample.keyID, clientDataHash: sample.clientDataHash, at: sample.validAt)
             },

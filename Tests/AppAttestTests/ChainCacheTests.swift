@@ -22,16 +22,17 @@ struct ChainCacheTests {
                 clientDataHash: try #require(sample.clientDataHash), at: try #require(sample.validAt)
             )
         }
-        // Two: Apple's App Attestation CA 1 (x5c) and Application Integration CA 5 - G1 (the receipt's).
-        #expect(verifier.cachedIntermediateCount == 2)
-        // Apple's two intermediates serve every real sample.
+        // Three: Apple's App Attestation CA 1 (x5c), and for the receipt Application Integration
+        // CA 5 - G1 and the Fraud Receipt Signing certificate.
+        #expect(verifier.cachedIntermediateCount == 3)
+        // They serve every real sample.
         for other in try RealSample.withAttestation() {
             let otherVerifier = try AppAttestVerifier(policy: AppAttestPolicy(appIDs: [other.appID], environments: [.development, .production]))
             _ = try await otherVerifier.verifyAttestation(
                 try #require(other.attestation), keyID: try #require(other.keyID),
                 clientDataHash: try #require(other.clientDataHash), at: try #require(other.validAt)
             )
-            #expect(otherVerifier.cachedIntermediateCount == 2)
+            #expect(otherVerifier.cachedIntermediateCount == 3)
         }
     }
 
@@ -55,14 +56,14 @@ struct ChainCacheTests {
         let scenario = try SimulatedScenario()
         let verifier = try scenario.verifier()
         try await scenario.verify(verifier: verifier)
-        #expect(verifier.cachedIntermediateCount == 2)  // the attestation's and the receipt's intermediates
+        #expect(verifier.cachedIntermediateCount == 3)  // the attestation's intermediate, the receipt's intermediate and signer
         let impostor = try SimulatedAttestationAuthority(seed: 4242)
         await #expect(throws: AppAttestError(code: .certificateChainInvalid, reason: "")) {
             try await scenario.verify(verifier: verifier) { $0.forgedLeafIssuer = impostor }
         }
         // And a genuine one still passes through the cached path.
         try await scenario.verify(verifier: verifier)
-        #expect(verifier.cachedIntermediateCount == 2)
+        #expect(verifier.cachedIntermediateCount == 3)
     }
 
     @Test("the cache is keyed by the trust anchors too")

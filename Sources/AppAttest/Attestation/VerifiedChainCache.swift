@@ -29,7 +29,12 @@ final class VerifiedChainCache: @unchecked Sendable {
 
     /// Whether `key` was verified and `time` lies in its validity window.
     func contains(_ key: Key, at time: Date) -> Bool {
-        self.lock.withLock { self.entries[key]?.contains(time) ?? false }
+        self.window(of: key, at: time) != nil
+    }
+
+    /// The validity window of `key` when it was verified and `time` lies in it.
+    func window(of key: Key, at time: Date) -> ClosedRange<Date>? {
+        self.lock.withLock { self.entries[key].flatMap { $0.contains(time) ? $0 : nil } }
     }
 
     /// Records a verified intermediate, valid over `window`.

@@ -43,13 +43,28 @@ public struct AppAttestReceipt: Sendable {
     public let content: [UInt8]
     /// The decoded payload.
     public let payload: ReceiptPayload
-    /// The certificates the SignedData carries (Apple: signer, intermediate, root), in order.
-    public let certificates: [Certificate]
+    /// The DER of the certificates the SignedData carries (Apple: signer, intermediate, root), in
+    /// order. Only the signer's is parsed up front; the others when asked for.
+    public let certificatesDER: [[UInt8]]
     /// Who signed and how.
     public let signer: Signer
-
     /// The signing certificate ("Application Attestation Fraud Receipt Signing" for Apple's).
-    public var signingCertificate: Certificate { self.certificates[self.signer.certificateIndex] }
+    public let signingCertificate: Certificate
+
+    /// Every certificate the SignedData carries, parsed.
+    public var certificates: [Certificate] {
+        get throws { try self.certificatesDER.indices.map(self.certificate(at:)) }
+    }
+
+    /// The certificate at `index` of ``certificatesDER``, parsed.
+    public func certificate(at index: Int) throws -> Certificate {
+        if index == self.signer.certificateIndex { return self.signingCertificate }
+        do {
+            return try Certificate(derEncoded: self.certificatesDER[index])
+        } catch {
+            throw AppAttestError.receiptMalformed("certificate \(index) is not DER X.509: \(error)")
+        }
+    }
 
     /// Parses a receipt.
     ///
@@ -63,7 +78,7 @@ public struct AppAttestReceipt: Sendable {
             )
         }
         let raw = Array(bytes)
-        let parsed: (content: [UInt8], certificates: [Certificate], signer: Signer)
+        let parsed: (content: [UInt8], certificates: [[UInt8]], signer: Signer, signingCertificate: Certificate)
         do {
             parsed = try Self.parseSignedData(BER.parse(raw))
         } catch let error as AppAttestError {
@@ -73,7 +88,8 @@ public struct AppAttestReceipt: Sendable {
         }
         self.rawValue = raw
         self.content = parsed.content
-        self.certificates = parsed.certificates
+        self.certificatesDER = parsed.certificates
+        self.signingCertificate = parsed.signingCertificate
         self.signer = parsed.signer
         self.payload = try ReceiptPayload(derEncoded: parsed.content)
     }
@@ -86,7 +102,7 @@ public struct AppAttestReceipt: Sendable {
 
     private static func parseSignedData(
         _ root: ASN1Node
-    ) throws -> (content: [UInt8], certificates: [Certificate], signer: Signer) {
+    ) throws -> (content: [UInt8], certificates: [[UInt8]], signer: Signer, signingCertificate: Certificate) {
         try BER.sequence(root, identifier: .sequence) { nodes in
             let contentType = try ASN1ObjectIdentifier(berEncoded: &nodes)
             guard contentType == Self.signedDataOID else {
@@ -102,25 +118,24 @@ public struct AppAttestReceipt: Sendable {
                     let content = try Self.parseEncapsulatedContent(Self.next(&nodes, "encapContentInfo"))
 
                     var node = try Self.next(&nodes, "certificates or signerInfos")
-                    var certificates: [Certificate] = []
+                    var certificates: [[UInt8]] = []
                     if node.identifier == ASN1Identifier(tagWithNumber: 0, tagClass: .contextSpecific) {
                         guard case .constructed(let children) = node.content else {
                             throw AppAttestError.receiptMalformed("certificates is not constructed")
                         }
                         for child in children {
-                            do {
-                                certificates.append(try Certificate(derEncoded: Array(child.encodedBytes)))
-                            } catch {
-                                throw AppAttestError.receiptMalformed("a certificate is not DER X.509: \(error)")
+                            guard child.identifier == .sequence else {
+                                throw AppAttestError.receiptMalformed("an element of certificates is not a Certificate")
                             }
+                            certificates.append(Array(child.encodedBytes))
                         }
                         node = try Self.next(&nodes, "signerInfos")
                     }
                     if node.identifier == ASN1Identifier(tagWithNumber: 1, tagClass: .contextSpecific) {
                         node = try Self.next(&nodes, "signerInfos")  // CRLs: not used by Apple, skipped
                     }
-                    let signers: [Signer] = try BER.set(node, identifier: .set) { children in
-                        var signers: [Signer] = []
+                    let signers: [(Signer, Certificate)] = try BER.set(node, identifier: .set) { children in
+                        var signers: [(Signer, Certificate)] = []
                         while let child = children.next() {
                             signers.append(try Self.parseSignerInfo(child, certificates: certificates))
                         }
@@ -129,7 +144,7 @@ public struct AppAttestReceipt: Sendable {
                     guard signers.count == 1 else {
                         throw AppAttestError.receiptMalformed("\(signers.count) signers; exactly one expected")
                     }
-                    return (content, certificates, signers[0])
+                    return (content, certificates, signers[0].0, signers[0].1)
                 }
             }
         }
@@ -151,7 +166,8 @@ public struct AppAttestReceipt: Sendable {
         }
     }
 
-    private static func parseSignerInfo(_ node: ASN1Node, certificates: [Certificate]) throws -> Signer {
+    /// The signer, and its certificate: the first of `certificates` with its issuer and serial.
+    private static func parseSignerInfo(_ node: ASN1Node, certificates: [[UInt8]]) throws -> (Signer, Certificate) {
         try BER.sequence(node, identifier: .sequence) { nodes in
             _ = try Int(berEncoded: &nodes)  // version: 1 with issuerAndSerialNumber
             let sid = try Self.next(&nodes, "sid")
@@ -167,7 +183,15 @@ public struct AppAttestReceipt: Sendable {
                 }
                 return (issuer, Certificate.SerialNumber(bytes: bytes))
             }
-            guard let index = certificates.firstIndex(where: { $0.issuer == issuer && $0.serialNumber == serial }) else {
+            var found: (index: Int, certificate: Certificate)?
+            for (index, der) in certificates.enumerated() {
+                guard let certificate = try? Certificate(derEncoded: der) else { continue }
+                if certificate.issuer == issuer && certificate.serialNumber == serial {
+                    found = (index, certificate)
+                    break
+                }
+            }
+            guard let found else {
                 throw AppAttestError.receiptMalformed("the signer's certificate is not in the receipt")
             }
             let digestAlgorithm = try Self.algorithm(Self.next(&nodes, "digestAlgorithm"))
@@ -186,14 +210,15 @@ public struct AppAttestReceipt: Sendable {
             let signatureAlgorithm = try Self.algorithm(next)
             let signature = try ASN1OctetString(berEncoded: &nodes)
             // unsignedAttrs [1], if any, are ignored: nothing in them is covered by the signature.
-            return Signer(
+            let signer = Signer(
                 digestAlgorithm: digestAlgorithm,
                 signatureAlgorithm: signatureAlgorithm,
                 signature: Array(signature.bytes),
                 signedAttributes: signedAttributes,
                 messageDigest: messageDigest,
-                certificateIndex: index
+                certificateIndex: found.index
             )
+            return (signer, found.certificate)
         }
     }
 

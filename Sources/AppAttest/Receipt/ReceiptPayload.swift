@@ -61,8 +61,16 @@ public struct ReceiptPayload: Sendable {
     public let appID: String
     /// Field 3: the attested key's certificate, as DER.
     public let attestedCertificateDER: [UInt8]
-    /// Field 3, parsed.
-    public let attestedCertificate: Certificate
+    /// Field 3, parsed (on demand: a receipt checked against its attestation compares the DER).
+    public var attestedCertificate: Certificate {
+        get throws {
+            do {
+                return try Certificate(derEncoded: self.attestedCertificateDER)
+            } catch {
+                throw AppAttestError.receiptMalformed("field 3 is not a DER certificate: \(error)")
+            }
+        }
+    }
     /// Field 4: the client hash (for an attestation receipt, the clientDataHash given to `attestKey`).
     public let clientHash: [UInt8]
     /// Field 5: an opaque token.
@@ -138,11 +146,6 @@ public struct ReceiptPayload: Sendable {
         self.fields = fields
         self.appID = try string(required(FieldType.appID, "app id"), FieldType.appID)
         self.attestedCertificateDER = try required(FieldType.attestedCertificate, "attested certificate")
-        do {
-            self.attestedCertificate = try Certificate(derEncoded: self.attestedCertificateDER)
-        } catch {
-            throw AppAttestError.receiptMalformed("field 3 is not a DER certificate: \(error)")
-        }
         self.clientHash = try required(FieldType.clientHash, "client hash")
         self.token = try string(required(FieldType.token, "token"), FieldType.token)
         self.type = ReceiptType(rawValue: try string(required(FieldType.receiptType, "type"), FieldType.receiptType))
@@ -161,13 +164,42 @@ public struct ReceiptPayload: Sendable {
     }
 }
 
-/// RFC 3339 times as Apple writes them in receipts (`2020-11-21T22:13:02.796Z`, fraction optional).
+/// RFC 3339 times as Apple writes them in receipts: `2020-11-21T22:13:02.796Z` (UTC, the fraction
+/// optional). Parsed by hand: Foundation's ISO 8601 formatter costs more to create than the rest of
+/// a receipt's payload to parse.
 enum ReceiptTime {
     static func parse(_ text: String) -> Date? {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        if let date = formatter.date(from: text) { return date }
-        formatter.formatOptions = [.withInternetDateTime]
-        return formatter.date(from: text)
+        let bytes = Array(text.utf8)
+        guard bytes.count >= 20, bytes[4] == UInt8(ascii: "-"), bytes[7] == UInt8(ascii: "-"),
+            bytes[10] == UInt8(ascii: "T"), bytes[13] == UInt8(ascii: ":"), bytes[16] == UInt8(ascii: ":"),
+            bytes.last == UInt8(ascii: "Z")
+        else { return nil }
+        func number(_ range: Range<Int>) -> Int? {
+            var value = 0
+            for byte in bytes[range] {
+                guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
+                value = value * 10 + Int(byte - UInt8(ascii: "0"))
+            }
+            return value
+        }
+        guard let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
+            let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19),
+            (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second < 61
+        else { return nil }
+        var fraction = 0.0
+        if bytes.count > 20 {
+            // ".ddd...Z"
+            guard bytes[19] == UInt8(ascii: "."), bytes.count > 21, let digits = number(20..<(bytes.count - 1)) else { return nil }
+            fraction = Double(digits) / pow(10, Double(bytes.count - 21))
+        }
+        // Days from 1970-01-01 in the proleptic Gregorian calendar (H. Hinnant's days_from_civil).
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yearOfEra = y - era * 400
+        let dayOfYear = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        let days = era * 146_097 + dayOfEra - 719_468
+        let seconds = Double(days * 86_400 + hour * 3600 + minute * 60 + second) + fraction
+        return Date(timeIntervalSince1970: seconds)
     }
 }

@@ -195,17 +195,30 @@ extension AppAttestVerifier {
             notYetValid: .receiptCertificateNotYetValid,
             expired: .receiptCertificateExpired
         )
-        let others = receipt.certificates.enumerated().filter { $0.offset != receipt.signer.certificateIndex }.map(\.element)
-        guard let issuer = others.first(where: { $0.subject == signer.issuer }) else {
+        // Apple's receipt signer is the same certificate in every receipt for about a year, so the
+        // fact "these exact DER bytes chain to these anchors, within this window" is cached like a
+        // verified intermediate (successes only; the window covers the whole path).
+        let signerKey = VerifiedChainCache.Key(
+            intermediate: receipt.certificatesDER[receipt.signer.certificateIndex],
+            anchors: self.trustAnchors(.receipt).digest
+        )
+        if self.chainCache.contains(signerKey, at: time) { return }
+
+        let issuerIndex = receipt.certificatesDER.indices.first { index in
+            index != receipt.signer.certificateIndex && (try? receipt.certificate(at: index))?.subject == signer.issuer
+        }
+        guard let issuerIndex else {
             throw AppAttestError(
                 code: .receiptChainInvalid,
                 reason: "the receipt carries no certificate for the signer's issuer \(signer.issuer)"
             )
         }
+        let window: ClosedRange<Date>
         do {
-            try await self.validateChain(
+            window = try await self.validateChain(
                 leaf: signer,
-                intermediate: issuer,
+                intermediate: try receipt.certificate(at: issuerIndex),
+                intermediateDER: receipt.certificatesDER[issuerIndex],
                 anchors: .receipt,
                 at: time
             )
@@ -215,6 +228,7 @@ extension AppAttestVerifier {
                 reason: "the receipt signing certificate does not chain to a receipt trust anchor at \(time)"
             )
         }
+        self.chainCache.insert(signerKey, window: window)
     }
 
     private static func check(_ payload: ReceiptPayload, against expectation: ReceiptExpectation) throws {
@@ -239,7 +253,7 @@ extension AppAttestVerifier {
                 )
             }
         case .publicKey(let point):
-            guard let key = P256.Signing.PublicKey(payload.attestedCertificate.publicKey),
+            guard let key = P256.Signing.PublicKey(try payload.attestedCertificate.publicKey),
                 constantTimeEquals(key.x963Representation, point)
             else {
                 throw AppAttestError(
