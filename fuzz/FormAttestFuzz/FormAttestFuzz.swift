@@ -18,7 +18,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
         _ = try? object.statement.parsedCertificates()
         _ = try? object.statement.unverifiedCredentialPublicKey()
         if let receipt = try? AppAttestReceipt(berEncoded: object.statement.receipt) {
-            precondition(receipt.signer.certificateIndex < receipt.certificates.count)
+            precondition(receipt.signer.certificateIndex < receipt.certificatesDER.count)
         }
     }
     if let receipt = try? AppAttestReceipt(berEncoded: bytes) {
