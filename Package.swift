@@ -228,7 +228,7 @@ let package = Package(
         ),
         .testTarget(
             name: "AppAttestInspectorTests",
-            dependencies: ["AppAttestInspector", "AppAttest", "CanonicalJSON", "FormAttestTestSupport"],
+            dependencies: ["AppAttestInspector", "AppAttest", "AppAttestSimulator", "CanonicalJSON", "FormAttestTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -5,6 +5,7 @@
 
 import AppAttest
 import AppAttestInspector
+import AppAttestSimulator
 import CanonicalJSON
 import Foundation
 import FormAttestTestSupport
@@ -191,6 +192,30 @@ struct InspectorTests {
                 #expect(!inspection.jsonText.isEmpty)
             }
         }
+    }
+
+    @Test("iOS 27: the unflagged extension map is shown, in attestations and assertions")
+    func iOS27Extensions() throws {
+        let device = SimulatedDevice(authority: try SimulatedAttestationAuthority(), appID: "ABCDE12345.com.example.app")
+        var options = SimulatedDevice.AttestationOptions()
+        options.authenticatorDataSuffix = SimulatedDevice.iOS27ExtensionMap()
+        options.osVersion = "27.0"
+        let hash = [UInt8](repeating: 7, count: 32)
+        let attestation = try device.attest(device.key(0), clientDataHash: hash, at: Date(timeIntervalSince1970: 1_795_341_600), options: options)
+        let text = Inspection(attestation, mode: .semantic).text
+        #expect(text.contains("    extensions (ED flag not set, as iOS 27 writes them): 2 entries\n"))
+        #expect(text.contains("      apple_bundle_version_01: \"1\"\n"))
+        #expect(text.contains("      apple_validation_category_01: h'01000000'\n"))
+        #expect(text.contains("[1400] OS version: \"27.0\""))
+        // The forensic view places the map right after the COSE key, at the end of authData.
+        let forensic = Inspection(attestation, mode: .forensic).text
+        #expect(forensic.contains("    extensions (ED flag not set, as iOS 27 writes them): 2 entries"))
+
+        var assertionOptions = SimulatedDevice.AssertionOptions()
+        assertionOptions.authenticatorDataSuffix = SimulatedDevice.iOS27ExtensionMap()
+        let assertion = try device.assert(device.key(0), clientDataHash: hash, counter: 3, options: assertionOptions)
+        let assertionText = Inspection(assertion, mode: .semantic).text
+        #expect(assertionText.contains("    signCount: 3\n    extensions (ED flag not set, as iOS 27 writes them): 2 entries\n"))
     }
 
     @Test("a certificate on its own is shown as one (the receipt's signer, from its DER)")
