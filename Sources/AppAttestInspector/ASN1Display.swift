@@ -43,13 +43,18 @@ enum ASN1Display {
 
     /// An INTEGER: decimal when it fits 64 bits, and always the hex.
     static func integer(_ content: [UInt8]) -> String {
-        guard !content.isEmpty else { return "(empty)" }
-        if content.count <= 8 {
-            var value = Int64(Int8(bitPattern: content[0]))
-            for byte in content.dropFirst() { value = value << 8 | Int64(byte) }
-            return content.count <= 2 ? "\(value)" : "\(value) (0x\(hex(content)))"
+        guard let value = self.integerValue(content) else {
+            return content.isEmpty ? "(empty)" : "0x\(hex(content))"
         }
-        return "0x\(hex(content))"
+        return content.count <= 2 ? "\(value)" : "\(value) (0x\(hex(content)))"
+    }
+
+    /// An INTEGER's value when it fits 64 bits (two's complement, big-endian).
+    static func integerValue(_ content: [UInt8]) -> Int64? {
+        guard !content.isEmpty, content.count <= 8 else { return nil }
+        var value = Int64(Int8(bitPattern: content[0]))
+        for byte in content.dropFirst() { value = value << 8 | Int64(byte) }
+        return value
     }
 
     /// Dotted decimal, or `nil` when the encoding is malformed.

@@ -449,8 +449,8 @@ enum SemanticView {
                 payloadNode.children.append(InspectionNode("undecodable field", value: hex(payload[field.range]), range: absolute(field.range), detachedBytes: Array(payload[field.range])))
                 continue
             }
-            let type = Int(ASN1Display.integer(Array(payload[items[0].contentRange]))) ?? -1
-            let version = Int(ASN1Display.integer(Array(payload[items[1].contentRange]))) ?? -1
+            let type = ASN1Display.integerValue(Array(payload[items[0].contentRange])).map(Int.init) ?? -1
+            let version = ASN1Display.integerValue(Array(payload[items[1].contentRange])).map(Int.init) ?? -1
             let valueRange = items[2].contentRange
             let value = Array(payload[valueRange])
             let name = Self.receiptFieldNames[type].map { "field \(type) \($0)" } ?? "field \(type)"

@@ -112,6 +112,32 @@ struct ReceiptTests {
         }
     }
 
+    @Test("a time with a long fraction, or none of the RFC 3339 shape, is malformed (parsed before any signature check)")
+    func hostileTimes() throws {
+        /// A payload with every required field; `time` as the creation time.
+        func payload(creationTime time: String) -> [UInt8] {
+            func tlv(_ tag: UInt8, _ content: [UInt8]) -> [UInt8] {
+                content.count < 128 ? [tag, UInt8(content.count)] + content : [tag, 0x81, UInt8(content.count)] + content
+            }
+            func field(_ type: UInt8, _ value: [UInt8]) -> [UInt8] {
+                tlv(0x30, tlv(0x02, [type]) + tlv(0x02, [1]) + tlv(0x04, value))
+            }
+            let fields = field(2, Array("A.b".utf8)) + field(3, [0x30, 0x00]) + field(4, [1]) + field(5, Array("t".utf8))
+                + field(6, Array("ATTEST".utf8)) + field(12, Array(time.utf8)) + field(21, Array("2021-02-19T22:13:02Z".utf8))
+            return tlv(0x31, fields)
+        }
+        _ = try ReceiptPayload(derEncoded: payload(creationTime: "2020-11-21T22:13:02.796Z"))
+        _ = try ReceiptPayload(derEncoded: payload(creationTime: "2020-11-21T22:13:02.123456789Z"))
+        for hostile in [
+            "2020-11-21T22:13:02.99999999999999999999999999999Z",  // would overflow an integer
+            "2020-11-21T22:13:02.Z", "2020-11-21T22:13:02+01:00", "2020-13-21T22:13:02Z", "20201121T221302Z", "",
+        ] {
+            #expect(throws: AppAttestError(code: .receiptMalformed, reason: ""), "\(hostile)") {
+                _ = try ReceiptPayload(derEncoded: payload(creationTime: hostile))
+            }
+        }
+    }
+
     @Test("verifyAttestation reports the receipt as verified on every real sample", arguments: try RealSample.withAttestation())
     func attestationReportsReceipt(sample: RealSample) async throws {
         let result = try await RealSampleTests.verify(sample)

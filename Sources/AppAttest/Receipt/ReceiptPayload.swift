@@ -188,9 +188,12 @@ enum ReceiptTime {
         else { return nil }
         var fraction = 0.0
         if bytes.count > 20 {
-            // ".ddd...Z"
-            guard bytes[19] == UInt8(ascii: "."), bytes.count > 21, let digits = number(20..<(bytes.count - 1)) else { return nil }
-            fraction = Double(digits) / pow(10, Double(bytes.count - 21))
+            // ".d" to ".ddddddddd" then "Z" (at most nine digits: nanoseconds, and no overflow).
+            let digitCount = bytes.count - 21
+            guard bytes[19] == UInt8(ascii: "."), (1...9).contains(digitCount), let digits = number(20..<(bytes.count - 1)) else {
+                return nil
+            }
+            fraction = Double(digits) / pow(10, Double(digitCount))
         }
         // Days from 1970-01-01 in the proleptic Gregorian calendar (H. Hinnant's days_from_civil).
         let y = month <= 2 ? year - 1 : year
