@@ -59,7 +59,7 @@ struct Receipt: AsyncParsableCommand {
 
         func validate() throws {
             guard !self.appIDs.isEmpty else { throw ValidationError("Give at least one --app-id.") }
-            guard self.timeout > 0 else { throw ValidationError("--timeout must be positive.") }
+            guard (0.001...3600).contains(self.timeout) else { throw ValidationError("--timeout must be between 0.001 and 3600 seconds.") }
         }
 
         struct Report: Encodable {

@@ -86,8 +86,8 @@ struct Serve: AsyncParsableCommand {
         }
         guard !self.appIDs.isEmpty else { throw ValidationError("Give at least one --app-id.") }
         guard (1...65535).contains(self.port) else { throw ValidationError("--port must be 1-65535.") }
-        guard self.idleTimeout > 0, self.bodyTimeout > 0 else {
-            throw ValidationError("--idle-timeout and --body-timeout must be positive.")
+        guard (0.001...86_400).contains(self.idleTimeout), (0.001...86_400).contains(self.bodyTimeout) else {
+            throw ValidationError("--idle-timeout and --body-timeout must be between 0.001 and 86400 seconds.")
         }
     }
 
