@@ -182,7 +182,8 @@ struct ReceiptExchangeTests {
             await Self.expectExchangeError(.unavailable) {
                 _ = try await setup.client(url, timeout: .milliseconds(300)).exchange(key.receipt, environment: .production)
             }
-            #expect(ContinuousClock.now - started < .seconds(2))
+            // The fake answers after 1.5 s: an error (not that answer) means the 300 ms deadline fired.
+            #expect(ContinuousClock.now - started < .seconds(10))
         }
     }
 

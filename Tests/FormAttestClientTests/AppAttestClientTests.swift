@@ -51,16 +51,20 @@ struct AppAttestClientTests {
     func timeout() async throws {
         let service = FakeAppAttestService()
         service.keyAnswer = { _, _ in }  // never answers
-        service.assertAnswer = { _, respond in
-            // Answers after the timeout: must not resume the caller a second time.
-            DispatchQueue.global().asyncAfter(deadline: .now() + 0.2) { respond(Data([1]), nil) }
-        }
+        // Keeps the assertion's completion handler, to answer only after the caller timed out:
+        // deterministic however busy the machine is.
+        let late = LateAnswer()
+        service.assertAnswer = { _, respond in late.keep(respond) }
         let client = AppAttestClient(service: service, configuration: .init(timeout: .milliseconds(50)))
         await Self.expect({ if case .timeout = $0 { true } else { false } }) { try await client.generateKey() }
         await Self.expect({ if case .timeout = $0 { true } else { false } }) {
             try await client.generateAssertion(keyId: "k", clientDataHash: Self.hash)
         }
-        try await Task.sleep(for: .milliseconds(300))
+        // The late answer must not resume the caller a second time (that would trap).
+        #expect(late.answer(Data([1])))
+        // And the client still works: the next call is answered normally.
+        service.assertAnswer = { _, respond in respond(Data([2]), nil) }
+        #expect(try await client.generateAssertion(keyId: "k", clientDataHash: Self.hash) == Data([2]))
     }
 
     @Test("service errors are wrapped by operation; (nil, nil) is unknownError; featureUnsupported is notSupported")
@@ -144,7 +148,11 @@ struct AppAttestClientTests {
         await Self.expect({ if case .registrationInProgress = $0 { true } else { false } }) {
             try await client.register(clientDataHash: Data(repeating: 8, count: 32))
         }
-        try await Task.sleep(for: .milliseconds(500))  // let the second join (one suspension) before the answer
+        // Answer only once the second call has joined (however long the machine takes to run it).
+        for _ in 0..<3000 where await client.registrationWaiterCount < 1 {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(await client.registrationWaiterCount == 1)
         release.open()
         let (a, b) = try await (first, second)
         #expect(a == b)
@@ -210,5 +218,23 @@ final class AsyncGate: @unchecked Sendable {
             return self.pending
         }
         actions.forEach { $0() }
+    }
+}
+
+/// A completion handler kept for later.
+final class LateAnswer: @unchecked Sendable {
+    // Invariant: `respond` is only read or written while holding `lock`.
+    private let lock = NSLock()
+    private var respond: (@Sendable (Data?, (any Error)?) -> Void)?
+
+    func keep(_ respond: @escaping @Sendable (Data?, (any Error)?) -> Void) {
+        self.lock.withLock { self.respond = respond }
+    }
+
+    /// Answers with `data`; `false` when no handler was kept.
+    func answer(_ data: Data) -> Bool {
+        guard let respond = self.lock.withLock({ self.respond }) else { return false }
+        respond(data, nil)
+        return true
     }
 }

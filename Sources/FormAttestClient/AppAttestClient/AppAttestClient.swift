@@ -195,6 +195,9 @@ public actor AppAttestClient {
         return try outcome.get()
     }
 
+    /// How many calls wait for the running registration (observable for tests).
+    package var registrationWaiterCount: Int { self.inflight?.waiters.count ?? 0 }
+
     private func performRegistration(clientDataHash: Data) async throws(AppAttestError) -> Registration {
         let keyId = try await self.generateKey()
         do {
