@@ -201,6 +201,11 @@ struct ReceiptExchangeTests {
         #expect(outcome.refreshed)
         #expect(outcome.receipt.payload.type == .receipt)
         #expect(outcome.receipt.payload.riskMetric == 4)
+        // Field 19 (not before) and 21 (expiry) as the exchange wrote them: now + 1 day, now + 90 days.
+        let notBefore = try #require(outcome.receipt.payload.notBefore)
+        #expect(abs(notBefore.timeIntervalSince(Self.now) - 86_400) < 0.001)
+        #expect(abs(outcome.receipt.payload.expirationTime.timeIntervalSince(Self.now) - 90 * 86_400) < 0.001)
+        #expect(outcome.receipt.payload.creationTime == Self.now)
         let stored = try #require(try await setup.store.loadKey(keyID: key.keyID))
         #expect(stored.receipt == outcome.receipt.receipt.rawValue)
         #expect(stored.receipt != key.receipt)
