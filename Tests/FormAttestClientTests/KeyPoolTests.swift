@@ -59,20 +59,51 @@ struct KeyPoolTests {
         #expect(try pool.availableEntries().count == 1)
     }
 
-    @Test("a half-written entry (a crash mid-write) is never visible, and is cleaned up later")
+    @Test("a half-written entry (a crash mid-write) is never visible, and is cleaned up an hour later by the pool's clock")
     func crashMidWrite() throws {
         let directory = Directory()
         let clock = ManualClock()
         let pool = try KeyPool(containerDirectory: directory.url, now: { clock.now })
-        // What a crash between two file writes leaves: a staging directory with some files.
-        let staging = directory.url.appendingPathComponent("AppAttest/KeyPool/.staging-crashed")
+        // What a crash between two file writes leaves: a staging directory, stamped with the
+        // pool's clock when the write began, with some files.
+        let started = Int64(clock.now.timeIntervalSince1970 * 1000)
+        let staging = directory.url.appendingPathComponent("AppAttest/KeyPool/.staging-\(started)-crashed")
         try FileManager.default.createDirectory(at: staging, withIntermediateDirectories: true)
         try Data("k".utf8).write(to: staging.appendingPathComponent("keyId.txt"))
+        // File times play no part: an ancient modification time does not make it old.
+        try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSince1970: 0)], ofItemAtPath: staging.path)
         #expect(try pool.availableEntries().isEmpty)
         #expect(try pool.take() == nil)
-        clock.advance(by: 2 * 3600)
+        clock.advance(by: 3599)
+        try pool.prune()
+        #expect(FileManager.default.fileExists(atPath: staging.path), "removed before it was an hour old by the pool's clock")
+        clock.advance(by: 2)
         try pool.prune()
         #expect(!FileManager.default.fileExists(atPath: staging.path))
+    }
+
+    @Test("a staging directory with no stamp is adopted at first sight and removed an hour later")
+    func unstampedStaging() throws {
+        let directory = Directory()
+        let clock = ManualClock()
+        let pool = try KeyPool(containerDirectory: directory.url, now: { clock.now })
+        let poolDirectory = directory.url.appendingPathComponent("AppAttest/KeyPool")
+        let staging = poolDirectory.appendingPathComponent(".staging-crashed")
+        try FileManager.default.createDirectory(at: staging, withIntermediateDirectories: true)
+        try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSince1970: 0)], ofItemAtPath: staging.path)
+        func stagingNames() throws -> [String] {
+            try FileManager.default.contentsOfDirectory(atPath: poolDirectory.path).filter { $0.hasPrefix(".staging-") }
+        }
+        try pool.prune()
+        let adopted = try stagingNames()
+        #expect(adopted.count == 1 && adopted != [".staging-crashed"], "\(adopted)")
+        #expect(adopted.first?.hasPrefix(".staging-\(Int64(clock.now.timeIntervalSince1970 * 1000))-") == true, "\(adopted)")
+        clock.advance(by: 1800)
+        try pool.prune()
+        #expect(try stagingNames() == adopted)
+        clock.advance(by: 1801)
+        try pool.prune()
+        #expect(try stagingNames().isEmpty)
     }
 
     @Test("entries older than 30 days are never handed out and are pruned")

@@ -14,7 +14,16 @@ import Testing
 public enum StoreContract {
     public typealias Factory = @Sendable () async throws -> any AttestationStore
 
-    static let t0 = Date(timeIntervalSince1970: 1_795_341_600)
+    /// The check's start: the real clock's second at which ``run(_:_:)`` began the check.
+    ///
+    /// Records the contract writes meet real clocks (MongoDB's TTL monitor deletes documents whose
+    /// `expiresAt` is past by the wall clock), so every time here is derived from the real now, in
+    /// whole seconds (MongoDB keeps milliseconds), and every record expires at least an hour after
+    /// it: the injected `now:` values move through the checks' windows, the wall clock never does.
+    @TaskLocal static var t0 = Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down))
+
+    /// The unit of the contract's windows: an hour, far longer than any check runs.
+    static let hour: TimeInterval = 3600
 
     static func key(_ id: UInt8, user: String = "alice", counter: UInt32 = 0) -> StoredKey {
         StoredKey(
@@ -30,7 +39,7 @@ public enum StoreContract {
         )
     }
 
-    static func challenge(_ id: UInt8, purpose: ChallengePurpose = .form, user: String? = "alice", lifetime: TimeInterval = 120)
+    static func challenge(_ id: UInt8, purpose: ChallengePurpose = .form, user: String? = "alice", lifetime: TimeInterval = 2 * hour)
         -> IssuedChallenge
     {
         IssuedChallenge(
@@ -114,7 +123,7 @@ public enum StoreContract {
         await expect(.challengeInvalid) { try await store.consumeChallenge(ChallengeClaim(value: challenge(1).value, purpose: .pool, username: "alice"), now: now) }
         await expect(.challengeInvalid) { try await store.consumeChallenge(ChallengeClaim(value: challenge(1).value, purpose: .form, username: "bob"), now: now) }
         await expect(.challengeInvalid) {
-            try await store.consumeChallenge(ChallengeClaim(value: challenge(1).value, purpose: .form, username: "alice"), now: t0.addingTimeInterval(120))
+            try await store.consumeChallenge(ChallengeClaim(value: challenge(1).value, purpose: .form, username: "alice"), now: t0.addingTimeInterval(2 * hour))
         }
         try await store.consumeChallenge(ChallengeClaim(value: challenge(1).value, purpose: .form, username: "alice"), now: now)
         await expect(.challengeInvalid) { try await store.consumeChallenge(ChallengeClaim(value: challenge(1).value, purpose: .form, username: "alice"), now: now) }
@@ -130,11 +139,11 @@ public enum StoreContract {
     static func replays(_ make: Factory) async throws {
         let store = try await make()
         #expect(try await store.isFormHashRecorded(hash(1), now: t0) == false)
-        try await store.recordFormHash(ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(300)), now: t0)
-        #expect(try await store.isFormHashRecorded(hash(1), now: t0.addingTimeInterval(299)))
-        #expect(try await store.isFormHashRecorded(hash(1), now: t0.addingTimeInterval(300)) == false)
-        await expect(.replay) { try await store.recordFormHash(ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(900)), now: t0.addingTimeInterval(299)) }
-        try await store.recordFormHash(ReplayRecord(formHash: hash(2), expiresAt: t0.addingTimeInterval(300)), now: t0)
+        try await store.recordFormHash(ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(2 * hour)), now: t0)
+        #expect(try await store.isFormHashRecorded(hash(1), now: t0.addingTimeInterval(2 * hour - 1)))
+        #expect(try await store.isFormHashRecorded(hash(1), now: t0.addingTimeInterval(2 * hour)) == false)
+        await expect(.replay) { try await store.recordFormHash(ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(3 * hour)), now: t0.addingTimeInterval(2 * hour - 1)) }
+        try await store.recordFormHash(ReplayRecord(formHash: hash(2), expiresAt: t0.addingTimeInterval(2 * hour)), now: t0)
     }
 
     static func registrationAtomicity(_ make: Factory) async throws {
@@ -142,14 +151,14 @@ public enum StoreContract {
         let now = t0.addingTimeInterval(1)
         try await store.issueChallenge(challenge(1))
         let claim = ChallengeClaim(value: challenge(1).value, purpose: .form, username: "alice")
-        let replay = ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(400))
+        let replay = ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(3 * hour))
 
         // A bad challenge: nothing is written.
         await expect(.challengeInvalid) {
             try await store.commitRegistration(RegistrationCommit(key: key(1), replay: replay, challenges: [claim, ChallengeClaim(value: challenge(9).value, purpose: .form, username: "alice")], now: now))
         }
         #expect(try await store.loadKey(keyID: key(1).keyID) == nil)
-        try await store.recordFormHash(ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(1)), now: t0.addingTimeInterval(2))  // hash(1) was not recorded
+        try await store.recordFormHash(ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(hour)), now: now)  // hash(1) was not recorded
         try await store.consumeChallenge(claim, now: now)  // the challenge was not consumed
 
         // A duplicate key: neither the replay record nor the challenge is written.
@@ -157,16 +166,16 @@ public enum StoreContract {
         try await store.issueChallenge(challenge(3))
         let claim3 = ChallengeClaim(value: challenge(3).value, purpose: .form, username: "alice")
         await expect(.duplicateKey) {
-            try await store.commitRegistration(RegistrationCommit(key: key(2), replay: ReplayRecord(formHash: hash(3), expiresAt: t0.addingTimeInterval(400)), challenges: [claim3], now: now))
+            try await store.commitRegistration(RegistrationCommit(key: key(2), replay: ReplayRecord(formHash: hash(3), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [claim3], now: now))
         }
-        try await store.recordFormHash(ReplayRecord(formHash: hash(3), expiresAt: t0.addingTimeInterval(400)), now: now)
+        try await store.recordFormHash(ReplayRecord(formHash: hash(3), expiresAt: t0.addingTimeInterval(3 * hour)), now: now)
         try await store.consumeChallenge(claim3, now: now)
 
         // A replay: no key, challenge untouched.
         try await store.issueChallenge(challenge(4))
         let claim4 = ChallengeClaim(value: challenge(4).value, purpose: .form, username: "alice")
         await expect(.replay) {
-            try await store.commitRegistration(RegistrationCommit(key: key(4), replay: ReplayRecord(formHash: hash(3), expiresAt: t0.addingTimeInterval(400)), challenges: [claim4], now: now))
+            try await store.commitRegistration(RegistrationCommit(key: key(4), replay: ReplayRecord(formHash: hash(3), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [claim4], now: now))
         }
         #expect(try await store.loadKey(keyID: key(4).keyID) == nil)
         try await store.consumeChallenge(claim4, now: now)
@@ -174,9 +183,9 @@ public enum StoreContract {
         // And a good one writes all three.
         try await store.issueChallenge(challenge(5))
         let claim5 = ChallengeClaim(value: challenge(5).value, purpose: .form, username: "alice")
-        try await store.commitRegistration(RegistrationCommit(key: key(5), replay: ReplayRecord(formHash: hash(5), expiresAt: t0.addingTimeInterval(400)), challenges: [claim5], now: now))
+        try await store.commitRegistration(RegistrationCommit(key: key(5), replay: ReplayRecord(formHash: hash(5), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [claim5], now: now))
         #expect(try await store.loadKey(keyID: key(5).keyID) == key(5))
-        await expect(.replay) { try await store.recordFormHash(ReplayRecord(formHash: hash(5), expiresAt: t0.addingTimeInterval(400)), now: now) }
+        await expect(.replay) { try await store.recordFormHash(ReplayRecord(formHash: hash(5), expiresAt: t0.addingTimeInterval(3 * hour)), now: now) }
         await expect(.challengeInvalid) { try await store.consumeChallenge(claim5, now: now) }
     }
 
@@ -188,35 +197,35 @@ public enum StoreContract {
         let claim = ChallengeClaim(value: challenge(1).value, purpose: .form, username: "alice")
 
         await expect(.staleCounter) {
-            try await store.commitAssertion(AssertionCommit(keyID: key(1).keyID, counter: 5, replay: ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(400)), challenges: [claim], now: now))
+            try await store.commitAssertion(AssertionCommit(keyID: key(1).keyID, counter: 5, replay: ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [claim], now: now))
         }
         await expect(.unknownKey) {
-            try await store.commitAssertion(AssertionCommit(keyID: key(7).keyID, counter: 9, replay: ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(400)), challenges: [claim], now: now))
+            try await store.commitAssertion(AssertionCommit(keyID: key(7).keyID, counter: 9, replay: ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [claim], now: now))
         }
         // Neither wrote the replay record nor consumed the challenge.
-        try await store.commitAssertion(AssertionCommit(keyID: key(1).keyID, counter: 6, replay: ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(400)), challenges: [claim], now: now))
+        try await store.commitAssertion(AssertionCommit(keyID: key(1).keyID, counter: 6, replay: ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [claim], now: now))
         #expect(try await store.loadKey(keyID: key(1).keyID)?.counter == 6)
         #expect(try await store.loadKey(keyID: key(1).keyID)?.lastUsed == now)
         // The same form again, with a higher counter: a replay, and the counter stays.
         await expect(.replay) {
-            try await store.commitAssertion(AssertionCommit(keyID: key(1).keyID, counter: 7, replay: ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(400)), challenges: [], now: now))
+            try await store.commitAssertion(AssertionCommit(keyID: key(1).keyID, counter: 7, replay: ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [], now: now))
         }
         #expect(try await store.loadKey(keyID: key(1).keyID)?.counter == 6)
     }
 
     static func expiry(_ make: Factory) async throws {
         let store = try await make()
-        try await store.issueChallenge(challenge(1, lifetime: 10))
-        try await store.issueChallenge(challenge(2, lifetime: 1000))
-        try await store.recordFormHash(ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(10)), now: t0)
-        try await store.recordFormHash(ReplayRecord(formHash: hash(2), expiresAt: t0.addingTimeInterval(1000)), now: t0)
-        let later = t0.addingTimeInterval(11)
+        try await store.issueChallenge(challenge(1, lifetime: hour))
+        try await store.issueChallenge(challenge(2, lifetime: 100 * hour))
+        try await store.recordFormHash(ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(hour)), now: t0)
+        try await store.recordFormHash(ReplayRecord(formHash: hash(2), expiresAt: t0.addingTimeInterval(100 * hour)), now: t0)
+        let later = t0.addingTimeInterval(hour + 1)
         // Without any purge: the expired challenge cannot be used, the expired hash no longer blocks.
         await expect(.challengeInvalid) { try await store.consumeChallenge(ChallengeClaim(value: challenge(1).value, purpose: .form, username: "alice"), now: later) }
-        try await store.recordFormHash(ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(20)), now: later)
-        // Purge at t0+30 deletes hash(1) (expires t0+20) and challenge(1), nothing else.
-        #expect(try await store.purgeExpired(now: t0.addingTimeInterval(30)) == 2)
-        await expect(.replay) { try await store.recordFormHash(ReplayRecord(formHash: hash(2), expiresAt: t0.addingTimeInterval(1000)), now: later) }
+        try await store.recordFormHash(ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(2 * hour)), now: later)
+        // Purge at t0+3h deletes hash(1) (expires t0+2h) and challenge(1), nothing else.
+        #expect(try await store.purgeExpired(now: t0.addingTimeInterval(3 * hour)) == 2)
+        await expect(.replay) { try await store.recordFormHash(ReplayRecord(formHash: hash(2), expiresAt: t0.addingTimeInterval(100 * hour)), now: later) }
         try await store.consumeChallenge(ChallengeClaim(value: challenge(2).value, purpose: .form, username: "alice"), now: later)
     }
 
@@ -229,7 +238,7 @@ public enum StoreContract {
             for counter in 1...concurrency {
                 group.addTask {
                     do {
-                        try await store.commitAssertion(AssertionCommit(keyID: key(1).keyID, counter: UInt32(counter), replay: ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(400)), challenges: [], now: t0))
+                        try await store.commitAssertion(AssertionCommit(keyID: key(1).keyID, counter: UInt32(counter), replay: ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [], now: t0))
                         return true
                     } catch let error as StoreError where error.code == .replay || error.code == .staleCounter {
                         return false
@@ -250,7 +259,7 @@ public enum StoreContract {
                 let counter = UInt32(index % concurrency + 1)
                 group.addTask {
                     do {
-                        try await store.commitAssertion(AssertionCommit(keyID: key(1).keyID, counter: counter, replay: ReplayRecord(formHash: [UInt8(index)] + [UInt8](repeating: 0xAB, count: 31), expiresAt: t0.addingTimeInterval(400)), challenges: [], now: t0))
+                        try await store.commitAssertion(AssertionCommit(keyID: key(1).keyID, counter: counter, replay: ReplayRecord(formHash: [UInt8(index)] + [UInt8](repeating: 0xAB, count: 31), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [], now: t0))
                         return counter
                     } catch let error as StoreError where error.code == .staleCounter {
                         return nil
@@ -291,7 +300,10 @@ extension StoreContract {
             Issue.record("no contract check named \(name)")
             return
         }
-        try await check(make)
+        // A new start for each check, from the real clock (see ``t0``); child tasks inherit it.
+        try await $t0.withValue(Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down))) {
+            try await check(make)
+        }
     }
 
     /// A key for tests outside the contract.

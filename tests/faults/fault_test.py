@@ -11,7 +11,7 @@ usage: fault_test.py --binary FORMATTEST --mongoeco-python PYTHON --work DIR
    clients submit; the service must answer 503 while it is down and succeed again without a
    restart; no form is accepted twice; a form answered 503 may afterwards be refused as a replay
    (MongoDB died between the commit's parts: fail closed, documented in docs/deployment.md); every
-   200 is replayed at the end and must be 409.
+   form is replayed at the end and must be refused as a `replay`.
 3. Slow clients: 40 connections trickle a request body one byte at a time and 40 more send
    nothing; with --body-timeout 1 and --idle-timeout 1 the first get 408 and the others are
    closed, within seconds, while a normal client is served throughout.
@@ -56,23 +56,29 @@ def wait_ready(port, seconds=30):
 
 
 def post(port, body):
-    """One request on a fresh connection: (status or None when the connection failed)."""
+    """(status, error code) of one submission; (None, None) when no HTTP answer came back."""
     try:
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
         connection.request("POST", "/api/appattest/assert", json.dumps(body), {"content-type": "application/json"})
         response = connection.getresponse()
-        response.read()
-        return response.status
+        payload = response.read()
+        code = None
+        if response.status != 200:
+            try:
+                code = json.loads(payload)["error"]["code"]
+            except (ValueError, KeyError, TypeError):
+                code = "unparsable"
+        return response.status, code
     except (OSError, http.client.HTTPException):
-        return None
+        return None, None
 
 
 def client(port_ref, bodies, results, stop):
     """Sends its bodies in order; a body that got no HTTP answer or a 503 is retried later."""
     index = 0
     while index < len(bodies) and not stop.is_set():
-        status = post(port_ref[0], bodies[index])
-        results.append((index, status))
+        status, code = post(port_ref[0], bodies[index])
+        results.append((index, status, code))
         if status in (None, 503):
             time.sleep(0.05)
             continue  # the same form again: it was not accepted
@@ -81,7 +87,7 @@ def client(port_ref, bodies, results, stop):
 
 def start_clients(port_ref, per_client):
     """One thread per key, each sending its forms in order: (results per client, stop, threads)."""
-    results, stop = [[] for _ in per_client], threading.Event()
+    results, stop = [[] for _ in per_client], threading.Event()  # per client: (form index, status, code)
     threads = [threading.Thread(target=client, args=(port_ref, b, r, stop)) for b, r in zip(per_client, results)]
     for thread in threads:
         thread.start()
@@ -198,17 +204,17 @@ def disk_full(args, check, serve, outcomes, replay_all):
         except OSError:
             pass  # ENOSPC: the disk is full
         time.sleep(3)
-        full_statuses = Counter(s for r in results for _, s in r)
+        full_statuses = Counter(s for r in results for _, s, _ in r)
         os.remove(filler)
         finish_clients(threads, stop, 120)
-        statuses = Counter(s for r in results for _, s in r)
+        statuses = Counter(s for r in results for _, s, _ in r)
         check("full disk: requests failed closed with 503 while it was full", full_statuses.get(503, 0) > 0, str(full_statuses))
         check("full disk: no other status than 200 or 503", set(statuses) <= {200, 503}, str(statuses))
         check("full disk: the service recovered without a restart", server.poll() is None)
         full_outcomes = outcomes(results)
         check("full disk: every form accepted exactly once", full_outcomes == Counter({"accepted": 600}), str(full_outcomes))
         count, replayed = replay_all(port[0], per_client, results)
-        check("full disk: every accepted form is a replay afterwards (none lost)", replayed == Counter({409: count}), f"{count} {replayed}")
+        check("full disk: every accepted form is a replay afterwards (none lost)", replayed == Counter({(409, "replay"): count}), f"{count} {replayed}")
         stop_process(server)
         print(f"full disk: {dict(statuses)}; forms: {dict(full_outcomes)}; {count} accepted forms replayed: {dict(replayed)}")
 
@@ -251,31 +257,40 @@ def main():
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def outcomes(results_per_client):
-        """Per form: 'accepted' (a 200, or a 409 on the retry of a request whose answer the kill
-        cut off: it had been committed), 'refused-after-outage' (a 409 after only 503 answers:
-        MongoDB died between a commit's parts and left the replay record; never accepted, the
-        client must sign a fresh form), or 'double' / 'refused' (both failures)."""
-        finals = {}
-        for client_index, results in enumerate(results_per_client):
-            interrupted, unavailable = set(), set()
-            for index, status in results:
-                key = (client_index, index)
-                if status is None:
-                    interrupted.add(index)
-                elif status == 503:
-                    unavailable.add(index)
-                elif status == 200 or (status == 409 and index in interrupted):
-                    finals[key] = "double" if key in finals else "accepted"
-                elif status == 409 and index in unavailable:
-                    finals[key] = "refused-after-outage"
+        """Judges each form by what happened to it, not by counting statuses. Per form:
+        'accepted': answered 200 once, or never answered 200 but refused as a `replay` after an
+          attempt whose answer was lost (no HTTP answer: the crash came after the commit);
+        'refused-after-outage': a `replay` after only 503 answers (MongoDB died between a commit's
+          parts and left the replay record; never accepted, the client must sign a fresh form);
+        'double': answered 200 more than once; 'refused': anything else (a failure)."""
+        finals = Counter()
+        for results in results_per_client:
+            attempts = {}
+            for index, status, code in results:
+                attempts.setdefault(index, []).append((status, code))
+            for tries in attempts.values():
+                accepted = sum(1 for status, _ in tries if status == 200)
+                last = tries[-1]
+                earlier = {status for status, _ in tries[:-1]}
+                if accepted > 1:
+                    finals["double"] += 1
+                elif accepted == 1:
+                    finals["accepted" if last[0] == 200 else "refused"] += 1
+                elif last == (409, "replay") and None in earlier:
+                    finals["accepted"] += 1
+                elif last == (409, "replay") and earlier == {503}:
+                    finals["refused-after-outage"] += 1
                 else:
-                    finals[key] = "refused"
-        return Counter(finals.values())
+                    finals["refused"] += 1
+        return finals
 
     def replay_all(port, bodies_per_client, results_per_client):
-        accepted = [bodies[i] for bodies, results in zip(bodies_per_client, results_per_client) for i, s in results if s == 200]
-        statuses = Counter(post(port, body) for body in accepted)
-        return len(accepted), statuses
+        """Sends every form that was sent at all once more: each must now be refused as a replay
+        (the accepted ones because they are recorded, nothing lost; the others because a refusal
+        after an outage also left its record). Returns (forms sent, Counter of (status, code))."""
+        sent = [bodies[i] for bodies, results in zip(bodies_per_client, results_per_client) for i in sorted({r[0] for r in results})]
+        statuses = Counter(post(port, body) for body in sent)
+        return len(sent), statuses
 
     # 1. SQLite: kill -9 mid-load, restart.
     store = "sqlite:" + os.path.join(args.work, "restart.sqlite")
@@ -291,13 +306,14 @@ def main():
     server = serve(port[0], store)
     check("sqlite: service restarts", wait_ready(port[0]))
     finish_clients(threads, stop, 120)
-    statuses = Counter(s for r in results for _, s in r)
+    statuses = Counter(s for r in results for _, s, _ in r)
     check("sqlite: the kill interrupted requests", statuses.get(None, 0) > 0, str(statuses))
     check("sqlite: no other status than 200, 503 or a retry's 409", all(s in (None, 200, 409, 503) for s in statuses), str(statuses))
+    check("sqlite: the clients finished every form", all(len({r[0] for r in rs}) == len(bodies) and rs[-1][1] in (200, 409) for rs, bodies in zip(results, per_client)), str(statuses))
     sqlite_outcomes = outcomes(results)
     check("sqlite: every form accepted exactly once (one transaction per commit)", sqlite_outcomes == Counter({"accepted": 800}), str(sqlite_outcomes))
     count, replayed = replay_all(port[0], per_client, results)
-    check("sqlite: after the restart, every accepted form is a replay (none lost)", replayed == Counter({409: count}), f"{count} {replayed}")
+    check("sqlite: after the restart, every accepted form is a replay (none lost)", replayed == Counter({(409, "replay"): count}), f"{count} {replayed}")
     stop_process(server)
     print(f"sqlite restart: {dict(statuses)}; forms: {dict(sqlite_outcomes)}; {count} accepted forms replayed: {dict(replayed)}")
 
@@ -324,14 +340,14 @@ def main():
     time.sleep(4)
     mongod, _ = mongo()
     finish_clients(threads, stop, 180)
-    statuses = Counter(s for r in results for _, s in r)
+    statuses = Counter(s for r in results for _, s, _ in r)
     check("mongodb: requests failed closed with 503 while it was down", statuses.get(503, 0) > 0, str(statuses))
     check("mongodb: no other status than 200, 503 or a retry's 409", all(s in (None, 200, 409, 503) for s in statuses), str(statuses))
     mongo_outcomes = outcomes(results)
     check("mongodb: the service recovered without a restart", server.poll() is None and mongo_outcomes["accepted"] > 0)
     check("mongodb: no form accepted twice, none refused but after an outage", set(mongo_outcomes) <= {"accepted", "refused-after-outage"} and sum(mongo_outcomes.values()) == 300, str(mongo_outcomes))
     count, replayed = replay_all(port[0], per_client, results)
-    check("mongodb: every accepted form is a replay afterwards (none lost)", replayed == Counter({409: count}), f"{count} {replayed}")
+    check("mongodb: every accepted form is a replay afterwards (none lost)", replayed == Counter({(409, "replay"): count}), f"{count} {replayed}")
     print(f"mongodb outage: {dict(statuses)}; forms: {dict(mongo_outcomes)}; {count} accepted forms replayed: {dict(replayed)}")
     stop_process(server)
     stop_process(mongod)

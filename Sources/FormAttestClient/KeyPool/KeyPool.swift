@@ -87,7 +87,7 @@ public struct KeyPool: Sendable {
     ///
     /// - Throws: ``PoolError`` when an entry for this keyId exists, or on a file error.
     public func add(_ entry: KeyPoolEntry) throws {
-        let staging = self.poolDirectory.appendingPathComponent(".staging-\(UUID().uuidString)")
+        let staging = self.poolDirectory.appendingPathComponent(StagingName.make(at: self.now()))
         try FileManager.default.createDirectory(at: staging, withIntermediateDirectories: false)
         do {
             try Data(entry.keyId.utf8).write(to: staging.appendingPathComponent("keyId.txt"))
@@ -175,10 +175,18 @@ public struct KeyPool: Sendable {
         var removed = 0
         for name in try FileManager.default.contentsOfDirectory(atPath: self.poolDirectory.path) {
             let url = self.poolDirectory.appendingPathComponent(name)
-            if name.hasPrefix(".staging-") {
+            if name.hasPrefix(StagingName.prefix) {
                 // Staging directories older than an hour belong to a process that died mid-write.
-                let modified = (try? FileManager.default.attributesOfItem(atPath: url.path)[.modificationDate] as? Date) ?? nil
-                if let modified, self.now().timeIntervalSince(modified) > 3600 {
+                // Their age comes from the injected clock, stamped into the name when the write
+                // began; file times follow the real clock, which the injected one need not.
+                guard let started = StagingName.startTime(of: name) else {
+                    // No stamp (an older version's, or someone else's): adopt it with a stamp of
+                    // now, so that it goes an hour from now by the same clock.
+                    // (Another process may have adopted or removed it first: that is as good.)
+                    try? Self.renameAtomically(url, self.poolDirectory.appendingPathComponent(StagingName.make(at: self.now())))
+                    continue
+                }
+                if self.now().timeIntervalSince(started) > StagingName.abandonedAfter {
                     try FileManager.default.removeItem(at: url)
                 }
                 continue
@@ -258,4 +266,27 @@ public struct KeyPool: Sendable {
         decoder.dateDecodingStrategy = .iso8601
         return decoder
     }()
+}
+
+/// The name of a staging directory: `.staging-<start, ms since 1970 by the pool's clock>-<UUID>`.
+enum StagingName {
+    static let prefix = ".staging-"
+    /// A write takes milliseconds; a staging directory this old was left by a crash.
+    static let abandonedAfter: TimeInterval = 3600
+
+    static func make(at start: Date) -> String {
+        let milliseconds = Int64((start.timeIntervalSince1970 * 1000).rounded(.down))
+        return "\(prefix)\(milliseconds)-\(UUID().uuidString)"
+    }
+
+    /// The stamped start, or nil when the name carries none.
+    static func startTime(of name: String) -> Date? {
+        guard name.hasPrefix(prefix) else { return nil }
+        let rest = name.utf8.dropFirst(prefix.utf8.count)
+        let digits = rest.prefix { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
+        // 1 to 15 digits (beyond the year 33000 in ms), followed by the separator.
+        guard (1...15).contains(digits.count), rest.dropFirst(digits.count).first == UInt8(ascii: "-") else { return nil }
+        let milliseconds = digits.reduce(Int64(0)) { $0 * 10 + Int64($1 - UInt8(ascii: "0")) }
+        return Date(timeIntervalSince1970: Double(milliseconds) / 1000)
+    }
 }
