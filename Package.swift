@@ -24,6 +24,7 @@ let package = Package(
     products: [
         .library(name: "AppAttest", targets: ["AppAttest"]),
         .library(name: "CanonicalJSON", targets: ["CanonicalJSON"]),
+        .library(name: "RFC3339", targets: ["RFC3339"]),
         .library(name: "FormAttestClient", targets: ["FormAttestClient"]),
         .library(name: "FormAttestFlows", targets: ["FormAttestFlows"]),
         .library(name: "SQLiteAttestStore", targets: ["SQLiteAttestStore"]),
@@ -51,10 +52,16 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
     ],
     targets: [
+        // The one strict RFC 3339 UTC reader (and writer) for every untrusted time. Pure.
+        .target(
+            name: "RFC3339",
+            swiftSettings: pureLibrarySettings
+        ),
         // The verifier: CBOR, authenticator data, attestation and assertion rules. Pure.
         .target(
             name: "AppAttest",
             dependencies: [
+                "RFC3339",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -65,6 +72,7 @@ let package = Package(
         .target(
             name: "AppAttestInspector",
             dependencies: [
+                "RFC3339",
                 "AppAttest",
                 "CanonicalJSON",
                 .product(name: "X509", package: "swift-certificates"),
@@ -82,6 +90,7 @@ let package = Package(
             name: "FormAttestClient",
             dependencies: [
                 "CanonicalJSON",
+                "RFC3339",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
@@ -90,6 +99,7 @@ let package = Package(
         .target(
             name: "FormAttestFlows",
             dependencies: [
+                "RFC3339",
                 "AppAttest",
                 "CanonicalJSON",
                 "FormAttestClient",
@@ -127,6 +137,7 @@ let package = Package(
         .target(
             name: "FormAttestTokens",
             dependencies: [
+                "RFC3339",
                 "AppAttest",
                 "CanonicalJSON",
                 "FormAttestClient",
@@ -140,6 +151,7 @@ let package = Package(
         .target(
             name: "FormAttestServer",
             dependencies: [
+                "RFC3339",
                 "AppAttest",
                 "AppAttestInspector",
                 "AppAttestSimulator",
@@ -175,6 +187,7 @@ let package = Package(
         .target(
             name: "AppAttestSimulator",
             dependencies: [
+                "RFC3339",
                 "AppAttest",
                 "FormAttestClient",
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -187,6 +200,7 @@ let package = Package(
         .executableTarget(
             name: "formattest",
             dependencies: [
+                "RFC3339",
                 "AppAttest",
                 "AppAttestInspector",
                 "AppAttestSimulator",

@@ -201,13 +201,17 @@ public struct AppAttestVerifier: Sendable {
     ///   - clientDataHash: the bytes the app passed to `generateAssertion` (SHA256(clientData)).
     ///   - previousCounter: the counter stored for this key (0 right after attestation); the
     ///     assertion's counter must be strictly greater.
+    ///   - appID: the app id the key was attested for. When given, rpIdHash must be SHA256 of
+    ///     exactly this app id (and the policy must still accept it), not of any accepted one: a
+    ///     key attested for one app cannot sign for another app of the same deployment.
     /// - Returns: the signed counter, to be stored by compare-and-set.
     /// - Throws: ``AppAttestError`` naming the first step that failed.
     public func verifyAssertion(
         _ assertion: some Collection<UInt8>,
         publicKey: P256.Signing.PublicKey,
         clientDataHash: some Collection<UInt8>,
-        previousCounter: UInt32
+        previousCounter: UInt32,
+        appID expectedAppID: String? = nil
     ) throws -> VerifiedAssertion {
         let clientDataHash = try Self.checkedClientDataHash(clientDataHash)
         let object = try AssertionObject(cborEncoded: assertion)
@@ -230,8 +234,14 @@ public struct AppAttestVerifier: Sendable {
             throw AppAttestError(code: .signatureInvalid, reason: "the signature does not verify with the attested key")
         }
 
-        // Step 4: rpIdHash == SHA256(appId).
+        // Step 4: rpIdHash == SHA256(appId), the key's own app id when it is known.
         let appID = try self.matchAppID(authData.relyingPartyIDHash)
+        if let expectedAppID, appID != expectedAppID {
+            throw AppAttestError(
+                code: .appIDMismatch,
+                reason: "rpIdHash is SHA256 of \(appID), but the key was attested for \(expectedAppID)"
+            )
+        }
 
         // Step 5: the counter is strictly greater than the stored one.
         guard authData.signCount > previousCounter else {

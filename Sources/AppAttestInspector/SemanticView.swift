@@ -5,6 +5,7 @@
 
 import AppAttest
 import Foundation
+import RFC3339
 import SwiftASN1
 import X509
 
@@ -509,9 +510,7 @@ enum SemanticView {
     }
 
     private static func time(_ date: Date) -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime]
-        return formatter.string(from: date)
+        RFC3339UTC.format(date, fractionDigits: 0)
     }
 
     private static func printable(_ bytes: [UInt8]) -> String {

@@ -7,6 +7,7 @@ public import AppAttest
 import Crypto
 import FormAttestClient
 public import Foundation
+import RFC3339
 import SwiftASN1
 public import X509
 

@@ -22,9 +22,17 @@ public enum CanonicalJSON {
         /// Deepest nesting of arrays and objects accepted.
         public var maximumDepth: Int
 
-        public init(maximumSize: Int = 16 << 20, maximumDepth: Int = 64) {
+        /// Refuse numbers that do not survive RFC 8785 exactly: whose decimal value differs from
+        /// the double they parse to (`9007199254740993`, `0.30000000000000000001`, `1e-400`), or
+        /// whose magnitude exceeds 2^53 (integers beyond it are not exact in every reader).
+        /// RFC 8785 is right to round them, but a reader of the original text would then see a
+        /// value other than the one that was canonicalized and signed. Off by default.
+        public var exactNumbers: Bool
+
+        public init(maximumSize: Int = 16 << 20, maximumDepth: Int = 64, exactNumbers: Bool = false) {
             self.maximumSize = maximumSize
             self.maximumDepth = maximumDepth
+            self.exactNumbers = exactNumbers
         }
 
         /// 16 MiB, depth 64.

@@ -14,6 +14,7 @@ public struct CanonicalJSONError: Error, Sendable, Hashable, CustomStringConvert
             case loneSurrogate = "lone_surrogate"
             case invalidUTF8 = "invalid_utf8"
             case numberOutOfRange = "number_out_of_range"
+            case inexactNumber = "inexact_number"
             case tooDeep = "too_deep"
             case tooLarge = "too_large"
         }
@@ -35,6 +36,9 @@ public struct CanonicalJSONError: Error, Sendable, Hashable, CustomStringConvert
         public static let invalidUTF8 = Code(.invalidUTF8)
         /// A number does not fit an IEEE 754 double (it would be ±Infinity).
         public static let numberOutOfRange = Code(.numberOutOfRange)
+        /// With ``CanonicalJSON/Limits/exactNumbers``: a number whose value its canonical form
+        /// would change (more digits than a double holds, an underflow), or beyond ±2^53.
+        public static let inexactNumber = Code(.inexactNumber)
         /// Arrays and objects nest deeper than the limit.
         public static let tooDeep = Code(.tooDeep)
         /// The input is larger than the limit.

@@ -348,6 +348,15 @@ struct StrictJSONParser {
         guard value.isFinite else {
             throw self.error(.numberOutOfRange, "\(text) does not fit an IEEE 754 double", at: start)
         }
+        if self.limits.exactNumbers {
+            guard value.magnitude <= 9_007_199_254_740_992 else {
+                throw self.error(.inexactNumber, "\(text.prefix(40)) is beyond ±2^53; send such values as strings", at: start)
+            }
+            // The text's decimal value must be the double's own (its shortest round-trip digits).
+            guard DecimalDigits(self.input[start..<self.position]) == DecimalDigits(Array(value.description.utf8)) else {
+                throw self.error(.inexactNumber, "\(text.prefix(40)) has more precision than a double keeps; send it as a string", at: start)
+            }
+        }
         return value
     }
 
@@ -358,6 +367,51 @@ struct StrictJSONParser {
     private mutating func skipDigits() {
         while let byte = self.current, Self.isDigit(byte) {
             self.position += 1
+        }
+    }
+}
+
+/// A decimal number's value as significant digits and a power of ten: `1234.50`, `1.2345e3` and
+/// `12345e-1` are all ("12345", -1). Zero is ("", 0) whatever its sign or spelling.
+struct DecimalDigits: Equatable {
+    var digits: [UInt8] = []
+    var exponent = 0
+
+    /// Reads `-?digits(.digits)?([eE][+-]?digits)?` (the JSON grammar, which Swift's `description`
+    /// of a finite double also follows, with `e+`); the sign plays no part.
+    init(_ text: some Collection<UInt8>) {
+        var fractionDigits = 0
+        var inFraction = false
+        var index = text.startIndex
+        while index != text.endIndex {
+            let byte = text[index]
+            if byte == UInt8(ascii: "e") || byte == UInt8(ascii: "E") { break }
+            if byte == UInt8(ascii: ".") {
+                inFraction = true
+            } else if byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") {
+                if !(self.digits.isEmpty && byte == UInt8(ascii: "0")) { self.digits.append(byte) }  // no leading zeros
+                if inFraction { fractionDigits += 1 }
+            }
+            index = text.index(after: index)
+        }
+        var exponent = 0
+        var negative = false
+        if index != text.endIndex {
+            index = text.index(after: index)
+            for byte in text[index...] {
+                if byte == UInt8(ascii: "-") {
+                    negative = true
+                } else if byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") {
+                    // Saturates: an exponent this large already failed (overflow) or went to zero.
+                    exponent = min(exponent * 10 + Int(byte - UInt8(ascii: "0")), 1_000_000)
+                }
+            }
+        }
+        guard !self.digits.isEmpty else { return }  // zero
+        self.exponent = (negative ? -exponent : exponent) - fractionDigits
+        while self.digits.last == UInt8(ascii: "0") {
+            self.digits.removeLast()
+            self.exponent += 1
         }
     }
 }

@@ -7,6 +7,7 @@ import CanonicalJSON
 public import FormAttestFlows
 import FormAttestClient
 import Foundation
+import RFC3339
 public import HTTPTypes
 public import Hummingbird
 
@@ -37,7 +38,17 @@ public struct APIError: HTTPResponseError, Sendable {
         case .storeUnavailable: status = .serviceUnavailable
         case .upstreamUnavailable: status = .badGateway
         }
-        self.init(status: status, code: error.code, message: error.reason, nextChallenge: error.nextChallenge)
+        // A store's failure is reported by its code alone: its reason names the store's
+        // internals (statements, files, hosts), which the caller has no use for (the log has it).
+        let message = error.category == .storeUnavailable ? Self.storeUnavailableMessage : error.reason
+        self.init(status: status, code: error.code, message: message, nextChallenge: error.nextChallenge)
+    }
+
+    static let storeUnavailableMessage = "the store is unavailable; nothing was changed; retry later"
+
+    /// A username from a body or a query string, by ``Username``'s rule.
+    static func checkUsername(_ username: String) throws(APIError) {
+        if let problem = Username.problem(username) { throw APIError.invalidRequest(problem) }
     }
 
     static func invalidRequest(_ message: String) -> APIError {

@@ -11,6 +11,7 @@ import FormAttestClient
 import FormAttestFlows
 import FormAttestTokens
 import Foundation
+import RFC3339
 import Hummingbird
 import Logging
 import Metrics
@@ -39,6 +40,10 @@ struct AppAttestController {
             Counter(label: "formattest_flow_outcomes_total", dimensions: [("endpoint", endpoint), ("code", error.code)]).increment()
             // The code only: never request fields, attestation bytes or keys in logs.
             context.logger.info("rejected", metadata: ["endpoint": .string(endpoint), "code": .string(error.code)])
+            if error.category == .storeUnavailable {
+                // The answer says only store_unavailable; the operator needs the store's reason.
+                context.logger.error("store unavailable", metadata: ["endpoint": .string(endpoint), "reason": .string(error.reason)])
+            }
             throw APIError(error)
         }
     }
@@ -49,9 +54,7 @@ struct AppAttestController {
             throw APIError.invalidRequest("purpose must be form or pool")
         }
         let username = request.uri.queryParameters.get("username")
-        if let username, username.isEmpty || username.utf8.count > 256 {
-            throw APIError.invalidRequest("username must be 1 to 256 bytes")
-        }
+        if let username { try APIError.checkUsername(username) }
         let now = self.now()
         let challenge = try await self.outcome("challenge", context: context) { () async throws(FlowError) in
             try await self.flows.issueChallenge(purpose: purpose, username: username, now: now)
@@ -62,7 +65,7 @@ struct AppAttestController {
     @Sendable func attest(_ request: Request, context: AppRequestContext) async throws -> Response {
         let body = try await RequestBody.read(request, context: context)
         let attestRequest = FormFlows.AttestRequest(
-            username: try body.string("username"),
+            username: try body.username(),
             keyID: try body.bytes("keyId"),
             attestationObject: try body.bytes("attestationObject"),
             form: try body.form(),
@@ -78,7 +81,7 @@ struct AppAttestController {
     @Sendable func registerPooled(_ request: Request, context: AppRequestContext) async throws -> Response {
         let body = try await RequestBody.read(request, context: context)
         let pooled = FormFlows.PooledRequest(
-            username: try body.string("username"),
+            username: try body.username(),
             keyID: try body.bytes("keyId"),
             attestationObject: try body.bytes("attestationObject"),
             poolChallenge: try body.bytes("poolChallenge"),
@@ -99,7 +102,8 @@ struct AppAttestController {
                 credential: AttestedCredential(result.attestation),
                 attestationObject: attestationObject,
                 authenticatorData: result.attestation.authenticatorData.rawValue,
-                clientDataHash: result.form.clientDataHash,
+                clientDataHash: result.attestedClientDataHash,
+                formHash: result.form.clientDataHash,
                 counter: result.counter,
                 verifiedAt: now,
                 username: username
@@ -124,8 +128,8 @@ struct AppAttestController {
         var members: [(name: String, value: JSONValue)] = [("status", .string(JSONString(summary.status)))]
         let strings: [(String, String?)] = [
             ("code", summary.code), ("message", summary.message), ("type", summary.type), ("environment", summary.environment),
-            ("creationTime", summary.creationTime.map(RFC3339UTC.format)),
-            ("expirationTime", summary.expirationTime.map(RFC3339UTC.format)),
+            ("creationTime", summary.creationTime.map { RFC3339UTC.format($0) }),
+            ("expirationTime", summary.expirationTime.map { RFC3339UTC.format($0) }),
         ]
         for case (let name, let value?) in strings {
             members.append((name, .string(JSONString(value))))
@@ -137,7 +141,7 @@ struct AppAttestController {
     @Sendable func assert(_ request: Request, context: AppRequestContext) async throws -> Response {
         let body = try await RequestBody.read(request, context: context)
         let assertRequest = FormFlows.AssertRequest(
-            username: try body.string("username"),
+            username: try body.username(),
             keyID: try body.bytes("keyId"),
             assertion: try body.bytes("assertion"),
             form: try body.form()

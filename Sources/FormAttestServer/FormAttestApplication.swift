@@ -13,6 +13,7 @@ public import Hummingbird
 public import Logging
 import Metrics
 import NIOCore
+import NIOHTTP1
 import Prometheus
 
 /// Builds the Hummingbird application: routes, middleware, and the background services.
@@ -62,9 +63,9 @@ public enum FormAttestApplication {
         let signer = try await ServerAttestationSigner(keys: signingKeys, issuer: configuration.issuer, audience: configuration.audience)
 
         let router = Router(context: AppRequestContext.self)
+        router.add(middleware: RequestLogMiddleware())
         router.add(middleware: ErrorShapeMiddleware())
         router.add(middleware: BodyDeadlineMiddleware(timeout: configuration.bodyTimeout))
-        router.add(middleware: LogRequestsMiddleware(.info))
         router.add(middleware: MetricsMiddleware())
         if let demo = configuration.demoDirectory {
             router.add(middleware: FileMiddleware(demo, searchForIndexHtml: false))
@@ -77,17 +78,16 @@ public enum FormAttestApplication {
         }
         let jwks = signingKeys.jwks
         router.get(".well-known/jwks.json") { _, _ in JSONResponse.make(jwks) }
-        router.get("healthz") { _, _ in
-            // The store answers, or the service says so (and load balancers take it out).
-            do {
-                _ = try await store.loadKey(keyID: [UInt8](repeating: 0, count: 32))
+        let health = HealthProbe(store: store, interval: configuration.healthProbeInterval, now: configuration.now)
+        router.get("healthz") { _, context in
+            // The store takes a write, or the service says so (and load balancers take it out).
+            if await health.storeIsWritable(logger: context.logger) {
                 return JSONResponse.make(.object(JSONObject(constantMembers: [("status", .string(JSONString("ok")))])))
-            } catch {
-                return JSONResponse.make(
-                    .object(JSONObject(constantMembers: [("status", .string(JSONString("store_unavailable")))])),
-                    status: .serviceUnavailable
-                )
             }
+            return JSONResponse.make(
+                .object(JSONObject(constantMembers: [("status", .string(JSONString("store_unavailable")))])),
+                status: .serviceUnavailable
+            )
         }
         router.get("metrics") { _, _ in
             var headers = HTTPFields()
@@ -102,15 +102,14 @@ public enum FormAttestApplication {
 /// 405, 413) with their status, and anything unexpected as a 500 that says nothing internal.
 /// Reads the whole request body (up to the context's size limit) before the route runs, and
 /// answers 408 when it does not arrive within `timeout`: a client that trickles its body cannot
-/// hold a request open. Routes then read the buffered body.
+/// hold a request open. Every method, not only those that carry bodies: HTTP lets a GET or a
+/// DELETE have one too, and a trickled one would hold a connection (and a file descriptor) as
+/// long. Routes then read the buffered body.
 struct BodyDeadlineMiddleware: RouterMiddleware {
     typealias Context = AppRequestContext
     let timeout: Duration
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        guard request.method == .post || request.method == .put else {
-            return try await next(request, context)
-        }
         let limit = context.maxUploadSize
         let timeout = self.timeout
         let body = request.body
@@ -142,6 +141,10 @@ struct ErrorShapeMiddleware: RouterMiddleware {
             throw error
         } catch is NIOTooManyBytesError {
             throw APIError.bodyTooLarge
+        } catch let error as HTTPParserError {
+            // A malformed request (bad chunked encoding, ...) met while reading the body: the
+            // client's fault, never a 5xx.
+            throw APIError(status: .badRequest, code: "malformed_request", message: "the request is not valid HTTP/1.1: \(error)")
         } catch let error as HTTPError {
             if error.status == .contentTooLarge { throw APIError.bodyTooLarge }
             let code = error.status == .notFound ? "not_found" : error.status == .methodNotAllowed ? "method_not_allowed" : "http_error"
@@ -150,5 +153,73 @@ struct ErrorShapeMiddleware: RouterMiddleware {
             context.logger.error("unexpected error", metadata: ["error": "\(type(of: error))"])
             throw APIError(status: .internalServerError, code: "internal_error", message: "internal error")
         }
+    }
+}
+
+/// One line per request at info: method, path (never the query string, which may carry a
+/// username), status and duration. Request fields and form contents are never logged.
+struct RequestLogMiddleware: RouterMiddleware {
+    typealias Context = AppRequestContext
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let started = ContinuousClock.now
+        do {
+            let response = try await next(request, context)
+            self.log(request, status: response.status.code, started: started, context: context)
+            return response
+        } catch let error as any HTTPResponseError {
+            self.log(request, status: error.status.code, started: started, context: context)
+            throw error
+        }
+    }
+
+    private func log(_ request: Request, status: Int, started: ContinuousClock.Instant, context: Context) {
+        let elapsed = ContinuousClock.now - started
+        let milliseconds = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+        context.logger.info(
+            "request",
+            metadata: [
+                "method": .string(request.method.rawValue),
+                "path": .string(request.uri.path),
+                "status": .stringConvertible(status),
+                "ms": .string(String((milliseconds * 10).rounded() / 10)),
+            ]
+        )
+    }
+}
+
+/// `/healthz`'s probe: whether the store takes a write (a read succeeds on a store that is full,
+/// read-only or locked). The write is a replay record of 32 random bytes that expires at once,
+/// the same statement path as every accepted form. At most one probe an `interval` (a second by
+/// default) runs; callers in between share its answer, so that `/healthz` cannot load the store.
+actor HealthProbe {
+    private let store: any AttestationStore
+    private let interval: Duration
+    private let now: @Sendable () -> Date
+    private var last: (at: ContinuousClock.Instant, writable: Bool)?
+
+    init(store: any AttestationStore, interval: Duration, now: @escaping @Sendable () -> Date) {
+        self.store = store
+        self.interval = interval
+        self.now = now
+    }
+
+    func storeIsWritable(logger: Logger) async -> Bool {
+        if let last = self.last, ContinuousClock.now - last.at < self.interval {
+            return last.writable
+        }
+        var generator = SystemRandomNumberGenerator()
+        let probe = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        let now = self.now()
+        let writable: Bool
+        do {
+            try await self.store.recordFormHash(ReplayRecord(formHash: probe, expiresAt: now), now: now)
+            writable = true
+        } catch {
+            logger.error("health probe: the store does not take a write", metadata: ["reason": .string(error.reason)])
+            writable = false
+        }
+        self.last = (ContinuousClock.now, writable)
+        return writable
     }
 }

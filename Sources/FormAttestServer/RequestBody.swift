@@ -8,6 +8,7 @@ import FormAttestClient
 import Foundation
 import Hummingbird
 import NIOCore
+import NIOHTTP1
 
 /// A JSON request body read with the strict RFC 8785 parser, never a lenient decoder: a body
 /// (and so a `form`) with duplicate names or lone surrogates is refused as a whole.
@@ -22,10 +23,19 @@ struct RequestBody {
             throw APIError.bodyTooLarge
         } catch let error as HTTPError where error.status == .contentTooLarge {
             throw APIError.bodyTooLarge
+        } catch let error as HTTPParserError {
+            throw APIError(status: .badRequest, code: "malformed_request", message: "the request is not valid HTTP/1.1: \(error)")
         }
         let value: JSONValue
         do {
-            value = try CanonicalJSON.parse(buffer.readableBytesView, limits: .init(maximumSize: context.maxUploadSize, maximumDepth: 32))
+            // Numbers exact: the form inside is canonicalized from this parse, so a number rounded
+            // here would reach the flows already rounded (and verify as a value nobody wrote).
+            value = try CanonicalJSON.parse(
+                buffer.readableBytesView,
+                limits: .init(maximumSize: context.maxUploadSize, maximumDepth: 32, exactNumbers: true)
+            )
+        } catch where error.code == .inexactNumber {
+            throw APIError(status: .badRequest, code: FormError.Code.inexactNumber.identifier, message: error.description)
         } catch {
             throw APIError(status: .badRequest, code: "invalid_json", message: error.description)
         }
@@ -37,6 +47,15 @@ struct RequestBody {
         guard let text = self.value[name]?.stringValue, !text.isEmpty, text.utf8.count <= maximumLength else {
             throw APIError.invalidRequest("\(name) must be a non-empty string of at most \(maximumLength) bytes")
         }
+        return text
+    }
+
+    /// The `username` field, by ``Username``'s rule (no control characters: 400 `invalid_request`).
+    func username() throws -> String {
+        guard let text = self.value["username"]?.stringValue else {
+            throw APIError.invalidRequest("username must be a string")
+        }
+        try APIError.checkUsername(text)
         return text
     }
 

@@ -27,6 +27,9 @@ public struct ServerConfiguration: Sendable {
     public var idleTimeout: Duration = .seconds(60)
     /// A request body must arrive completely within this time, or the answer is 408.
     public var bodyTimeout: Duration = .seconds(10)
+    /// `/healthz` probes the store with a write at most this often; callers in between share
+    /// the last answer.
+    public var healthProbeInterval: Duration = .seconds(1)
     /// The clock (injected for tests).
     public var now: @Sendable () -> Date = { Date() }
 

@@ -6,6 +6,7 @@
 public import CanonicalJSON
 import FormAttestClient
 public import Foundation
+import RFC3339
 
 /// The FIDO2-shaped wrapper of a verified App Attest attestation (schemas/fido2-wrapper.schema.json).
 ///

@@ -62,7 +62,8 @@ public struct SigningKeyDirectory: Sendable {
     }
 
     private func write(current: P256.Signing.PrivateKey, previous: [P256.Signing.PublicKey]) throws {
-        try FileManager.default.createDirectory(at: self.directory, withIntermediateDirectories: true)
+        // Owner-only (0700): it holds the signing keys (each file 0600).
+        try FileManager.default.createDirectory(at: self.directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         try Self.writePrivate(current.pemRepresentation, to: self.currentKeyFile)
         try Data(previous.map { $0.pemRepresentation + "\n" }.joined().utf8).write(to: self.previousKeysFile, options: .atomic)
     }

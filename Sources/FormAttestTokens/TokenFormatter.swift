@@ -39,7 +39,12 @@ public struct TokenFormatter: Sendable {
         public var credential: AttestedCredential
         public var attestationObject: [UInt8]
         public var authenticatorData: [UInt8]
+        /// What `attestationObject` / `authenticatorData` were made over (the FIDO2 wrapper and
+        /// the packed-like format state it).
         public var clientDataHash: [UInt8]
+        /// The accepted form's hash (the JWS's `form_hash`). The same as ``clientDataHash`` but
+        /// for a pooled key, whose attestation was made over the pool challenge.
+        public var formHash: [UInt8]
         public var counter: UInt32
         public var verifiedAt: Date
         public var username: String
@@ -49,6 +54,7 @@ public struct TokenFormatter: Sendable {
             attestationObject: [UInt8],
             authenticatorData: [UInt8],
             clientDataHash: [UInt8],
+            formHash: [UInt8]? = nil,
             counter: UInt32,
             verifiedAt: Date,
             username: String
@@ -57,6 +63,7 @@ public struct TokenFormatter: Sendable {
             self.attestationObject = attestationObject
             self.authenticatorData = authenticatorData
             self.clientDataHash = clientDataHash
+            self.formHash = formHash ?? clientDataHash
             self.counter = counter
             self.verifiedAt = verifiedAt
             self.username = username
@@ -88,7 +95,7 @@ public struct TokenFormatter: Sendable {
                 let token = try await signer.sign(
                     username: input.username,
                     credential: input.credential,
-                    formHash: input.clientDataHash,
+                    formHash: input.formHash,
                     counter: input.counter,
                     now: input.verifiedAt
                 )

@@ -94,6 +94,18 @@ public final class MongoAttestationStore: AttestationStore, Sendable {
         }
     }
 
+    public func requireReattestation(keyID: [UInt8]) async throws(StoreError) {
+        try await self.run { () throws in
+            let reply = try self.pool.command(
+                .document([
+                    ("update", .string(self.keys)),
+                    ("updates", .array([.document([("q", .document([("_id", .binary(keyID))])), ("u", .document([("$set", .document([("reattestationRequired", .bool(true))]))]))])])),
+                ])
+            )
+            guard ExtendedJSON.int64(reply["n"]) == 1 else { throw StoreError(code: .unknownKey, reason: "no such keyId") }
+        }
+    }
+
     public func replaceReceipt(keyID: [UInt8], previous: [UInt8], with receipt: [UInt8]) async throws(StoreError) -> Bool {
         try await self.run { () throws -> Bool in
             let reply = try self.pool.command(
@@ -310,6 +322,7 @@ public final class MongoAttestationStore: AttestationStore, Sendable {
                                 ("_id", .binary(key.keyID)), ("username", .string(key.username)), ("publicKey", .binary(key.publicKey)),
                                 ("counter", .int64(Int64(key.counter))), ("appId", .string(key.appID)), ("environment", .string(key.environment)),
                                 ("receipt", .binary(key.receipt)), ("createdAt", .date(key.createdAt)), ("lastUsed", .date(key.lastUsed)),
+                                ("reattestationRequired", .bool(key.reattestationRequired)),
                             ])
                         ])
                     ),
@@ -348,7 +361,9 @@ public final class MongoAttestationStore: AttestationStore, Sendable {
         else { return nil }
         return StoredKey(
             keyID: keyID, username: username, publicKey: publicKey, counter: UInt32(clamping: counter), appID: appID,
-            environment: environment, receipt: receipt, createdAt: createdAt, lastUsed: lastUsed
+            environment: environment, receipt: receipt, createdAt: createdAt, lastUsed: lastUsed,
+            // Absent in documents written before the field existed: false.
+            reattestationRequired: document["reattestationRequired"] as? Bool ?? false
         )
     }
 

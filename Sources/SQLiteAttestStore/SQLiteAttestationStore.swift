@@ -26,7 +26,16 @@ public final class SQLiteAttestationStore: AttestationStore {
     public init(path: String = SQLiteAttestationStore.defaultPath) throws(StoreError) {
         do {
             let url = URL(fileURLWithPath: path)
-            try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+            // Owner-only: the directories it creates 0700, the database 0600 (SQLite gives its
+            // -wal and -shm files the database file's mode). Existing ones are left as they are.
+            try FileManager.default.createDirectory(
+                at: url.deletingLastPathComponent(),
+                withIntermediateDirectories: true,
+                attributes: [.posixPermissions: 0o700]
+            )
+            if !FileManager.default.fileExists(atPath: path) {
+                _ = FileManager.default.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o600])
+            }
             var configuration = Configuration()
             configuration.busyMode = .timeout(5)
             self.database = try DatabasePool(path: path, configuration: configuration)
@@ -75,6 +84,9 @@ public final class SQLiteAttestationStore: AttestationStore {
                     """
             )
         }
+        migrator.registerMigration("v2: keys that must re-attest") { db in
+            try db.execute(sql: "ALTER TABLE keys ADD COLUMN reattestation_required INTEGER NOT NULL DEFAULT 0")
+        }
         return migrator
     }
 
@@ -102,6 +114,13 @@ public final class SQLiteAttestationStore: AttestationStore {
             } catch let error as StoreError where error.code == .staleCounter {
                 return false
             }
+        }
+    }
+
+    public func requireReattestation(keyID: [UInt8]) async throws(StoreError) {
+        try await self.write { db in
+            try db.execute(sql: "UPDATE keys SET reattestation_required = 1 WHERE key_id = ?", arguments: [Data(keyID)])
+            guard db.changesCount == 1 else { throw StoreError(code: .unknownKey, reason: "no such keyId") }
         }
     }
 
@@ -194,12 +213,14 @@ public final class SQLiteAttestationStore: AttestationStore {
         do {
             try db.execute(
                 sql: """
-                    INSERT INTO keys (key_id, username, public_key, counter, app_id, environment, receipt, created_at, last_used)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    INSERT INTO keys (key_id, username, public_key, counter, app_id, environment, receipt, created_at, last_used,
+                        reattestation_required)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
                     Data(key.keyID), key.username, Data(key.publicKey), Int64(key.counter), key.appID, key.environment,
                     Data(key.receipt), key.createdAt.timeIntervalSince1970, key.lastUsed.timeIntervalSince1970,
+                    key.reattestationRequired,
                 ]
             )
         } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
@@ -258,7 +279,8 @@ public final class SQLiteAttestationStore: AttestationStore {
             environment: row["environment"],
             receipt: Array(row["receipt"] as Data),
             createdAt: Date(timeIntervalSince1970: row["created_at"]),
-            lastUsed: Date(timeIntervalSince1970: row["last_used"])
+            lastUsed: Date(timeIntervalSince1970: row["last_used"]),
+            reattestationRequired: row["reattestation_required"]
         )
     }
 

@@ -11,6 +11,7 @@ import Crypto
 import FormAttestClient
 import FormAttestFlows
 import Foundation
+import RFC3339
 import X509
 
 /// `formattest bench`: throughput and latency of the hot paths, printed as JSON.
@@ -309,7 +310,9 @@ struct Bench: AsyncParsableCommand {
             name: name,
             operations: operations,
             seconds: seconds,
-            opsPerSecond: opsPerSecond.rounded(),
+            // Whole operations per second, but two decimals for slow cases (one 1 MB document
+            // on a loaded debug build takes seconds, and must not print as 0).
+            opsPerSecond: opsPerSecond >= 100 ? opsPerSecond.rounded() : (opsPerSecond * 100).rounded() / 100,
             megabytesPerSecond: bytes.map { (Double($0) * opsPerSecond / 1e6 * 10).rounded() / 10 },
             p50Microseconds: (percentile(0.5) * 100).rounded() / 100,
             p90Microseconds: (percentile(0.9) * 100).rounded() / 100,
@@ -333,7 +336,7 @@ struct BenchSample {
             let keyID = (object["key_id_b64"] as? String).flatMap({ Data(base64Encoded: $0) }),
             let appID = object["app_id"] as? String,
             let hash = (object["client_data_hash_hex"] as? String).flatMap(HexCoding.decode),
-            let validAt = try (object["valid_at"] as? String).map(RFC3339.parse)
+            let validAt = try (object["valid_at"] as? String).map(RFC3339UTC.argument)
         else { throw UsageError("\(path) is not a sample with an attestation") }
         self.name = URL(fileURLWithPath: path).deletingPathExtension().lastPathComponent
         self.attestation = Array(attestation)

@@ -5,6 +5,7 @@
 
 import FormAttestClient
 import Foundation
+import RFC3339
 import SwiftASN1
 import X509
 
@@ -13,21 +14,31 @@ enum InputFile {
     /// Largest input file read, far above any App Attest object: a bound on memory, not a policy.
     static let maximumSize = 1 << 20
 
-    /// The bytes of `path`, or of standard input for `-`.
-    static func readBytes(_ path: String) throws -> [UInt8] {
-        let data: Data
+    /// The bytes of `path`, or of standard input for `-`, read in chunks and refused as soon as
+    /// they pass the limit: a huge file costs at most the limit in memory, never its own size.
+    static func readBytes(_ path: String, limit: Int = InputFile.maximumSize) throws -> [UInt8] {
+        let handle: FileHandle
         if path == "-" {
-            data = FileHandle.standardInput.readDataToEndOfFile()
+            handle = FileHandle.standardInput
         } else {
-            guard let contents = FileManager.default.contents(atPath: path) else {
+            guard let opened = FileHandle(forReadingAtPath: path) else {
                 throw UsageError("cannot read \(path)")
             }
-            data = contents
+            handle = opened
         }
-        guard data.count <= Self.maximumSize else {
-            throw UsageError("\(path) is larger than \(Self.maximumSize) bytes")
+        defer { if path != "-" { try? handle.close() } }
+        var bytes: [UInt8] = []
+        do {
+            while bytes.count <= limit, let chunk = try handle.read(upToCount: 64 * 1024), !chunk.isEmpty {
+                bytes += chunk
+            }
+        } catch {
+            throw UsageError("cannot read \(path)")
         }
-        return Array(data)
+        guard bytes.count <= limit else {
+            throw UsageError("\(path) is larger than \(limit) bytes")
+        }
+        return bytes
     }
 
     /// The text of `path` (UTF-8).
@@ -105,22 +116,13 @@ enum HexCoding {
     }
 }
 
-/// RFC 3339 timestamps.
-enum RFC3339 {
-    static func parse(_ text: String) throws -> Date {
-        for options: ISO8601DateFormatter.Options in [
-            [.withInternetDateTime, .withFractionalSeconds], [.withInternetDateTime],
-        ] {
-            let formatter = ISO8601DateFormatter()
-            formatter.formatOptions = options
-            if let date = formatter.date(from: text) { return date }
+extension RFC3339UTC {
+    /// A time given on the command line or in a batch line: strict RFC 3339 UTC (the one reader
+    /// of untrusted times), or a usage error.
+    static func argument(_ text: String) throws -> Date {
+        guard let date = Self.parse(text) else {
+            throw UsageError("\(text.prefix(64)) is not an RFC 3339 UTC time such as 2024-02-07T21:08:56Z")
         }
-        throw UsageError("\(text) is not an RFC 3339 time such as 2024-02-07T21:08:56Z")
-    }
-
-    static func format(_ date: Date) -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime]
-        return formatter.string(from: date)
+        return date
     }
 }

@@ -18,26 +18,27 @@ struct Serve: AsyncParsableCommand {
         abstract: "Run the HTTP service (and the demo page).",
         discussion: """
             With no options: 127.0.0.1:8080, the SQLite store in ./formattest-data, Apple's App \
-            Attestation root alone, and a signing key generated in ./formattest-data. Every flag \
-            also reads an environment variable (FORMATTEST_HOST, FORMATTEST_PORT, \
-            FORMATTEST_MONGODB_URI, FORMATTEST_APP_IDS comma-separated, FORMATTEST_ENVIRONMENT).
+            Attestation root alone, and a signing key generated in ./formattest-data. These \
+            settings may also come from environment variables (a flag wins): FORMATTEST_HOST, \
+            FORMATTEST_PORT, FORMATTEST_MONGODB_URI, FORMATTEST_APP_IDS (comma-separated), \
+            FORMATTEST_ENVIRONMENT. Every setting is checked the same way from either source; a \
+            value that is not valid stops the service (exit 2) before it listens.
             """
     )
 
-    @Option(help: "Address to listen on.")
-    var host = ProcessInfo.processInfo.environment["FORMATTEST_HOST"] ?? "127.0.0.1"
+    @Option(help: "Address to listen on (default 127.0.0.1; FORMATTEST_HOST).")
+    var host: String?
 
-    @Option(help: "Port to listen on.")
-    var port = Int(ProcessInfo.processInfo.environment["FORMATTEST_PORT"] ?? "") ?? 8080
+    @Option(help: "Port to listen on, 1-65535 (default 8080; FORMATTEST_PORT).")
+    var port: Int?
 
     @OptionGroup var storeOptions: StoreOptions
 
-    @Option(name: .customLong("app-id"), help: "An accepted TEAMID.bundleID (repeatable).")
-    var appIDs: [String] = ProcessInfo.processInfo.environment["FORMATTEST_APP_IDS"]?.split(separator: ",").map(String.init)
-        ?? ["ABCDE12345.com.formattest.demo"]
+    @Option(name: .customLong("app-id"), help: "An accepted TEAMID.bundleID (repeatable; default ABCDE12345.com.formattest.demo; FORMATTEST_APP_IDS).")
+    var appIDs: [String] = []
 
-    @Option(help: "Accepted environment: development, production or any.")
-    var environment = EnvironmentChoice(rawValue: ProcessInfo.processInfo.environment["FORMATTEST_ENVIRONMENT"] ?? "") ?? .any
+    @Option(help: "Accepted environment: development, production or any (default any; FORMATTEST_ENVIRONMENT).")
+    var environment: EnvironmentChoice?
 
     @Option(name: .customLong("root"), help: "A PEM trust anchor (repeatable; default: Apple's App Attestation root alone).")
     var roots: [String] = []
@@ -80,19 +81,41 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error, critical.")
     var logLevel = "info"
 
-    func validate() throws {
+    mutating func validate() throws {
+        // Flags first, then the environment, then the defaults; both sources are untrusted text
+        // and go through the same checks.
+        let variables = ProcessInfo.processInfo.environment
+        if self.host == nil { self.host = try Setting.text(variables, "FORMATTEST_HOST") ?? "127.0.0.1" }
+        if self.port == nil { self.port = try Setting.port(variables, "FORMATTEST_PORT") ?? 8080 }
+        if self.appIDs.isEmpty {
+            self.appIDs = try Setting.text(variables, "FORMATTEST_APP_IDS").map { $0.split(separator: ",", omittingEmptySubsequences: false).map(String.init) }
+                ?? ["ABCDE12345.com.formattest.demo"]
+        }
+        if self.environment == nil {
+            self.environment = try Setting.choice(variables, "FORMATTEST_ENVIRONMENT", EnvironmentChoice.self) ?? .any
+        }
         if self.devSimulator && self.environment == .production {
             throw ValidationError("--dev-simulator is refused with --environment production: the simulator is not Apple.")
         }
         guard !self.appIDs.isEmpty else { throw ValidationError("Give at least one --app-id.") }
-        guard (1...65535).contains(self.port) else { throw ValidationError("--port must be 1-65535.") }
-        guard (0.001...86_400).contains(self.idleTimeout), (0.001...86_400).contains(self.bodyTimeout) else {
-            throw ValidationError("--idle-timeout and --body-timeout must be between 0.001 and 86400 seconds.")
+        for appID in self.appIDs {
+            try Setting.checkText(appID, "--app-id")
+        }
+        try Setting.checkText(self.host ?? "", "--host")
+        guard let port = self.port, (1...65535).contains(port) else { throw ValidationError("--port must be 1-65535.") }
+        try Setting.checkSeconds(self.idleTimeout, "--idle-timeout", 0.001...86_400)
+        try Setting.checkSeconds(self.bodyTimeout, "--body-timeout", 0.001...86_400)
+        try Setting.checkSeconds(self.formMaxAge, "--form-max-age", 1...604_800)
+        try Setting.checkSeconds(self.formMaxSkew, "--form-max-skew", 0...3600)
+        try Setting.checkSeconds(self.challengeLifetime, "--challenge-lifetime", 1...86_400)
+        if let maxKeyAge = self.maxKeyAge { try Setting.checkSeconds(maxKeyAge, "--max-key-age", 60...315_360_000) }
+        guard Logger.Level(rawValue: self.logLevel) != nil else {
+            throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical.")
         }
     }
 
     func run() async throws {
-        let level = Logger.Level(rawValue: self.logLevel) ?? .info
+        let level = Logger.Level(rawValue: self.logLevel) ?? .info  // checked in validate()
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = level
@@ -118,16 +141,16 @@ struct Serve: AsyncParsableCommand {
         var configuration = ServerConfiguration(
             policy: AppAttestPolicy(
                 appIDs: self.appIDs,
-                environments: self.environment.environments,
+                environments: (self.environment ?? .any).environments,
                 trustAnchors: anchors,
                 receiptTrustAnchors: receiptAnchors,
                 requireValidReceipt: self.requireValidReceipt
             )
         )
-        configuration.host = self.host
+        configuration.host = self.host ?? "127.0.0.1"
         configuration.idleTimeout = .milliseconds(Int64(self.idleTimeout * 1000))
         configuration.bodyTimeout = .milliseconds(Int64(self.bodyTimeout * 1000))
-        configuration.port = self.port
+        configuration.port = self.port ?? 8080
         configuration.flows = FlowConfiguration(
             formPolicy: FormPolicy(maximumAge: self.formMaxAge, maximumFutureSkew: self.formMaxSkew),
             formChallengeLifetime: self.challengeLifetime,

@@ -10,6 +10,7 @@ import CanonicalJSON
 import FormAttestClient
 import FormAttestFlows
 import Foundation
+import RFC3339
 import SwiftASN1
 
 /// Runs the real flows against a real store with a simulated device, from a separate process:

@@ -6,6 +6,7 @@
 import AppAttest
 import Crypto
 import Foundation
+import RFC3339
 import X509
 
 /// What `verify` prints when verification succeeds.
@@ -46,13 +47,13 @@ struct VerificationReport: Encodable {
         self.receipt = Data(result.receipt).base64EncodedString()
         self.receiptCheck = result.receiptCheck.summary
         self.extensions = result.extensions.map(Self.extensions)
-        self.verifiedAt = RFC3339.format(result.verificationTime)
+        self.verifiedAt = RFC3339UTC.format(result.verificationTime, fractionDigits: 0)
         self.certificateChain = result.certificateChain.map {
             CertificateSummary(
                 subject: $0.subject.description,
                 issuer: $0.issuer.description,
-                notValidBefore: RFC3339.format($0.notValidBefore),
-                notValidAfter: RFC3339.format($0.notValidAfter)
+                notValidBefore: RFC3339UTC.format($0.notValidBefore, fractionDigits: 0),
+                notValidAfter: RFC3339UTC.format($0.notValidAfter, fractionDigits: 0)
             )
         }
     }

@@ -8,6 +8,7 @@ import ArgumentParser
 import Crypto
 import FormAttestClient
 import Foundation
+import RFC3339
 
 struct Verify: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -77,7 +78,7 @@ struct AttestationOptions: ParsableArguments {
     func verify(clientDataHash: [UInt8]) async throws -> (attestation: [UInt8], result: Result<VerifiedAttestation, AppAttest.AppAttestError>) {
         let attestationBytes = try InputFile.readBinaryDocument(self.attestation)
         let keyID = try InputFile.decodeBase64(self.keyID, what: "--key-id")
-        let time = try self.at.map { try RFC3339.parse($0) } ?? Date()
+        let time = try self.at.map { try RFC3339UTC.argument($0) } ?? Date()
         let anchors = try self.roots.isEmpty ? [AppleAppAttestationRoot.certificate] : self.roots.map(InputFile.readCertificate)
         let receiptAnchors =
             try self.receiptRoots.isEmpty ? [AppleRootCAG3.certificate] : self.receiptRoots.map(InputFile.readCertificate)

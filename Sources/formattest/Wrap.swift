@@ -10,6 +10,7 @@ import Crypto
 import FormAttestClient
 import FormAttestTokens
 import Foundation
+import RFC3339
 
 #if canImport(Glibc)
 import Glibc
@@ -131,7 +132,7 @@ struct Wrap: AsyncParsableCommand {
             keyID: try InputFile.decodeBase64(self.keyID ?? "", what: "--key-id"),
             appID: self.appID ?? "",
             clientDataHash: try self.clientDataHash(),
-            at: try self.at.map(RFC3339.parse) ?? Date(),
+            at: try self.at.map(RFC3339UTC.argument) ?? Date(),
             environments: self.environment.environments,
             formats: Set(self.formats.isEmpty ? [.fido2] : self.formats.map(\.format)),
             username: self.username
@@ -315,7 +316,7 @@ struct WrapRequest {
                 keyID: try InputFile.decodeBase64(keyIDText, what: "keyId"),
                 appID: appID,
                 clientDataHash: clientDataHash,
-                at: try string("at").map(RFC3339.parse) ?? Date(),
+                at: try string("at").map(RFC3339UTC.argument) ?? Date(),
                 environments: environment.environments,
                 formats: Set(formats),
                 username: string("username")

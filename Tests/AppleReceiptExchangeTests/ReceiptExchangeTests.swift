@@ -12,6 +12,7 @@ import Crypto
 import FormAttestClient
 import FormAttestFlows
 import Foundation
+import RFC3339
 import Testing
 
 /// The receipt exchange client and the risk-metric flow, against a local fake of Apple's endpoint.

@@ -9,6 +9,7 @@ import CanonicalJSON
 import FormAttestClient
 import FormAttestFlows
 import Foundation
+import RFC3339
 import Testing
 
 /// A simulated device, its user, a store and the flows, at a pinned time.

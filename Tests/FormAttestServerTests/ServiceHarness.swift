@@ -13,6 +13,7 @@ import FormAttestServer
 import FormAttestTestSupport
 import FormAttestTokens
 import Foundation
+import RFC3339
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
@@ -41,6 +42,7 @@ struct ServiceHarness {
             )
         )
         self.configuration.flows = FlowConfiguration(rotateChallenges: rotate)
+        self.configuration.healthProbeInterval = .zero  // every /healthz probes the store
         self.configuration.devSimulator = devSimulator
         self.configuration.demoDirectory = repositoryDirectory.appendingPathComponent("demo").path
     }

@@ -69,6 +69,7 @@ public enum StoreContract {
         ("keys are unique and round-trip", keys),
         ("the counter advances by compare-and-set only", counterCAS),
         ("a receipt is replaced by compare-and-set only", receiptCAS),
+        ("a key marked for re-attestation stays marked, alone", reattestation),
         ("challenges are consumed once, unexpired, by purpose and user", challenges),
         ("form hashes are recorded once until they expire", replays),
         ("commitRegistration is all or nothing", registrationAtomicity),
@@ -113,6 +114,23 @@ public enum StoreContract {
         var expected = key(1)
         expected.receipt = [4, 5, 6]
         #expect(stored == expected)  // nothing else changed
+    }
+
+    static func reattestation(_ make: Factory) async throws {
+        let store = try await make()
+        await expect(.unknownKey) { try await store.requireReattestation(keyID: key(9).keyID) }
+        try await store.insertKey(key(1))
+        try await store.insertKey(key(2))
+        #expect(try await store.loadKey(keyID: key(1).keyID)?.reattestationRequired == false)
+        try await store.requireReattestation(keyID: key(1).keyID)
+        try await store.requireReattestation(keyID: key(1).keyID)  // idempotent
+        var expected = key(1)
+        expected.reattestationRequired = true
+        #expect(try await store.loadKey(keyID: key(1).keyID) == expected)  // nothing else changed
+        // A later counter advance does not clear it; the other key is untouched.
+        #expect(try await store.advanceCounter(keyID: key(1).keyID, to: 3, lastUsed: t0))
+        #expect(try await store.loadKey(keyID: key(1).keyID)?.reattestationRequired == true)
+        #expect(try await store.loadKey(keyID: key(2).keyID) == key(2))
     }
 
     static func challenges(_ make: Factory) async throws {

@@ -4,6 +4,7 @@
 //===----------------------------------------------------------------------===//
 
 public import Foundation
+import RFC3339
 import SwiftASN1
 public import X509
 
@@ -132,7 +133,7 @@ public struct ReceiptPayload: Sendable {
         }
         func time(_ value: [UInt8], _ type: Int) throws -> Date {
             let text = try string(value, type)
-            guard let date = ReceiptTime.parse(text) else {
+            guard let date = RFC3339UTC.parse(text) else {
                 throw AppAttestError.receiptMalformed("field \(type) is not an RFC 3339 time: \(text)")
             }
             return date
@@ -161,48 +162,5 @@ public struct ReceiptPayload: Sendable {
         }
         self.notBefore = try optional(FieldType.notBefore).map { try time(Array($0.utf8), FieldType.notBefore) }
         self.expirationTime = try time(required(FieldType.expirationTime, "expiration time"), FieldType.expirationTime)
-    }
-}
-
-/// RFC 3339 times as Apple writes them in receipts: `2020-11-21T22:13:02.796Z` (UTC, the fraction
-/// optional). Parsed by hand: Foundation's ISO 8601 formatter costs more to create than the rest of
-/// a receipt's payload to parse.
-enum ReceiptTime {
-    static func parse(_ text: String) -> Date? {
-        let bytes = Array(text.utf8)
-        guard bytes.count >= 20, bytes[4] == UInt8(ascii: "-"), bytes[7] == UInt8(ascii: "-"),
-            bytes[10] == UInt8(ascii: "T"), bytes[13] == UInt8(ascii: ":"), bytes[16] == UInt8(ascii: ":"),
-            bytes.last == UInt8(ascii: "Z")
-        else { return nil }
-        func number(_ range: Range<Int>) -> Int? {
-            var value = 0
-            for byte in bytes[range] {
-                guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
-                value = value * 10 + Int(byte - UInt8(ascii: "0"))
-            }
-            return value
-        }
-        guard let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
-            let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19),
-            (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second < 61
-        else { return nil }
-        var fraction = 0.0
-        if bytes.count > 20 {
-            // ".d" to ".ddddddddd" then "Z" (at most nine digits: nanoseconds, and no overflow).
-            let digitCount = bytes.count - 21
-            guard bytes[19] == UInt8(ascii: "."), (1...9).contains(digitCount), let digits = number(20..<(bytes.count - 1)) else {
-                return nil
-            }
-            fraction = Double(digits) / pow(10, Double(digitCount))
-        }
-        // Days from 1970-01-01 in the proleptic Gregorian calendar (H. Hinnant's days_from_civil).
-        let y = month <= 2 ? year - 1 : year
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yearOfEra = y - era * 400
-        let dayOfYear = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
-        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
-        let days = era * 146_097 + dayOfEra - 719_468
-        let seconds = Double(days * 86_400 + hour * 3600 + minute * 60 + second) + fraction
-        return Date(timeIntervalSince1970: seconds)
     }
 }

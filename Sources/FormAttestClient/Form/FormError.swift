@@ -10,6 +10,7 @@ public struct FormError: Error, Sendable, Hashable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         fileprivate enum Backing: String, Hashable, Sendable {
             case invalidJSON = "invalid_form_json"
+            case inexactNumber = "form_inexact_number"
             case notAnObject = "form_not_object"
             case missingField = "form_missing_field"
             case invalidField = "form_invalid_field"
@@ -25,6 +26,9 @@ public struct FormError: Error, Sendable, Hashable, CustomStringConvertible {
 
         /// The form is not canonicalizable JSON (duplicates, lone surrogates, bad UTF-8, ...).
         public static let invalidJSON = Code(.invalidJSON)
+        /// A number in the form does not survive RFC 8785 exactly (more precision than a double,
+        /// or beyond ±2^53): send such values (amounts) as strings.
+        public static let inexactNumber = Code(.inexactNumber)
         /// The form is JSON but not an object.
         public static let notAnObject = Code(.notAnObject)
         /// A required field is absent.

@@ -35,13 +35,13 @@ public struct FormPolicy: Sendable, Hashable {
         guard age <= self.maximumAge else {
             throw FormError(
                 code: .timestampOutsideWindow,
-                reason: "the form is \(Int(age)) s old; at most \(Int(self.maximumAge)) s are accepted"
+                reason: "the form is \(Self.seconds(age)) s old; at most \(Self.seconds(self.maximumAge)) s are accepted"
             )
         }
         guard -age <= self.maximumFutureSkew else {
             throw FormError(
                 code: .timestampOutsideWindow,
-                reason: "the form is \(Int(-age)) s in the future; at most \(Int(self.maximumFutureSkew)) s are accepted"
+                reason: "the form is \(Self.seconds(-age)) s in the future; at most \(Self.seconds(self.maximumFutureSkew)) s are accepted"
             )
         }
         for field in self.requiredFields.sorted() where form.value[field] == nil {
@@ -55,5 +55,12 @@ public struct FormPolicy: Sendable, Hashable {
                 throw FormError(code: .bindingMismatch, reason: "the form's username is not the session's")
             }
         }
+    }
+
+    /// Whole seconds for a message; any other double (NaN, infinities, beyond Int) as it is,
+    /// never a trapping conversion.
+    static func seconds(_ value: Double) -> String {
+        if let whole = Int(exactly: value.rounded(.towardZero)) { return String(whole) }
+        return String(value)
     }
 }

@@ -5,6 +5,7 @@
 
 public import CanonicalJSON
 import Crypto
+import RFC3339
 public import Foundation
 
 /// A form as signed: a JSON object, its RFC 8785 bytes and clientDataHash = SHA-256 of them.
@@ -24,8 +25,10 @@ public struct SignedForm: Sendable, Hashable {
         public static let username = "username"
     }
 
-    /// Limits for a form: 64 KiB, nesting 16. A transfer form is a few hundred bytes.
-    public static let limits = CanonicalJSON.Limits(maximumSize: 64 * 1024, maximumDepth: 16)
+    /// Limits for a form: 64 KiB, nesting 16, numbers exact. A transfer form is a few hundred
+    /// bytes. A number the canonical form would change is refused rather than signed in a value
+    /// its sender did not write (amounts belong in strings).
+    public static let limits = CanonicalJSON.Limits(maximumSize: 64 * 1024, maximumDepth: 16, exactNumbers: true)
 
     /// The parsed form.
     public let value: JSONValue
@@ -44,14 +47,14 @@ public struct SignedForm: Sendable, Hashable {
 
     /// Parses and canonicalizes a form.
     ///
-    /// - Throws: ``FormError``: `invalid_form_json`, `form_not_object`, `form_missing_field`
+    /// - Throws: ``FormError``: `invalid_form_json`, `form_inexact_number`, `form_not_object`, `form_missing_field`
     ///   (no timestamp) or `form_invalid_field` (a known field of the wrong type or format).
     public init(jsonBytes: some Collection<UInt8>) throws(FormError) {
         let value: JSONValue
         do {
             value = try CanonicalJSON.parse(jsonBytes, limits: Self.limits)
         } catch {
-            throw FormError(code: .invalidJSON, reason: error.description, jsonError: error)
+            throw FormError(code: error.code == .inexactNumber ? .inexactNumber : .invalidJSON, reason: error.description, jsonError: error)
         }
         try self.init(value: value)
     }
@@ -128,26 +131,6 @@ public struct SignedForm: Sendable, Hashable {
     ) throws(FormError) -> SignedForm {
         var generator = SystemRandomNumberGenerator()
         return try self.make(fields: fields, username: username, challenge: challenge, now: now, using: &generator)
-    }
-}
-
-/// RFC 3339 timestamps in UTC, the only form the flows accept.
-public enum RFC3339UTC {
-    /// Parses `YYYY-MM-DDTHH:MM:SS[.fraction]Z`; offsets other than `Z` are refused.
-    public static func parse(_ text: String) -> Date? {
-        guard text.hasSuffix("Z") else { return nil }
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        if let date = formatter.date(from: text) { return date }
-        formatter.formatOptions = [.withInternetDateTime]
-        return formatter.date(from: text)
-    }
-
-    /// Formats with milliseconds, such as `2026-11-22T10:15:00.123Z`.
-    public static func format(_ date: Date) -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.string(from: date)
     }
 }
 

@@ -95,6 +95,9 @@ public struct FormFlows: Sendable {
     /// A registered key.
     public struct AttestOutcome: Sendable {
         public var attestation: VerifiedAttestation
+        /// The clientDataHash the attestation was made over: the form's, or for a pooled key the
+        /// pool challenge (the form is then signed by the assertion alone).
+        public var attestedClientDataHash: [UInt8]
         public var form: SignedForm
         /// The stored counter: 0, or the pooled assertion's counter.
         public var counter: UInt32
@@ -113,6 +116,7 @@ public struct FormFlows: Sendable {
 
     /// Issues a random 32-byte challenge.
     public func issueChallenge(purpose: ChallengePurpose, username: String?, now: Date) async throws(FlowError) -> IssuedChallenge {
+        if let username { try Self.checkUsername(username) }
         let lifetime = purpose == .pool ? self.configuration.poolChallengeLifetime : self.configuration.formChallengeLifetime
         let challenge = IssuedChallenge(
             value: self.randomBytes(32),
@@ -143,9 +147,8 @@ public struct FormFlows: Sendable {
                 )
             }
             let claims = try self.formChallengeClaims(form, username: request.username)
-            if try await self.load(request.keyID) != nil {
-                throw FlowError(code: "key_already_registered", category: .conflict, reason: "this keyId is registered already")
-            }
+            // Whether the keyId is registered is said only after the attestation verified (the
+            // commit refuses a duplicate): before, it would tell anyone who holds a keyId.
             let attestation = try await self.verifyAttestation(request.attestationObject, keyID: request.keyID, clientDataHash: form.clientDataHash, now: now)
             try await self.commit(
                 RegistrationCommit(
@@ -155,7 +158,7 @@ public struct FormFlows: Sendable {
                     now: now
                 )
             )
-            return AttestOutcome(attestation: attestation, form: form, counter: 0)
+            return AttestOutcome(attestation: attestation, attestedClientDataHash: form.clientDataHash, form: form, counter: 0)
         } attach: { outcome, challenge in
             outcome.nextChallenge = challenge
         }
@@ -166,14 +169,25 @@ public struct FormFlows: Sendable {
         try await self.rotating(username: request.username, now: now) { () async throws(FlowError) -> AssertOutcome in
             let form = try self.acceptedForm(request.form, username: request.username, now: now)
             let claims = try self.formChallengeClaims(form, username: request.username)
-            guard let key = try await self.load(request.keyID) else {
-                throw FlowError.keyMismatch("this keyId is not registered; attest a key")
-            }
-            guard Array(key.username.utf8) == Array(request.username.utf8) else {
+            // An unknown keyId and another user's keyId get the same answer: who owns a key is
+            // not for the caller to learn.
+            guard let key = try await self.load(request.keyID), Array(key.username.utf8) == Array(request.username.utf8) else {
                 throw FlowError.keyMismatch("this keyId is not registered to this user; attest a key")
             }
+            if key.reattestationRequired {
+                throw FlowError.requiresReattestation("this key's signed counter went backwards once (a cloned key or a restored device); attest a new key")
+            }
+            // The policy in force now, not the one at registration: a key attested in an
+            // environment this deployment no longer accepts is refused.
+            guard let environment = AppAttestEnvironment(rawValue: key.environment), self.verifier.policy.environments.contains(environment) else {
+                throw FlowError(
+                    code: AppAttest.AppAttestError.Code.environmentNotAllowed.identifier,
+                    category: .verificationFailed,
+                    reason: "the key was attested in the \(key.environment) environment, which this deployment does not accept"
+                )
+            }
             if let maximumAge = self.configuration.maximumKeyAge, now.timeIntervalSince(key.createdAt) > maximumAge {
-                throw FlowError.requiresReattestation("the key is older than \(Int(maximumAge)) s")
+                throw FlowError.requiresReattestation("the key is older than \(maximumAge) s")
             }
             let publicKey: P256.Signing.PublicKey
             do {
@@ -183,7 +197,13 @@ public struct FormFlows: Sendable {
             }
             let verified: VerifiedAssertion
             do {
-                verified = try self.verifier.verifyAssertion(request.assertion, publicKey: publicKey, clientDataHash: form.clientDataHash, previousCounter: key.counter)
+                verified = try self.verifier.verifyAssertion(
+                    request.assertion,
+                    publicKey: publicKey,
+                    clientDataHash: form.clientDataHash,
+                    previousCounter: key.counter,
+                    appID: key.appID
+                )
             } catch let error as AppAttest.AppAttestError where error.code == .counterNotIncreasing {
                 // The same signed form sent again (a retry reaching another instance after the
                 // first was accepted) is a replay. Otherwise the device's counter is not above the
@@ -198,7 +218,14 @@ public struct FormFlows: Sendable {
                 if recorded {
                     throw FlowError(code: "replay", category: .conflict, reason: "this form was accepted before")
                 }
-                throw FlowError.requiresReattestation(error.reason)
+                // The signature verified, so the key's holder signed this lower counter. The key
+                // is not trusted again, whatever counter it signs next.
+                do throws(StoreError) {
+                    try await self.store.requireReattestation(keyID: request.keyID)
+                } catch {
+                    throw FlowError(error)
+                }
+                throw FlowError.requiresReattestation(error.reason + "; the key must be attested again")
             } catch {
                 throw Self.verificationError(error)
             }
@@ -226,9 +253,6 @@ public struct FormFlows: Sendable {
             let form = try self.acceptedForm(request.form, username: request.username, now: now)
             var claims = try self.formChallengeClaims(form, username: request.username)
             claims.append(ChallengeClaim(value: request.poolChallenge, purpose: .pool, username: request.username))
-            if try await self.load(request.keyID) != nil {
-                throw FlowError(code: "key_already_registered", category: .conflict, reason: "this keyId is registered already")
-            }
             // The main app attested the key over the pool challenge itself (32 random bytes).
             let attestation = try await self.verifyAttestation(request.attestationObject, keyID: request.keyID, clientDataHash: request.poolChallenge, now: now)
             let verified: VerifiedAssertion
@@ -245,7 +269,7 @@ public struct FormFlows: Sendable {
                     now: now
                 )
             )
-            return AttestOutcome(attestation: attestation, form: form, counter: verified.counter)
+            return AttestOutcome(attestation: attestation, attestedClientDataHash: request.poolChallenge, form: form, counter: verified.counter)
         } attach: { outcome, challenge in
             outcome.nextChallenge = challenge
         }
@@ -254,12 +278,21 @@ public struct FormFlows: Sendable {
     // MARK: - Steps
 
     private func acceptedForm(_ bytes: [UInt8], username: String, now: Date) throws(FlowError) -> SignedForm {
+        try Self.checkUsername(username)
         do {
             let form = try SignedForm(jsonBytes: bytes)
             try self.configuration.formPolicy.validate(form, now: now, username: username)
             return form
         } catch {
             throw FlowError(error)
+        }
+    }
+
+    /// The request's username must follow ``Username``'s rule (the HTTP layer checks it first;
+    /// this keeps every other caller to it too).
+    private static func checkUsername(_ username: String) throws(FlowError) {
+        if let problem = Username.problem(username) {
+            throw FlowError(code: "invalid_request", category: .malformedInput, reason: problem)
         }
     }
 

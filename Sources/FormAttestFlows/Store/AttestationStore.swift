@@ -28,6 +28,12 @@ public protocol AttestationStore: Sendable {
     /// - Throws: ``StoreError/Code/unknownKey`` when no key has this keyId.
     func advanceCounter(keyID: [UInt8], to counter: UInt32, lastUsed: Date) async throws(StoreError) -> Bool
 
+    /// Marks a key as requiring a new attestation (its validly signed counter went backwards: a
+    /// cloned key or a restored device). The mark is permanent: the key is never accepted again.
+    /// Idempotent.
+    /// - Throws: ``StoreError/Code/unknownKey`` when no key has this keyId.
+    func requireReattestation(keyID: [UInt8]) async throws(StoreError)
+
     /// Compare-and-set of a key's receipt (after a risk-metric refresh): stores `receipt` only if
     /// the stored one is still `previous`, so that concurrent refreshes cannot overwrite a newer one.
     /// - Returns: `true` when stored, `false` when the stored receipt is no longer `previous`.
@@ -81,6 +87,8 @@ public struct StoredKey: Sendable, Hashable, Codable {
     public var receipt: [UInt8]
     public var createdAt: Date
     public var lastUsed: Date
+    /// Set by ``AttestationStore/requireReattestation(keyID:)``: the key is refused for good.
+    public var reattestationRequired: Bool
 
     public init(
         keyID: [UInt8],
@@ -91,7 +99,8 @@ public struct StoredKey: Sendable, Hashable, Codable {
         environment: String,
         receipt: [UInt8],
         createdAt: Date,
-        lastUsed: Date
+        lastUsed: Date,
+        reattestationRequired: Bool = false
     ) {
         self.keyID = keyID
         self.username = username
@@ -102,6 +111,7 @@ public struct StoredKey: Sendable, Hashable, Codable {
         self.receipt = receipt
         self.createdAt = createdAt
         self.lastUsed = lastUsed
+        self.reattestationRequired = reattestationRequired
     }
 }
 

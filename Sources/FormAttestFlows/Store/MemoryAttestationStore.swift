@@ -46,6 +46,12 @@ public actor MemoryAttestationStore: AttestationStore {
         return true
     }
 
+    public func requireReattestation(keyID: [UInt8]) throws(StoreError) {
+        try self.check()
+        guard self.keys[keyID] != nil else { throw StoreError(code: .unknownKey, reason: "no such keyId") }
+        self.keys[keyID]?.reattestationRequired = true
+    }
+
     public func replaceReceipt(keyID: [UInt8], previous: [UInt8], with receipt: [UInt8]) throws(StoreError) -> Bool {
         try self.check()
         guard var key = self.keys[keyID] else { throw StoreError(code: .unknownKey, reason: "no such keyId") }
