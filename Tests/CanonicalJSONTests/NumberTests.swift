@@ -33,6 +33,49 @@ struct NumberTests {
         return checked
     }
 
+    @Test("exact numbers: every canonical number within ±2^53 is exact; the same with one more tiny digit is not (first 20,000 lines)")
+    func exactness() throws {
+        let text = String(decoding: try Data(contentsOf: RealSample.fixturesDirectory.appendingPathComponent("jcs/numbers-100k.txt")), as: UTF8.self)
+        let exact = CanonicalJSON.Limits(exactNumbers: true)
+        var failures: [String] = []
+        var checked = 0
+        for line in text.split(separator: "\n").prefix(20_000) {
+            guard let comma = line.firstIndex(of: ","), let bits = UInt64(line[..<comma], radix: 16) else { continue }
+            let canonical = String(line[line.index(after: comma)...])
+            let value = Double(bitPattern: bits)
+            let withinRange = value.magnitude <= 9_007_199_254_740_992
+            func accepted(_ text: String) -> Bool { (try? CanonicalJSON.parse(Array(text.utf8), limits: exact)) != nil }
+            if accepted(canonical) != withinRange { failures.append("\(canonical): accepted \(!withinRange)") }
+            // A digit beyond the seventeenth significant one: the text's value is no double's shortest form.
+            guard value != 0 else { continue }
+            let parts = canonical.split(separator: "e", maxSplits: 1)
+            let mantissa = parts[0].contains(".") ? String(parts[0]) : String(parts[0]) + "."
+            let perturbed = mantissa + "00000000000000000000001" + (parts.count > 1 ? "e" + parts[1] : "")
+            if accepted(perturbed) { failures.append("\(perturbed) was accepted") }
+            checked += 1
+        }
+        #expect(checked > 19_000)
+        #expect(failures.isEmpty, "\(failures.prefix(10))")
+    }
+
+    @Test("exact numbers: decimal spellings of one value are all exact; errors name the number")
+    func exactSpellings() throws {
+        let exact = CanonicalJSON.Limits(exactNumbers: true)
+        for text in ["1234.5", "1234.50", "1.2345e3", "12345e-1", "0.12345E4", "-0", "0.0", "0e10", "100", "1E2", "9007199254740992", "-9007199254740992"] {
+            #expect((try? CanonicalJSON.parse(Array(text.utf8), limits: exact)) != nil, "\(text)")
+        }
+        for text in ["9007199254740993", "9007199254740994", "1e16", "0.1000000000000000055511151231257827", "1e-400", "2.4703282292062328e-324"] {
+            #expect(throws: CanonicalJSONError.self, "\(text)") { _ = try CanonicalJSON.parse(Array(text.utf8), limits: exact) }
+            do {
+                _ = try CanonicalJSON.parse(Array(#"{"amount":\#(text)}"#.utf8), limits: exact)
+            } catch {
+                #expect(error.code == .inexactNumber && error.reason.contains(text.prefix(16)), "\(error)")
+            }
+            // Without the option, RFC 8785 rounds as it should.
+            _ = try CanonicalJSON.parse(Array(text.utf8))
+        }
+    }
+
     @Test("every line of numbers-100k.txt")
     func hundredThousand() throws {
         #expect(try Self.check(file: RealSample.fixturesDirectory.appendingPathComponent("jcs/numbers-100k.txt")) == 100_000)

@@ -25,15 +25,18 @@ struct FlowHarness {
     init(
         store: any AttestationStore = MemoryAttestationStore(),
         configuration: FlowConfiguration = FlowConfiguration(),
-        requireValidReceipt: Bool = false
+        requireValidReceipt: Bool = false,
+        appIDs: [String] = [Self.appID],
+        environments: Set<AppAttestEnvironment> = [.production],
+        deviceEnvironment: AppAttestEnvironment = .production
     ) throws {
         self.authority = try SimulatedAttestationAuthority(seed: 5)
-        self.device = SimulatedDevice(authority: self.authority, appID: Self.appID, environment: .production, seed: 11)
+        self.device = SimulatedDevice(authority: self.authority, appID: Self.appID, environment: deviceEnvironment, seed: 11)
         self.store = store
         let verifier = try AppAttestVerifier(
             policy: AppAttestPolicy(
-                appIDs: [Self.appID],
-                environments: [.production],
+                appIDs: appIDs,
+                environments: environments,
                 trustAnchors: [self.authority.rootCertificate],
                 receiptTrustAnchors: [self.authority.receiptAuthority.rootCertificate],
                 requireValidReceipt: requireValidReceipt

@@ -201,7 +201,7 @@ struct AssertFlowTests {
         await expectFlowError("replay", .conflict) { try await harness.flows.assert(request, now: FlowHarness.now) }
     }
 
-    @Test("a counter that went backwards requires re-attestation")
+    @Test("a validly signed counter that went backwards retires the key: a higher counter later is refused too")
     func counterBackwards() async throws {
         let harness = try FlowHarness()
         let key = harness.device.key(0)
@@ -210,6 +210,36 @@ struct AssertFlowTests {
         await expectFlowError("requires_reattestation", .requiresReattestation) {
             try await harness.flows.assert(harness.assertRequest(key: key, form: FlowHarness.form(nonce: "b"), counter: 4), now: FlowHarness.now)
         }
+        #expect(try await harness.store.loadKey(keyID: key.keyID)?.reattestationRequired == true)
+        // Counter 6 would have been accepted before; the key is not trusted again.
+        await expectFlowError("requires_reattestation", .requiresReattestation) {
+            try await harness.flows.assert(harness.assertRequest(key: key, form: FlowHarness.form(nonce: "c"), counter: 6), now: FlowHarness.now)
+        }
+        #expect(try await harness.store.loadKey(keyID: key.keyID)?.counter == 5)
+        // A new attestation (a new key) restores trust.
+        let fresh = harness.device.key(1)
+        try await harness.register(fresh, nonce: "new-key")
+        _ = try await harness.flows.assert(harness.assertRequest(key: fresh, form: FlowHarness.form(nonce: "d"), counter: 1), now: FlowHarness.now)
+    }
+
+    @Test("a counter that went backwards but with a bad signature retires nothing (only the key's holder can)")
+    func counterBackwardsForged() async throws {
+        let harness = try FlowHarness()
+        let key = harness.device.key(0)
+        try await harness.register(key)
+        _ = try await harness.flows.assert(harness.assertRequest(key: key, form: FlowHarness.form(nonce: "a"), counter: 5), now: FlowHarness.now)
+        var options = SimulatedDevice.AssertionOptions()
+        options.signingKey = harness.device.key(1).privateKey
+        let form = FlowHarness.form(nonce: "b")
+        let forged = FormFlows.AssertRequest(
+            username: "alice",
+            keyID: key.keyID,
+            assertion: try harness.device.assert(key, clientDataHash: FlowHarness.hash(form), counter: 1, options: options),
+            form: form
+        )
+        await expectFlowError("signature_invalid", .verificationFailed) { try await harness.flows.assert(forged, now: FlowHarness.now) }
+        #expect(try await harness.store.loadKey(keyID: key.keyID)?.reattestationRequired == false)
+        _ = try await harness.flows.assert(harness.assertRequest(key: key, form: FlowHarness.form(nonce: "c"), counter: 6), now: FlowHarness.now)
     }
 
     @Test("a key older than the configured age requires re-attestation")

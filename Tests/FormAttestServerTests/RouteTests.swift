@@ -3,9 +3,11 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
+import AppAttest
 import CanonicalJSON
 import FormAttestClient
 import FormAttestFlows
+import FormAttestServer
 import FormAttestTestSupport
 import FormAttestTokens
 import HTTPTypes
@@ -181,6 +183,21 @@ struct RouteTests {
             #expect(pooled.status == 200)
             #expect(pooled.json?["counter"] == .number(1))
             #expect(pooled.json?["formats"]?["fido2Wrapper"]?["credential"]?["signCount"] == .number(1))
+            // The wrapper states what the attestation covered (the pool challenge), so that it
+            // verifies on its own; the JWS names the form the assertion signed.
+            let original = try #require(pooled.json?["formats"]?["fido2Wrapper"]?["original"])
+            #expect(original["clientDataHash"]?.stringValue == poolChallenge)
+            let verifier = try AppAttestVerifier(policy: harness.configuration.policy)
+            _ = try await verifier.verifyAttestation(
+                try #require(Base64URL.decode(original["attestationObject"]?.stringValue ?? "")),
+                keyID: try #require(Base64URL.decode(pooledKeyID)),
+                clientDataHash: try #require(Base64URL.decode(poolChallenge)),
+                at: Date()
+            )
+            let jws = try #require(pooled.json?["formats"]?["serverAttestation"]?.stringValue)
+            let payload = try #require(Base64URL.decode(String(jws.split(separator: ".")[1])))
+            #expect(try CanonicalJSON.parse(payload)["form_hash"] == pooled.json?["formHash"])
+            #expect(pooled.json?["formHash"]?.stringValue != poolChallenge)
             let reused = try await client.post("/api/appattest/register-pooled", pooledBody)
             #expect(reused.status == 409 || reused.status == 422)
 

@@ -26,6 +26,8 @@ struct ServiceHarness {
     static let appID = "ABCDE12345.com.formattest.demo"
 
     let store = MemoryAttestationStore()
+    /// Serve this store instead of ``store`` (a wrapper around it, for faults).
+    var storeOverride: (any AttestationStore)?
     let keys = SigningKeys(current: .init())
     let authority: SimulatedAttestationAuthority
     var configuration: ServerConfiguration
@@ -49,7 +51,7 @@ struct ServiceHarness {
 
     func run(_ body: @Sendable (Client) async throws -> Void) async throws {
         let device = SimulatedDevice(authority: self.authority, appID: Self.appID, environment: .development, seed: 21)
-        let router = try await FormAttestApplication.router(configuration: self.configuration, store: self.store, signingKeys: self.keys, simulator: device)
+        let router = try await FormAttestApplication.router(configuration: self.configuration, store: self.storeOverride ?? self.store, signingKeys: self.keys, simulator: device)
         let app = Application(router: router, logger: Logger(label: "test"))
         let recorder = self.recorder
         try await app.test(.router) { client in

@@ -1,0 +1,176 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+import CanonicalJSON
+import FormAttestClient
+import FormAttestFlows
+import FormAttestServer
+import HTTPTypes
+import Foundation
+import Testing
+
+/// A store whose writes fail (as a full, read-only or locked SQLite file does) while reads still
+/// work, with a reason full of internals that must never reach a client.
+actor WriteFailingStore: AttestationStore {
+    let inner: MemoryAttestationStore
+    private var failing = false
+    static let leakyReason = "SQLite: database is locked - while executing `BEGIN IMMEDIATE TRANSACTION` on /var/lib/formattest/formattest.sqlite"
+
+    init(inner: MemoryAttestationStore) { self.inner = inner }
+
+    func setFailing(_ failing: Bool) { self.failing = failing }
+
+    private func write() throws(StoreError) {
+        if self.failing { throw StoreError(code: .unavailable, reason: Self.leakyReason) }
+    }
+
+    func insertKey(_ key: StoredKey) async throws(StoreError) {
+        try self.write()
+        try await self.inner.insertKey(key)
+    }
+    func loadKey(keyID: [UInt8]) async throws(StoreError) -> StoredKey? { try await self.inner.loadKey(keyID: keyID) }
+    func advanceCounter(keyID: [UInt8], to counter: UInt32, lastUsed: Date) async throws(StoreError) -> Bool {
+        try self.write()
+        return try await self.inner.advanceCounter(keyID: keyID, to: counter, lastUsed: lastUsed)
+    }
+    func requireReattestation(keyID: [UInt8]) async throws(StoreError) {
+        try self.write()
+        try await self.inner.requireReattestation(keyID: keyID)
+    }
+    func replaceReceipt(keyID: [UInt8], previous: [UInt8], with receipt: [UInt8]) async throws(StoreError) -> Bool {
+        try self.write()
+        return try await self.inner.replaceReceipt(keyID: keyID, previous: previous, with: receipt)
+    }
+    func issueChallenge(_ challenge: IssuedChallenge) async throws(StoreError) {
+        try self.write()
+        try await self.inner.issueChallenge(challenge)
+    }
+    func consumeChallenge(_ claim: ChallengeClaim, now: Date) async throws(StoreError) {
+        try self.write()
+        try await self.inner.consumeChallenge(claim, now: now)
+    }
+    func recordFormHash(_ record: ReplayRecord, now: Date) async throws(StoreError) {
+        try self.write()
+        try await self.inner.recordFormHash(record, now: now)
+    }
+    func isFormHashRecorded(_ formHash: [UInt8], now: Date) async throws(StoreError) -> Bool {
+        try await self.inner.isFormHashRecorded(formHash, now: now)
+    }
+    func commitRegistration(_ commit: RegistrationCommit) async throws(StoreError) {
+        try self.write()
+        try await self.inner.commitRegistration(commit)
+    }
+    func commitAssertion(_ commit: AssertionCommit) async throws(StoreError) {
+        try self.write()
+        try await self.inner.commitAssertion(commit)
+    }
+    func purgeExpired(now: Date) async throws(StoreError) -> Int {
+        try self.write()
+        return try await self.inner.purgeExpired(now: now)
+    }
+}
+
+struct HostileRouteTests {
+    static func text(_ value: String) -> JSONValue { .string(JSONString(value)) }
+
+    @Test("a username with a control character is 400 invalid_request, in a body or a query string, and registers nothing")
+    func controlCharacters() async throws {
+        let harness = try ServiceHarness()
+        let store = harness.store
+        try await harness.run { client in
+            for query in ["bob%00x", "bob%01", "bob%7F", "bob%C2%85", "%00", "a%0Ab"] {
+                let answer = try await client.send(.get, "/api/appattest/challenge?purpose=form&username=\(query)", template: "/api/appattest/challenge")
+                #expect(answer.status == 400 && answer.errorCode == "invalid_request", "\(query): \(answer.status)")
+            }
+            // alice\0evil tries to register a key (a genuine attestation over a genuine form).
+            let form = ServiceHarness.form(user: "alice\u{0}evil")
+            let simulated = try await client.post("/api/dev/simulate", [("action", Self.text("attest")), ("form", form)])
+            let keyID = try #require(simulated.json?["keyId"]?.stringValue)
+            let attest = try await client.post(
+                "/api/appattest/attest",
+                [("username", Self.text("alice\u{0}evil")), ("keyId", Self.text(keyID)), ("attestationObject", simulated.json?["attestationObject"] ?? .null), ("form", form)]
+            )
+            #expect(attest.status == 400 && attest.errorCode == "invalid_request", "\(attest.status) \(attest.errorCode ?? "")")
+            #expect(try await store.loadKey(keyID: try #require(Base64URL.decode(keyID))) == nil)
+            // Nor can alice's key be used by alice\0evil.
+            let (aliceKey, registered) = try await ServiceHarness.register(client, form: ServiceHarness.form(user: "alice"))
+            #expect(registered.status == 200)
+            let evilForm = ServiceHarness.form(user: "alice\u{0}evil")
+            let assert = try await client.post(
+                "/api/appattest/assert",
+                [("username", Self.text("alice\u{0}evil")), ("keyId", Self.text(aliceKey)),
+                 ("assertion", Self.text(try await ServiceHarness.assertion(client, keyID: aliceKey, form: evilForm))), ("form", evilForm)]
+            )
+            #expect(assert.status == 400 && assert.errorCode == "invalid_request")
+        }
+    }
+
+    @Test("a store that cannot write: 503 store_unavailable with nothing internal, /healthz 503 though reads work; both recover")
+    func storeCannotWrite() async throws {
+        var harness = try ServiceHarness()
+        let failing = WriteFailingStore(inner: harness.store)
+        harness.storeOverride = failing
+        try await harness.run { client in
+            let (keyID, registered) = try await ServiceHarness.register(client, form: ServiceHarness.form())
+            #expect(registered.status == 200)
+            #expect(try await client.send(.get, "/healthz", template: "/healthz").status == 200)
+            await failing.setFailing(true)
+            let form = ServiceHarness.form(nonce: "while-down")
+            let body: [(String, JSONValue)] = [
+                ("username", Self.text("alice")), ("keyId", Self.text(keyID)),
+                ("assertion", Self.text(try await ServiceHarness.assertion(client, keyID: keyID, form: form))), ("form", form),
+            ]
+            let down = try await client.post("/api/appattest/assert", body)
+            #expect(down.status == 503 && down.errorCode == "store_unavailable")
+            let message = down.json?["error"]?["message"]?.stringValue ?? ""
+            for word in ["SQLite", "database", "locked", "BEGIN", "TRANSACTION", "/var/lib"] {
+                #expect(!message.contains(word), "\(message)")
+            }
+            let challenge = try await client.send(.get, "/api/appattest/challenge?purpose=form", template: "/api/appattest/challenge")
+            #expect(challenge.status == 503 && !(challenge.json?["error"]?["message"]?.stringValue ?? "").contains("SQLite"))
+            let health = try await client.send(.get, "/healthz", template: "/healthz")
+            #expect(health.status == 503 && health.json?["status"]?.stringValue == "store_unavailable")
+            await failing.setFailing(false)
+            #expect(try await client.send(.get, "/healthz", template: "/healthz").status == 200)
+            // Nothing was written by the refused request: the same form is accepted now.
+            #expect(try await client.post("/api/appattest/assert", body).status == 200)
+        }
+        try await OpenAPIConformance.check(harness.recorder)
+    }
+
+    @Test("a body on GET or DELETE is bounded by size like any other")
+    func bodiesOnEveryMethod() async throws {
+        let harness = try ServiceHarness()
+        try await harness.run { client in
+            let big = [UInt8](repeating: UInt8(ascii: "a"), count: 70 * 1024)
+            let get = try await client.send(.get, "/healthz", template: "/healthz", body: big)
+            #expect(get.status == 413 && get.errorCode == "body_too_large")
+            let delete = try await client.send(.delete, "/api/appattest/assert", template: "/api/appattest/assert", body: big)
+            #expect(delete.status == 413)
+        }
+    }
+
+    @Test("forms with inexact numbers are 400 form_inexact_number at every endpoint, the simulator's included")
+    func inexactNumbers() async throws {
+        let harness = try ServiceHarness()
+        try await harness.run { client in
+            let form = Array(#"{"amount":9007199254740993,"timestamp":"\#(RFC3339Now.text)","username":"alice","nonce":"n"}"#.utf8)
+            for path in ["/api/dev/simulate", "/api/appattest/assert", "/api/appattest/attest", "/api/appattest/register-pooled"] {
+                let body = Array(#"{"action":"attest","username":"alice","keyId":"AA","assertion":"AA","attestationObject":"AA","poolChallenge":"AA","form":"#.utf8) + form + Array("}".utf8)
+                let answer = try await client.send(.post, path, template: path, body: body)
+                #expect(answer.status == 400 && answer.errorCode == "form_inexact_number", "\(path): \(answer.status) \(answer.errorCode ?? "")")
+            }
+        }
+    }
+}
+
+/// The real clock's now as a form timestamp.
+enum RFC3339Now {
+    static var text: String {
+        var text = ISO8601DateFormatter().string(from: Date())
+        text.removeLast()
+        return text + ".000Z"
+    }
+}
