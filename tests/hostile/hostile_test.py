@@ -32,8 +32,8 @@ Valid signed requests come from the service's own `--dev-simulator` device.
    registered keyId and garbage attestation is refused by verification, not `key_already_registered`.
 10. Numbers in forms: numbers that an IEEE double cannot hold exactly are 400 `form_inexact_number`;
    exact ones (2^53, 1234.50, 1.2345e3, 0.1, -0) are accepted.
-11. Generated variants: ~300 seeded random hostile requests mixing the above; nothing is 5xx but a
-   503 `store_unavailable`, and the service is still up.
+11. Generated variants: 300 seeded random hostile requests mixing the above; none crashes the
+   service, nothing is 5xx but a 503 `store_unavailable`, and /healthz is 200 at the end.
 12. The CLI reads bounded: `canonicalize` and `inspect` of a 300 MB file exit 2 with a size
    message and stay under 100 MB of memory.
 Prints "N passed, M failed".
@@ -41,13 +41,11 @@ Prints "N passed, M failed".
 import argparse
 import base64
 import datetime
-import hashlib
 import http.client
 import json
 import os
 import random
 import re
-import resource
 import signal
 import socket
 import sqlite3
@@ -71,8 +69,10 @@ def free_port():
 
 
 def clean_environment(**extra):
-    """The caller's environment without FORMATTEST_* settings (and LOG_LEVEL), plus `extra`."""
+    """The caller's environment without FORMATTEST_* settings (and LOG_LEVEL), plus `extra`. A
+    crash's backtrace is not symbolicated: that takes 10-15 s of a debug binary, per crash."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith("FORMATTEST_") and k != "LOG_LEVEL"}
+    environment["SWIFT_BACKTRACE"] = "symbolicate=off"
     environment.update(extra)
     return environment
 
@@ -253,9 +253,13 @@ class Service:
 
 def first_line(port, data, seconds=5):
     """Sends raw bytes; the answer's status line, b'' when the connection was closed without an
-    answer, or None when nothing came back within `seconds`."""
+    answer, or None when nothing came back within `seconds` (a refused connection is neither)."""
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=seconds) as connection:
+        connection = socket.create_connection(("127.0.0.1", port), timeout=seconds)
+    except OSError as error:
+        return f"(no connection: {type(error).__name__})".encode()
+    try:
+        with connection:
             connection.sendall(data)
             connection.settimeout(seconds)
             answer = connection.recv(4096)
@@ -271,13 +275,17 @@ def status_of(line):
     return int(match.group(1)) if match else None
 
 
-def keys_table(store_path):
-    """(keyId base64url, username) of every stored key, read with a separate connection."""
+def stored(store_path, query):
+    """The rows of `query` on the service's SQLite file, read with a separate connection."""
     connection = sqlite3.connect(f"file:{store_path}?mode=ro", uri=True, timeout=5)
     try:
-        return [(b64(bytes(k)), u) for k, u in connection.execute("SELECT key_id, username FROM keys")]
+        return connection.execute(query).fetchall()
     finally:
         connection.close()
+
+
+def has_control(text):
+    return text is not None and any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in text)
 
 
 # MARK: - 1. Timestamps
@@ -419,11 +427,12 @@ def identifiers(service, check):
         answer = service.submit("mallory", mallory, service.form("mallory"))
         check("identifiers: 'mallory' with the keyId 'mallory\\0' attested is 401 key_mismatch",
               answer.status == 401 and answer.code == "key_mismatch", str(answer))
-        stored = [username for key, username in keys_table(service.store_path) if key == mallory]
-        check("identifiers: no key is stored for the keyId 'mallory\\0' attested", stored == [], repr(stored))
-    controlled = [username for _, username in keys_table(service.store_path)
-                  if any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in username)]
-    check("identifiers: no stored key has a username with control characters", controlled == [], repr(controlled[:5]))
+        owners = [username for key, username in stored(service.store_path, "SELECT key_id, username FROM keys") if b64(bytes(key)) == mallory]
+        check("identifiers: no key is stored for the keyId 'mallory\\0' attested", owners == [], f"stored for {owners!r}")
+    users = [username for (username,) in stored(service.store_path, "SELECT username FROM keys") if has_control(username)]
+    check("identifiers: no stored key has a username with control characters", users == [], f"{len(users)}: {users[:5]!r}")
+    users = [username for (username,) in stored(service.store_path, "SELECT username FROM challenges") if has_control(username)]
+    check("identifiers: no stored challenge has a username with control characters", users == [], f"{len(users)}: {users[:5]!r}")
 
     # Unicode normalization: distinct users, byte for byte.
     composed, decomposed = "jos\u00e9", "jose\u0301"
@@ -445,7 +454,12 @@ def slow_request(port, method, path, results):
     started = time.monotonic()
     line, closed = b"", False
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=5) as connection:
+        connection = socket.create_connection(("127.0.0.1", port), timeout=5)
+    except OSError as error:
+        results.append((0.0, f"(no connection: {type(error).__name__})".encode(), False))
+        return
+    try:
+        with connection:
             connection.sendall(f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{".encode())
             connection.settimeout(0.3)
             while time.monotonic() < started + 8:
@@ -560,18 +574,21 @@ def store_down(service, check):
     leaked = [word for word in ["database", "locked", "sqlite", "begin", "transaction"] if word in (refused.message or "").lower()]
     check("store down: the 503's message names no database internals", refused.message is not None and not leaked, f"{refused.message!r}")
     check("store down: /healthz is 503 while the store is locked", health.status == 503, str(health))
-    check("store down: /healthz is 200 after the lock is released", service.healthy())
+    released = time.monotonic()  # the service may share one probe's answer for a moment: allow a few seconds
+    while not service.healthy() and time.monotonic() < released + 5:
+        time.sleep(0.2)
+    recovered_after = time.monotonic() - released
+    check("store down: /healthz is 200 within 5 s after the lock is released", service.healthy(), f"not after {recovered_after:.1f} s")
     accepted = service.call("POST", "/api/appattest/assert", body)
     check("store down: the form refused with 503 is accepted afterwards", accepted.status == 200, str(accepted))
     print(f"hostile store down: assert {refused.status} {refused.code} {refused.message!r} after {refused_after:.1f} s; "
-          f"/healthz {health.status} after {health_after:.1f} s; the same form afterwards {accepted.status}")
+          f"/healthz {health.status} after {health_after:.1f} s, 200 again {recovered_after:.1f} s after the release; the same form afterwards {accepted.status}")
 
 
 # MARK: - 6. Logs
 
 def logs(service, check):
     user, payee = "zz-canary-7731", "zz-payee-canary-5512"
-    before = service.log().count("/api/appattest/")
     service.call("GET", f"/api/appattest/challenge?purpose=form&username={user}")
     service.call("GET", f"/api/appattest/challenge?purpose=bogus&username={user}")
     key_id, answer = service.attest(user, service.form(user, to=payee))
@@ -587,7 +604,7 @@ def logs(service, check):
     service.call("POST", "/api/appattest/attest", {"username": user, "keyId": key_id, "attestationObject": "x", "form": {"to": payee}})
     time.sleep(0.5)
     log = service.log()
-    check("logs: the requests were logged", log.count("/api/appattest/") >= before + 8, f"{log.count('/api/appattest/') - before} new lines")
+    check("logs: the service's log is captured at info", "listening on" in log, log[-200:])
     check("logs: the username appears nowhere in the log", user not in log, next((l for l in log.splitlines() if user in l), "")[:300])
     check("logs: the form's field value appears nowhere in the log", payee not in log, next((l for l in log.splitlines() if payee in l), "")[:300])
     print(f"hostile logs: {log.count(user)} mentions of the username, {log.count(payee)} of the field value")
@@ -674,7 +691,8 @@ def configuration(args, check):
         what = "listened (killed)" if listened else f"still running after {seconds} s (killed)" if status is None else f"exit {status} after {seconds} s"
         check(f"configuration: {name} exits 2 within 10 s, before listening", status == 2 and not listened and "Address already in use" not in stderr,
               f"{what}; {message(stderr)!r}")
-        check(f"configuration: {name} names {setting} on stderr", status is not None and setting in stderr, f"{what}; {message(stderr)!r}")
+        named = any(setting in line for line in stderr.splitlines() if not line.startswith(("Usage:", "Help:", "  See")))
+        check(f"configuration: {name} names {setting} on stderr", status is not None and named, f"{what}; {message(stderr)!r}")
     for name, _, _ in valid:
         status, seconds, listening, stderr = outcomes.get(name, (None, None, False, "not run"))
         check(f"configuration: {name} starts and listens", listening, f"exit {status}; {message(stderr)!r}")
@@ -827,14 +845,15 @@ def generated(service, check):
                                                      "attestationObject": b64(os.urandom(40)), "form": dict(service.form("gina"), **extra)}
 
     def excerpt(body):
-        return "" if body is None else (body if isinstance(body, bytes) else encode(body))[:160]
+        text = b"" if body is None else body if isinstance(body, bytes) else encode(body)
+        return text if len(text) <= 300 else text[:80] + b"..." + text[-220:]
 
     statuses, bad, crashes = Counter(), [], []
     deadline = time.monotonic() + 120
     count = 0
     while count < 300 and time.monotonic() < deadline:
         kind, method, path, body = generate()
-        answer = service.call(method, path, body, timeout=10)
+        answer = service.call(method, path, body, timeout=5)
         count += 1
         if answer.status is None:  # no HTTP answer: did it crash the service?
             exit_deadline = time.monotonic() + 2
@@ -906,12 +925,16 @@ def main():
         else:
             failures.append(f"{name} {detail}")
 
+    timings = {}
+
     def guarded(name, body, *arguments):
         """Runs one class; an exception in the script fails that class instead of the whole run."""
+        began = time.monotonic()
         try:
             body(*arguments, check)
         except Exception as error:  # noqa: BLE001 - reported as a failure
             check(f"{name}: ran to the end", False, f"{type(error).__name__}: {error}")
+        timings[name] = round(time.monotonic() - began, 1)
 
     started = time.monotonic()
     service = Service(args, "main")
@@ -927,7 +950,7 @@ def main():
     guarded("configuration", configuration, args)
     guarded("files", files, args)
     guarded("bounded reads", bounded_reads, args)
-    print(f"hostile: finished in {time.monotonic() - started:.0f} s")
+    print(f"hostile: finished in {time.monotonic() - started:.0f} s; seconds per class: {timings}")
 
     for failure in failures:
         print("FAILED:", failure)
