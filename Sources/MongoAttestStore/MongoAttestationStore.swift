@@ -33,12 +33,14 @@ public final class MongoAttestationStore: AttestationStore, Sendable {
     private let keys: String
     private let challenges: String
     private let formHashes: String
+    private let rateLimits: String
 
     private init(pool: MongoClientPool, collectionPrefix: String) {
         self.pool = pool
         self.keys = collectionPrefix + "keys"
         self.challenges = collectionPrefix + "challenges"
         self.formHashes = collectionPrefix + "form_hashes"
+        self.rateLimits = collectionPrefix + "rate_limits"
     }
 
     /// Connects, checks that the server answers, and creates collections, validators and indexes.
@@ -104,6 +106,68 @@ public final class MongoAttestationStore: AttestationStore, Sendable {
             )
             guard ExtendedJSON.int64(reply["n"]) == 1 else { throw StoreError(code: .unknownKey, reason: "no such keyId") }
         }
+    }
+
+    public func keys(username: String) async throws(StoreError) -> [StoredKey] {
+        try await self.run { () throws -> [StoredKey] in
+            let reply = try self.pool.command(
+                .document([
+                    ("find", .string(self.keys)), ("filter", .document([("username", .string(username))])),
+                    ("sort", .document([("createdAt", .int32(1)), ("_id", .int32(1))])), ("limit", .int32(10_000)),
+                ])
+            )
+            let batch = ((reply["cursor"] as? [String: Any])?["firstBatch"] as? [[String: Any]]) ?? []
+            return batch.compactMap(Self.key)
+        }
+    }
+
+    public func revokeKey(keyID: [UInt8], at date: Date) async throws(StoreError) {
+        try await self.run { () throws in
+            // Only an active key takes the time; an already revoked one keeps its first.
+            _ = try self.pool.command(
+                .document([
+                    ("update", .string(self.keys)),
+                    ("updates", .array([.document([
+                        ("q", .document([("_id", .binary(keyID)), ("revokedAt", .document([("$exists", .bool(false))]))])),
+                        ("u", .document([("$set", .document([("revokedAt", .date(date))]))])),
+                    ])])),
+                ])
+            )
+            guard try self.keyExists(keyID) else { throw StoreError(code: .unknownKey, reason: "no such keyId") }
+        }
+    }
+
+    public func countRequest(in window: RateLimitWindow) async throws(StoreError) -> Int {
+        // _id: the window's id, then its start (ms since 1970, 8 bytes big-endian).
+        let milliseconds = UInt64(bitPattern: Int64((window.start.timeIntervalSince1970 * 1000).rounded(.down)))
+        let id = window.id + (0..<8).map { UInt8(truncatingIfNeeded: milliseconds >> (56 - 8 * $0)) }
+        return try await self.run { () throws -> Int in
+            do {
+                return try self.incrementWindow(id, expiresAt: window.expiresAt)
+            } catch let error as MongoError where error.isDuplicateKey {
+                // Two first requests raced to insert the window: the loser's upsert failed on the
+                // unique _id; now the document exists, and the retry is a plain increment.
+                return try self.incrementWindow(id, expiresAt: window.expiresAt)
+            }
+        }
+    }
+
+    /// One findAndModify with upsert: the increment and the read are one atomic step on one
+    /// document, across every instance.
+    private func incrementWindow(_ id: [UInt8], expiresAt: Date) throws -> Int {
+        let reply = try self.pool.command(
+            .document([
+                ("findAndModify", .string(self.rateLimits)),
+                ("query", .document([("_id", .binary(id))])),
+                ("update", .document([("$inc", .document([("count", .int64(1))])), ("$setOnInsert", .document([("expiresAt", .date(expiresAt))]))])),
+                ("upsert", .bool(true)),
+                ("new", .bool(true)),
+            ])
+        )
+        guard let document = reply["value"] as? [String: Any], let count = ExtendedJSON.int64(document["count"]) else {
+            throw StoreError(code: .unavailable, reason: "findAndModify returned no rate-limit document")
+        }
+        return Int(clamping: count)
     }
 
     public func replaceReceipt(keyID: [UInt8], previous: [UInt8], with receipt: [UInt8]) async throws(StoreError) -> Bool {
@@ -180,7 +244,38 @@ public final class MongoAttestationStore: AttestationStore, Sendable {
             try self.applyInOrder(claims: commit.challenges, replay: commit.replay, now: commit.now, commitID: id) { () throws in
                 try self.insertKeyDocument(commit.key)
             }
+            if let limit = commit.maximumActiveKeys {
+                try self.revokeBeyond(limit, username: commit.key.username, keeping: commit.key.keyID, at: commit.now)
+            }
         }
+    }
+
+    /// After a registration (the decisive write): revokes the user's least recently used active
+    /// keys beyond `limit`, the new key kept. Idempotent; a failure here leaves one key too many
+    /// active until the next registration, never a key revoked wrongly.
+    private func revokeBeyond(_ limit: Int, username: String, keeping keyID: [UInt8], at date: Date) throws {
+        let reply = try self.pool.command(
+            .document([
+                ("find", .string(self.keys)),
+                ("filter", .document([("username", .string(username)), ("revokedAt", .document([("$exists", .bool(false))])), ("_id", .document([("$ne", .binary(keyID))]))])),
+                ("sort", .document([("lastUsed", .int32(-1)), ("createdAt", .int32(-1)), ("_id", .int32(-1))])),
+                ("skip", .int32(Int32(clamping: max(limit - 1, 0)))),
+                ("projection", .document([("_id", .int32(1))])),
+                ("limit", .int32(1000)),
+            ])
+        )
+        let ids = (((reply["cursor"] as? [String: Any])?["firstBatch"] as? [[String: Any]]) ?? []).compactMap { ExtendedJSON.binary($0["_id"]) }
+        guard !ids.isEmpty else { return }
+        _ = try self.pool.command(
+            .document([
+                ("update", .string(self.keys)),
+                ("updates", .array([.document([
+                    ("q", .document([("_id", .document([("$in", .array(ids.map { .binary($0) }))])), ("revokedAt", .document([("$exists", .bool(false))]))])),
+                    ("u", .document([("$set", .document([("revokedAt", .date(date))]))])),
+                    ("multi", .bool(true)),
+                ])])),
+            ])
+        )
     }
 
     public func commitAssertion(_ commit: AssertionCommit) async throws(StoreError) {
@@ -199,7 +294,7 @@ public final class MongoAttestationStore: AttestationStore, Sendable {
     public func purgeExpired(now: Date) async throws(StoreError) -> Int {
         try await self.run { () throws -> Int in
             var removed = 0
-            for collection in [self.challenges, self.formHashes] {
+            for collection in [self.challenges, self.formHashes, self.rateLimits] {
                 let reply = try self.pool.command(
                     .document([
                         ("delete", .string(collection)),
@@ -311,23 +406,14 @@ public final class MongoAttestationStore: AttestationStore, Sendable {
     }
 
     private func insertKeyDocument(_ key: StoredKey) throws {
+        let fields: [(String, BSONValue)] = [
+            ("_id", .binary(key.keyID)), ("username", .string(key.username)), ("publicKey", .binary(key.publicKey)),
+            ("counter", .int64(Int64(key.counter))), ("appId", .string(key.appID)), ("environment", .string(key.environment)),
+            ("receipt", .binary(key.receipt)), ("createdAt", .date(key.createdAt)), ("lastUsed", .date(key.lastUsed)),
+            ("reattestationRequired", .bool(key.reattestationRequired)),
+        ] + Self.optionalDate("revokedAt", key.revokedAt)
         do {
-            _ = try self.pool.command(
-                .document([
-                    ("insert", .string(self.keys)),
-                    (
-                        "documents",
-                        .array([
-                            .document([
-                                ("_id", .binary(key.keyID)), ("username", .string(key.username)), ("publicKey", .binary(key.publicKey)),
-                                ("counter", .int64(Int64(key.counter))), ("appId", .string(key.appID)), ("environment", .string(key.environment)),
-                                ("receipt", .binary(key.receipt)), ("createdAt", .date(key.createdAt)), ("lastUsed", .date(key.lastUsed)),
-                                ("reattestationRequired", .bool(key.reattestationRequired)),
-                            ])
-                        ])
-                    ),
-                ])
-            )
+            _ = try self.pool.command(.document([("insert", .string(self.keys)), ("documents", .array([.document(fields)]))]))
         } catch where error.isDuplicateKey {
             throw StoreError(code: .duplicateKey, reason: "the keyId is registered")
         }
@@ -363,11 +449,18 @@ public final class MongoAttestationStore: AttestationStore, Sendable {
             keyID: keyID, username: username, publicKey: publicKey, counter: UInt32(clamping: counter), appID: appID,
             environment: environment, receipt: receipt, createdAt: createdAt, lastUsed: lastUsed,
             // Absent in documents written before the field existed: false.
-            reattestationRequired: document["reattestationRequired"] as? Bool ?? false
+            reattestationRequired: document["reattestationRequired"] as? Bool ?? false,
+            revokedAt: ExtendedJSON.date(document["revokedAt"])
         )
     }
 
     private static func commitID() -> String { UUID().uuidString }
+
+    /// `[(name, date)]` when there is a date, else nothing: an optional field of a document.
+    private static func optionalDate(_ name: String, _ date: Date?) -> [(String, BSONValue)] {
+        guard let date else { return [] }
+        return [(name, .date(date))]
+    }
 
     private static var challengeInvalid: StoreError {
         StoreError(code: .challengeInvalid, reason: "the challenge is unknown, used, expired, or for another purpose or user")

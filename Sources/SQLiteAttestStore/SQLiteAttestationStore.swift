@@ -87,6 +87,22 @@ public final class SQLiteAttestationStore: AttestationStore {
         migrator.registerMigration("v2: keys that must re-attest") { db in
             try db.execute(sql: "ALTER TABLE keys ADD COLUMN reattestation_required INTEGER NOT NULL DEFAULT 0")
         }
+        migrator.registerMigration("v3: revoked keys, keys by user, rate limits") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE keys ADD COLUMN revoked_at REAL;
+                    CREATE INDEX keys_username ON keys(username);
+                    CREATE TABLE rate_limits (
+                        id BLOB NOT NULL,
+                        window_start REAL NOT NULL,
+                        count INTEGER NOT NULL,
+                        expires_at REAL NOT NULL,
+                        PRIMARY KEY (id, window_start)
+                    );
+                    CREATE INDEX rate_limits_expiry ON rate_limits(expires_at);
+                    """
+            )
+        }
         return migrator
     }
 
@@ -121,6 +137,38 @@ public final class SQLiteAttestationStore: AttestationStore {
         try await self.write { db in
             try db.execute(sql: "UPDATE keys SET reattestation_required = 1 WHERE key_id = ?", arguments: [Data(keyID)])
             guard db.changesCount == 1 else { throw StoreError(code: .unknownKey, reason: "no such keyId") }
+        }
+    }
+
+    public func keys(username: String) async throws(StoreError) -> [StoredKey] {
+        do {
+            return try await self.database.read { db in
+                try Row.fetchAll(db, sql: "SELECT * FROM keys WHERE username = ? ORDER BY created_at, key_id", arguments: [username]).map(Self.key)
+            }
+        } catch {
+            throw Self.storeError(error)
+        }
+    }
+
+    public func revokeKey(keyID: [UInt8], at date: Date) async throws(StoreError) {
+        try await self.write { db in
+            try db.execute(sql: "UPDATE keys SET revoked_at = coalesce(revoked_at, ?) WHERE key_id = ?", arguments: [date.timeIntervalSince1970, Data(keyID)])
+            guard db.changesCount == 1 else { throw StoreError(code: .unknownKey, reason: "no such keyId") }
+        }
+    }
+
+    public func countRequest(in window: RateLimitWindow) async throws(StoreError) -> Int {
+        try await self.write { db in
+            // One statement: the increment and the read are one atomic step.
+            try Int.fetchOne(
+                db,
+                sql: """
+                    INSERT INTO rate_limits (id, window_start, count, expires_at) VALUES (?, ?, 1, ?)
+                    ON CONFLICT (id, window_start) DO UPDATE SET count = count + 1
+                    RETURNING count
+                    """,
+                arguments: [Data(window.id), window.start.timeIntervalSince1970, window.expiresAt.timeIntervalSince1970]
+            ) ?? Int.max
         }
     }
 
@@ -181,6 +229,17 @@ public final class SQLiteAttestationStore: AttestationStore {
             for claim in commit.challenges { try Self.consume(claim, now: commit.now, db) }
             try Self.record(commit.replay, now: commit.now, db)
             try Self.insert(commit.key, db)
+            if let limit = commit.maximumActiveKeys {
+                // The new key stays; of the others, the most recently used stay up to the limit.
+                try db.execute(
+                    sql: """
+                        UPDATE keys SET revoked_at = ? WHERE key_id IN (
+                            SELECT key_id FROM keys WHERE username = ? AND revoked_at IS NULL AND key_id != ?
+                            ORDER BY last_used DESC, created_at DESC, key_id DESC LIMIT -1 OFFSET ?)
+                        """,
+                    arguments: [commit.now.timeIntervalSince1970, commit.key.username, Data(commit.key.keyID), max(limit - 1, 0)]
+                )
+            }
         }
     }
 
@@ -203,6 +262,8 @@ public final class SQLiteAttestationStore: AttestationStore {
             var removed = db.changesCount
             try db.execute(sql: "DELETE FROM form_hashes WHERE expires_at <= ?", arguments: [now.timeIntervalSince1970])
             removed += db.changesCount
+            try db.execute(sql: "DELETE FROM rate_limits WHERE expires_at <= ?", arguments: [now.timeIntervalSince1970])
+            removed += db.changesCount
             return removed
         }
     }
@@ -214,13 +275,13 @@ public final class SQLiteAttestationStore: AttestationStore {
             try db.execute(
                 sql: """
                     INSERT INTO keys (key_id, username, public_key, counter, app_id, environment, receipt, created_at, last_used,
-                        reattestation_required)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        reattestation_required, revoked_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
                     Data(key.keyID), key.username, Data(key.publicKey), Int64(key.counter), key.appID, key.environment,
                     Data(key.receipt), key.createdAt.timeIntervalSince1970, key.lastUsed.timeIntervalSince1970,
-                    key.reattestationRequired,
+                    key.reattestationRequired, key.revokedAt?.timeIntervalSince1970,
                 ]
             )
         } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
@@ -280,7 +341,8 @@ public final class SQLiteAttestationStore: AttestationStore {
             receipt: Array(row["receipt"] as Data),
             createdAt: Date(timeIntervalSince1970: row["created_at"]),
             lastUsed: Date(timeIntervalSince1970: row["last_used"]),
-            reattestationRequired: row["reattestation_required"]
+            reattestationRequired: row["reattestation_required"],
+            revokedAt: (row["revoked_at"] as Double?).map(Date.init(timeIntervalSince1970:))
         )
     }
 

@@ -39,6 +39,15 @@ actor WriteFailingStore: AttestationStore {
         try self.write()
         try await self.inner.requireReattestation(keyID: keyID)
     }
+    func keys(username: String) async throws(StoreError) -> [StoredKey] { try await self.inner.keys(username: username) }
+    func revokeKey(keyID: [UInt8], at date: Date) async throws(StoreError) {
+        try self.write()
+        try await self.inner.revokeKey(keyID: keyID, at: date)
+    }
+    func countRequest(in window: RateLimitWindow) async throws(StoreError) -> Int {
+        try self.write()
+        return try await self.inner.countRequest(in: window)
+    }
     func replaceReceipt(keyID: [UInt8], previous: [UInt8], with receipt: [UInt8]) async throws(StoreError) -> Bool {
         try self.write()
         return try await self.inner.replaceReceipt(keyID: keyID, previous: previous, with: receipt)

@@ -70,6 +70,9 @@ public enum StoreContract {
         ("the counter advances by compare-and-set only", counterCAS),
         ("a receipt is replaced by compare-and-set only", receiptCAS),
         ("a key marked for re-attestation stays marked, alone", reattestation),
+        ("keys are listed by user, byte for byte; revocation keeps its first time", keysByUserAndRevocation),
+        ("a registration beyond the per-user limit revokes the least recently used others", keyLimit),
+        ("rate-limit windows count every request exactly once, concurrently too", rateLimitWindows),
         ("challenges are consumed once, unexpired, by purpose and user", challenges),
         ("form hashes are recorded once until they expire", replays),
         ("commitRegistration is all or nothing", registrationAtomicity),
@@ -131,6 +134,76 @@ public enum StoreContract {
         #expect(try await store.advanceCounter(keyID: key(1).keyID, to: 3, lastUsed: t0))
         #expect(try await store.loadKey(keyID: key(1).keyID)?.reattestationRequired == true)
         #expect(try await store.loadKey(keyID: key(2).keyID) == key(2))
+    }
+
+    static func keysByUserAndRevocation(_ make: Factory) async throws {
+        let store = try await make()
+        var first = key(1)
+        first.createdAt = t0.addingTimeInterval(-10)
+        try await store.insertKey(first)
+        try await store.insertKey(key(2))
+        try await store.insertKey(key(3, user: "bob"))
+        try await store.insertKey(key(4, user: "jose\u{301}"))
+        #expect(try await store.keys(username: "alice").map(\.keyID) == [key(1).keyID, key(2).keyID])  // oldest first
+        #expect(try await store.keys(username: "jos\u{E9}").isEmpty)  // no normalization
+        #expect(try await store.keys(username: "nobody").isEmpty)
+        await expect(.unknownKey) { try await store.revokeKey(keyID: key(9).keyID, at: t0) }
+        try await store.revokeKey(keyID: key(2).keyID, at: t0.addingTimeInterval(5))
+        try await store.revokeKey(keyID: key(2).keyID, at: t0.addingTimeInterval(50))  // idempotent: the first time stays
+        var expected = key(2)
+        expected.revokedAt = t0.addingTimeInterval(5)
+        #expect(try await store.loadKey(keyID: key(2).keyID) == expected)
+        #expect(try await store.loadKey(keyID: key(1).keyID)?.revokedAt == nil)
+    }
+
+    static func keyLimit(_ make: Factory) async throws {
+        let store = try await make()
+        // Four active keys of alice, used at t0+1 … t0+4; one of bob's; one of alice's revoked.
+        for id in UInt8(1)...4 {
+            var stored = key(id)
+            stored.lastUsed = t0.addingTimeInterval(Double(id))
+            try await store.insertKey(stored)
+        }
+        try await store.insertKey(key(5, user: "bob"))
+        var revoked = key(6)
+        revoked.revokedAt = t0
+        try await store.insertKey(revoked)
+        // A new key with a limit of 3: keys 4 and 3 (most recently used) stay, 2 and 1 go.
+        let now = t0.addingTimeInterval(100)
+        var fresh = key(7)
+        fresh.createdAt = now
+        fresh.lastUsed = now
+        try await store.commitRegistration(
+            RegistrationCommit(key: fresh, replay: ReplayRecord(formHash: hash(7), expiresAt: t0.addingTimeInterval(hour)), challenges: [], now: now, maximumActiveKeys: 3)
+        )
+        var states: [UInt8: Date?] = [:]
+        for id in UInt8(1)...7 { states[id] = try await store.loadKey(keyID: key(id).keyID)?.revokedAt }
+        #expect(states[1] == .some(now) && states[2] == .some(now), "\(states)")
+        #expect(states[3] == .some(nil) && states[4] == .some(nil) && states[7] == .some(nil), "\(states)")
+        #expect(states[5] == .some(nil), "another user's key is untouched")
+        #expect(states[6] == .some(t0), "an already revoked key keeps its time")
+        // Without a limit nothing is revoked.
+        try await store.commitRegistration(
+            RegistrationCommit(key: key(8), replay: ReplayRecord(formHash: hash(8), expiresAt: t0.addingTimeInterval(hour)), challenges: [], now: now)
+        )
+        #expect(try await store.keys(username: "alice").filter { $0.revokedAt == nil }.count == 4)
+    }
+
+    static func rateLimitWindows(_ make: Factory) async throws {
+        let store = try await make()
+        let window = RateLimitWindow(id: [UInt8](repeating: 1, count: 32), start: t0, expiresAt: t0.addingTimeInterval(hour))
+        let other = RateLimitWindow(id: [UInt8](repeating: 2, count: 32), start: t0, expiresAt: t0.addingTimeInterval(hour))
+        let next = RateLimitWindow(id: window.id, start: t0.addingTimeInterval(60), expiresAt: t0.addingTimeInterval(2 * hour))
+        #expect(try await store.countRequest(in: window) == 1)
+        #expect(try await store.countRequest(in: window) == 2)
+        #expect(try await store.countRequest(in: other) == 1)
+        #expect(try await store.countRequest(in: next) == 1)
+        // Concurrent requests: every count from 3 to 26 seen exactly once.
+        let counts = try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<concurrency { group.addTask { try await store.countRequest(in: window) } }
+            return try await group.reduce(into: [Int]()) { $0.append($1) }
+        }
+        #expect(counts.sorted() == Array(3...(concurrency + 2)))
     }
 
     static func challenges(_ make: Factory) async throws {

@@ -22,6 +22,14 @@ public struct FlowConfiguration: Sendable, Hashable {
     public var maximumKeyAge: TimeInterval?
     /// How old a freshly exchanged receipt's creation time may be (Apple: five minutes).
     public var maximumReceiptAge: TimeInterval = 300
+    /// At most this many active keys per user. A registration beyond it is accepted (Apple
+    /// advises against refusing new keys: reinstalls, restored devices and new phones make them)
+    /// and revokes the user's least recently used other keys, in the same commit. Default 10;
+    /// `nil`: no limit.
+    public var maximumKeysPerUser: Int? = 10
+    /// The window over which a user's registrations are counted and reported (a fraud signal,
+    /// not a block). Default 30 days.
+    public var registrationCountWindow: TimeInterval = 30 * 86_400
 
     public init(
         formPolicy: FormPolicy = FormPolicy(),

@@ -8,6 +8,7 @@ import CanonicalJSON
 import Crypto
 public import FormAttestClient
 public import Foundation
+import RFC3339
 
 /// The logic a backend runs for each signed form, independent of HTTP.
 ///
@@ -101,6 +102,10 @@ public struct FormFlows: Sendable {
         public var form: SignedForm
         /// The stored counter: 0, or the pooled assertion's counter.
         public var counter: UInt32
+        /// The user's registrations (this one included) within the configured window, 30 days by
+        /// default: a fraud signal to report, never a reason to refuse. `nil` when the store
+        /// could not count them (the registration itself is committed).
+        public var recentRegistrations: Int? = nil
         public var nextChallenge: IssuedChallenge?
     }
 
@@ -155,10 +160,13 @@ public struct FormFlows: Sendable {
                     key: Self.storedKey(attestation, username: request.username, counter: 0, now: now),
                     replay: ReplayRecord(formHash: form.clientDataHash, expiresAt: self.configuration.replayExpiry(for: form, now: now)),
                     challenges: claims,
-                    now: now
+                    now: now,
+                    maximumActiveKeys: self.configuration.maximumKeysPerUser
                 )
             )
-            return AttestOutcome(attestation: attestation, attestedClientDataHash: form.clientDataHash, form: form, counter: 0)
+            var outcome = AttestOutcome(attestation: attestation, attestedClientDataHash: form.clientDataHash, form: form, counter: 0)
+            outcome.recentRegistrations = await self.recentRegistrations(of: request.username, now: now)
+            return outcome
         } attach: { outcome, challenge in
             outcome.nextChallenge = challenge
         }
@@ -173,6 +181,9 @@ public struct FormFlows: Sendable {
             // not for the caller to learn.
             guard let key = try await self.load(request.keyID), Array(key.username.utf8) == Array(request.username.utf8) else {
                 throw FlowError.keyMismatch("this keyId is not registered to this user; attest a key")
+            }
+            if let revokedAt = key.revokedAt {
+                throw FlowError(code: "key_revoked", category: .keyMismatch, reason: "this key was revoked at \(RFC3339UTC.format(revokedAt)); attest a new key")
             }
             if key.reattestationRequired {
                 throw FlowError.requiresReattestation("this key's signed counter went backwards once (a cloned key or a restored device); attest a new key")
@@ -266,16 +277,25 @@ public struct FormFlows: Sendable {
                     key: Self.storedKey(attestation, username: request.username, counter: verified.counter, now: now),
                     replay: ReplayRecord(formHash: form.clientDataHash, expiresAt: self.configuration.replayExpiry(for: form, now: now)),
                     challenges: claims,
-                    now: now
+                    now: now,
+                    maximumActiveKeys: self.configuration.maximumKeysPerUser
                 )
             )
-            return AttestOutcome(attestation: attestation, attestedClientDataHash: request.poolChallenge, form: form, counter: verified.counter)
+            var outcome = AttestOutcome(attestation: attestation, attestedClientDataHash: request.poolChallenge, form: form, counter: verified.counter)
+            outcome.recentRegistrations = await self.recentRegistrations(of: request.username, now: now)
+            return outcome
         } attach: { outcome, challenge in
             outcome.nextChallenge = challenge
         }
     }
 
     // MARK: - Steps
+
+    /// How many keys `username` registered within the count window (a report; never a failure).
+    private func recentRegistrations(of username: String, now: Date) async -> Int? {
+        let since = now.addingTimeInterval(-self.configuration.registrationCountWindow)
+        return try? await self.store.keys(username: username).filter { $0.createdAt >= since }.count
+    }
 
     private func acceptedForm(_ bytes: [UInt8], username: String, now: Date) throws(FlowError) -> SignedForm {
         try Self.checkUsername(username)

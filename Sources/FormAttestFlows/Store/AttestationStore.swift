@@ -34,6 +34,20 @@ public protocol AttestationStore: Sendable {
     /// - Throws: ``StoreError/Code/unknownKey`` when no key has this keyId.
     func requireReattestation(keyID: [UInt8]) async throws(StoreError)
 
+    /// The user's keys, active and revoked, oldest first (operators' listing; the flows count
+    /// recent registrations with it).
+    func keys(username: String) async throws(StoreError) -> [StoredKey]
+
+    /// Revokes a key: every later assertion with it is refused (401 `key_revoked`). Idempotent:
+    /// the first revocation's time is kept.
+    /// - Throws: ``StoreError/Code/unknownKey`` when no key has this keyId.
+    func revokeKey(keyID: [UInt8], at date: Date) async throws(StoreError)
+
+    /// Adds one request to a rate-limit window and returns the window's count after it,
+    /// atomically (across instances sharing the store): two concurrent callers never both see
+    /// the same count.
+    func countRequest(in window: RateLimitWindow) async throws(StoreError) -> Int
+
     /// Compare-and-set of a key's receipt (after a risk-metric refresh): stores `receipt` only if
     /// the stored one is still `previous`, so that concurrent refreshes cannot overwrite a newer one.
     /// - Returns: `true` when stored, `false` when the stored receipt is no longer `previous`.
@@ -58,7 +72,9 @@ public protocol AttestationStore: Sendable {
     func isFormHashRecorded(_ formHash: [UInt8], now: Date) async throws(StoreError) -> Bool
 
     /// Registers a key in one atomic step: consumes every claimed challenge, records the form
-    /// hash and inserts the key, or does none of it.
+    /// hash and inserts the key, or does none of it. With ``RegistrationCommit/maximumActiveKeys``,
+    /// the user's least recently used active keys beyond that number (the new one counted) are
+    /// revoked at `now` in the same step.
     /// - Throws: the code of the first part that fails: ``StoreError/Code/challengeInvalid``,
     ///   ``StoreError/Code/replay`` or ``StoreError/Code/duplicateKey``.
     func commitRegistration(_ commit: RegistrationCommit) async throws(StoreError)
@@ -89,6 +105,8 @@ public struct StoredKey: Sendable, Hashable, Codable {
     public var lastUsed: Date
     /// Set by ``AttestationStore/requireReattestation(keyID:)``: the key is refused for good.
     public var reattestationRequired: Bool
+    /// Set by ``AttestationStore/revokeKey(keyID:at:)`` (an operator, or the per-user limit).
+    public var revokedAt: Date?
 
     public init(
         keyID: [UInt8],
@@ -100,7 +118,8 @@ public struct StoredKey: Sendable, Hashable, Codable {
         receipt: [UInt8],
         createdAt: Date,
         lastUsed: Date,
-        reattestationRequired: Bool = false
+        reattestationRequired: Bool = false,
+        revokedAt: Date? = nil
     ) {
         self.keyID = keyID
         self.username = username
@@ -112,6 +131,7 @@ public struct StoredKey: Sendable, Hashable, Codable {
         self.createdAt = createdAt
         self.lastUsed = lastUsed
         self.reattestationRequired = reattestationRequired
+        self.revokedAt = revokedAt
     }
 }
 
@@ -179,12 +199,31 @@ public struct RegistrationCommit: Sendable, Hashable {
     public var replay: ReplayRecord
     public var challenges: [ChallengeClaim]
     public var now: Date
+    /// At most this many active keys for the user after the commit; `nil`: no limit.
+    public var maximumActiveKeys: Int?
 
-    public init(key: StoredKey, replay: ReplayRecord, challenges: [ChallengeClaim], now: Date) {
+    public init(key: StoredKey, replay: ReplayRecord, challenges: [ChallengeClaim], now: Date, maximumActiveKeys: Int? = nil) {
         self.key = key
         self.replay = replay
         self.challenges = challenges
         self.now = now
+        self.maximumActiveKeys = maximumActiveKeys
+    }
+}
+
+/// One fixed window of a rate limit: `id` names what is counted (a digest of the endpoint and
+/// the user or the client address: no username is stored in the clear), `start` the window.
+public struct RateLimitWindow: Sendable, Hashable {
+    /// 32 bytes.
+    public var id: [UInt8]
+    public var start: Date
+    /// When the window's record may be deleted (its end).
+    public var expiresAt: Date
+
+    public init(id: [UInt8], start: Date, expiresAt: Date) {
+        self.id = id
+        self.start = start
+        self.expiresAt = expiresAt
     }
 }
 

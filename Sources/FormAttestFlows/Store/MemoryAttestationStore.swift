@@ -11,6 +11,7 @@ public actor MemoryAttestationStore: AttestationStore {
     private var keys: [[UInt8]: StoredKey] = [:]
     private var challenges: [[UInt8]: (challenge: IssuedChallenge, used: Bool)] = [:]
     private var replays: [[UInt8]: Date] = [:]
+    private var rateWindows: [RateLimitWindow: Int] = [:]
     /// When set, every operation fails with ``StoreError/Code/unavailable`` (fault injection).
     private var failing = false
 
@@ -50,6 +51,25 @@ public actor MemoryAttestationStore: AttestationStore {
         try self.check()
         guard self.keys[keyID] != nil else { throw StoreError(code: .unknownKey, reason: "no such keyId") }
         self.keys[keyID]?.reattestationRequired = true
+    }
+
+    public func keys(username: String) throws(StoreError) -> [StoredKey] {
+        try self.check()
+        return self.keys.values.filter { Array($0.username.utf8) == Array(username.utf8) }
+            .sorted { $0.createdAt != $1.createdAt ? $0.createdAt < $1.createdAt : $0.keyID.lexicographicallyPrecedes($1.keyID) }
+    }
+
+    public func revokeKey(keyID: [UInt8], at date: Date) throws(StoreError) {
+        try self.check()
+        guard let key = self.keys[keyID] else { throw StoreError(code: .unknownKey, reason: "no such keyId") }
+        if key.revokedAt == nil { self.keys[keyID]?.revokedAt = date }
+    }
+
+    public func countRequest(in window: RateLimitWindow) throws(StoreError) -> Int {
+        try self.check()
+        let count = (self.rateWindows[window] ?? 0) + 1
+        self.rateWindows[window] = count
+        return count
     }
 
     public func replaceReceipt(keyID: [UInt8], previous: [UInt8], with receipt: [UInt8]) throws(StoreError) -> Bool {
@@ -97,6 +117,20 @@ public actor MemoryAttestationStore: AttestationStore {
         for claim in commit.challenges { self.challenges[claim.value]?.used = true }
         self.replays[commit.replay.formHash] = commit.replay.expiresAt
         self.keys[commit.key.keyID] = commit.key
+        if let limit = commit.maximumActiveKeys {
+            // The new key stays; of the others, the most recently used stay up to the limit.
+            let others = self.keys.values
+                .filter { Array($0.username.utf8) == Array(commit.key.username.utf8) && $0.revokedAt == nil && $0.keyID != commit.key.keyID }
+                .sorted {
+                    // Most recently used first (ties: newer, then the larger keyId), as SQL's ORDER BY.
+                    if $0.lastUsed != $1.lastUsed { return $0.lastUsed > $1.lastUsed }
+                    if $0.createdAt != $1.createdAt { return $0.createdAt > $1.createdAt }
+                    return $1.keyID.lexicographicallyPrecedes($0.keyID)
+                }
+            for key in others.dropFirst(max(limit - 1, 0)) {
+                self.keys[key.keyID]?.revokedAt = commit.now
+            }
+        }
     }
 
     public func commitAssertion(_ commit: AssertionCommit) throws(StoreError) {
@@ -119,6 +153,7 @@ public actor MemoryAttestationStore: AttestationStore {
         let before = self.challenges.count + self.replays.count
         self.challenges = self.challenges.filter { $0.value.challenge.expiresAt > now }
         self.replays = self.replays.filter { $0.value > now }
+        self.rateWindows = self.rateWindows.filter { $0.key.expiresAt > now }
         return before - self.challenges.count - self.replays.count
     }
 
