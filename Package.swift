@@ -167,6 +167,8 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -246,6 +248,11 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "RFC3339Tests",
+            dependencies: ["RFC3339"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "CanonicalJSONTests",
             dependencies: [
                 "CanonicalJSON",
@@ -291,7 +298,8 @@ let package = Package(
             name: "FormAttestServerTests",
             dependencies: [
                 "FormAttestServer", "FormAttestFlows", "FormAttestTokens", "FormAttestClient", "CanonicalJSON", "AppAttest",
-                "AppAttestSimulator", "FormAttestTestSupport",
+                "AppAttestSimulator", "FormAttestTestSupport", "RFC3339",
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -337,15 +345,24 @@ let package = Package(
     ]
 )
 
-// libFuzzer target over the parsers that need swift-certificates (the attestation object with its
-// certificates, the receipt) and the inspector. Only `scripts/fuzz` adds it (FORMATTEST_FUZZ=1), and
-// builds it with -sanitize=fuzzer, which supplies `main`.
+// libFuzzer targets: the parsers that need swift-certificates (the attestation object with its
+// certificates, the receipt) and the inspector; and the request pipeline (body bytes, strict JSON,
+// form policy, the flows on the memory store with the simulator). Only `scripts/fuzz` adds them
+// (FORMATTEST_FUZZ=1), and builds them with -sanitize=fuzzer, which supplies the driver.
 if Context.environment["FORMATTEST_FUZZ"] == "1" {
     package.targets.append(
         .executableTarget(
             name: "FormAttestFuzz",
             dependencies: ["AppAttest", "AppAttestInspector"],
             path: "fuzz/FormAttestFuzz",
+            swiftSettings: swiftSettings
+        )
+    )
+    package.targets.append(
+        .executableTarget(
+            name: "FormAttestRequestFuzz",
+            dependencies: ["AppAttest", "AppAttestSimulator", "CanonicalJSON", "FormAttestClient", "FormAttestFlows", "RFC3339"],
+            path: "fuzz/RequestFuzz",
             swiftSettings: swiftSettings
         )
     )

@@ -18,12 +18,15 @@ public struct APIError: HTTPResponseError, Sendable {
     public let code: String
     public let message: String
     public let nextChallenge: IssuedChallenge?
+    /// Extra response headers (`Retry-After`, `WWW-Authenticate`).
+    public let headers: HTTPFields
 
-    public init(status: HTTPResponse.Status, code: String, message: String, nextChallenge: IssuedChallenge? = nil) {
+    public init(status: HTTPResponse.Status, code: String, message: String, nextChallenge: IssuedChallenge? = nil, headers: HTTPFields = [:]) {
         self.status = status
         self.code = code
         self.message = message
         self.nextChallenge = nextChallenge
+        self.headers = headers
     }
 
     /// The one mapping from flow outcomes to HTTP statuses.
@@ -32,6 +35,7 @@ public struct APIError: HTTPResponseError, Sendable {
         switch error.category {
         case .malformedInput: status = .badRequest
         case .verificationFailed, .keyMismatch: status = .unauthorized
+        case .callerMismatch: status = .forbidden
         case .conflict: status = .conflict
         case .policy: status = .unprocessableContent
         case .requiresReattestation: status = .init(code: 428, reasonPhrase: "Precondition Required")
@@ -65,7 +69,9 @@ public struct APIError: HTTPResponseError, Sendable {
         if let next = self.nextChallenge {
             members.append(("next_challenge", JSONResponse.challenge(next)))
         }
-        return JSONResponse.make(.object(JSONObject(constantMembers: members)), status: self.status)
+        var response = JSONResponse.make(.object(JSONObject(constantMembers: members)), status: self.status)
+        response.headers.append(contentsOf: self.headers)
+        return response
     }
 }
 

@@ -20,6 +20,7 @@ import Metrics
 struct AppAttestController {
     let flows: FormFlows
     let formatter: TokenFormatter
+    let rateLimiter: RateLimiter
     let now: @Sendable () -> Date
 
     func addRoutes(to group: RouterGroup<AppRequestContext>) {
@@ -53,9 +54,16 @@ struct AppAttestController {
         guard let purpose = ChallengePurpose(rawValue: purposeText) else {
             throw APIError.invalidRequest("purpose must be form or pool")
         }
-        let username = request.uri.queryParameters.get("username")
-        if let username { try APIError.checkUsername(username) }
+        let requested = request.uri.queryParameters.get("username")
+        if let requested { try APIError.checkUsername(requested) }
+        let username: String?
+        do {
+            username = try (context.identity ?? CallerIdentity(kind: .unauthenticated)).user(requested: requested)
+        } catch {
+            throw APIError(error)
+        }
         let now = self.now()
+        try await self.rateLimiter.check(endpoint: "challenge", user: username, request: request, context: context, now: now)
         let challenge = try await self.outcome("challenge", context: context) { () async throws(FlowError) in
             try await self.flows.issueChallenge(purpose: purpose, username: username, now: now)
         }
@@ -63,15 +71,11 @@ struct AppAttestController {
     }
 
     @Sendable func attest(_ request: Request, context: AppRequestContext) async throws -> Response {
-        let body = try await RequestBody.read(request, context: context)
-        let attestRequest = FormFlows.AttestRequest(
-            username: try body.username(),
-            keyID: try body.bytes("keyId"),
-            attestationObject: try body.bytes("attestationObject"),
-            form: try body.form(),
-            claimedClientDataHash: try body.optionalBytes("localChallenge")
-        )
+        let body = try await RequestBody.read(request, context: context).acting(for: context.identity)
+        var attestRequest = try body.decode(FormFlows.AttestRequest.init(body:))
+        attestRequest.session = context.identity?.sessionID
         let now = self.now()
+        try await self.rateLimiter.check(endpoint: "attest", user: attestRequest.username, request: request, context: context, now: now)
         let result = try await self.outcome("attest", context: context) { () async throws(FlowError) in
             try await self.flows.attest(attestRequest, now: now)
         }
@@ -79,16 +83,11 @@ struct AppAttestController {
     }
 
     @Sendable func registerPooled(_ request: Request, context: AppRequestContext) async throws -> Response {
-        let body = try await RequestBody.read(request, context: context)
-        let pooled = FormFlows.PooledRequest(
-            username: try body.username(),
-            keyID: try body.bytes("keyId"),
-            attestationObject: try body.bytes("attestationObject"),
-            poolChallenge: try body.bytes("poolChallenge"),
-            assertion: try body.bytes("assertion"),
-            form: try body.form()
-        )
+        let body = try await RequestBody.read(request, context: context).acting(for: context.identity)
+        var pooled = try body.decode(FormFlows.PooledRequest.init(body:))
+        pooled.session = context.identity?.sessionID
         let now = self.now()
+        try await self.rateLimiter.check(endpoint: "register-pooled", user: pooled.username, request: request, context: context, now: now)
         let result = try await self.outcome("register-pooled", context: context) { () async throws(FlowError) in
             try await self.flows.registerPooled(pooled, now: now)
         }
@@ -120,6 +119,12 @@ struct AppAttestController {
             ("receipt", Self.receipt(result.attestation.receiptCheck.summary)),
             ("formats", formats),
         ]
+        if let recent = result.recentRegistrations {
+            // A fraud signal for the bank's own rules (never a refusal here): many new keys for
+            // one user in a month.
+            members.append(("recentRegistrations", .number(Double(recent))))
+            Recorder(label: "formattest_user_registrations_30d").record(recent)
+        }
         if let next = result.nextChallenge { members.append(("next_challenge", JSONResponse.challenge(next))) }
         return JSONResponse.make(.object(JSONObject(constantMembers: members)))
     }
@@ -139,13 +144,9 @@ struct AppAttestController {
     }
 
     @Sendable func assert(_ request: Request, context: AppRequestContext) async throws -> Response {
-        let body = try await RequestBody.read(request, context: context)
-        let assertRequest = FormFlows.AssertRequest(
-            username: try body.username(),
-            keyID: try body.bytes("keyId"),
-            assertion: try body.bytes("assertion"),
-            form: try body.form()
-        )
+        let body = try await RequestBody.read(request, context: context).acting(for: context.identity)
+        var assertRequest = try body.decode(FormFlows.AssertRequest.init(body:))
+        assertRequest.session = context.identity?.sessionID
         let now = self.now()
         let result = try await self.outcome("assert", context: context) { () async throws(FlowError) in
             try await self.flows.assert(assertRequest, now: now)

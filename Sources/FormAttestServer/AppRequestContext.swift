@@ -4,13 +4,20 @@
 //===----------------------------------------------------------------------===//
 
 public import Hummingbird
+public import NIOCore
 
-/// The request context: bodies are capped at 64 KiB (attestation objects are about 5.5 KB).
-public struct AppRequestContext: RequestContext {
+/// The request context: bodies are capped at 64 KiB (attestation objects are about 5.5 KB); the
+/// caller's identity once ``CallerAuthenticationMiddleware`` established it; the peer address.
+public struct AppRequestContext: RequestContext, RemoteAddressRequestContext {
     public var coreContext: CoreRequestContextStorage
+    /// Who vouches for the request's user (set by the caller authentication).
+    public var identity: CallerIdentity?
+    /// The connection's peer (the client, or the nearest proxy).
+    public let remoteAddress: SocketAddress?
 
-    public init(source: Source) {
+    public init(source: ApplicationRequestContextSource) {
         self.coreContext = .init(source: source)
+        self.remoteAddress = source.channel.remoteAddress
     }
 
     public var maxUploadSize: Int { 64 * 1024 }

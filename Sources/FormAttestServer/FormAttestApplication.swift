@@ -66,13 +66,23 @@ public enum FormAttestApplication {
         router.add(middleware: RequestLogMiddleware())
         router.add(middleware: ErrorShapeMiddleware())
         router.add(middleware: BodyDeadlineMiddleware(timeout: configuration.bodyTimeout))
+        router.add(middleware: CallerAuthenticationMiddleware(authentication: configuration.callerAuthentication))
         router.add(middleware: MetricsMiddleware())
         if let demo = configuration.demoDirectory {
             router.add(middleware: FileMiddleware(demo, searchForIndexHtml: false))
         }
 
-        AppAttestController(flows: flows, formatter: TokenFormatter(signer: signer), now: configuration.now)
+        AppAttestController(
+            flows: flows,
+            formatter: TokenFormatter(signer: signer),
+            rateLimiter: RateLimiter(limits: configuration.rateLimits, store: store),
+            now: configuration.now
+        )
             .addRoutes(to: router.group("api/appattest"))
+        if let adminSecrets = configuration.adminSecrets {
+            AdminController(store: store, secrets: adminSecrets, registrationWindow: configuration.flows.registrationCountWindow, now: configuration.now)
+                .addRoutes(to: router.group("admin"))
+        }
         if configuration.devSimulator, let simulator {
             DevSimulatorController(device: simulator).addRoutes(to: router.group("api/dev"))
         }

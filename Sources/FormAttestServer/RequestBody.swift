@@ -4,14 +4,16 @@
 //===----------------------------------------------------------------------===//
 
 import CanonicalJSON
-import FormAttestClient
+import FormAttestFlows
 import Foundation
 import Hummingbird
 import NIOCore
 import NIOHTTP1
 
-/// A JSON request body read with the strict RFC 8785 parser, never a lenient decoder: a body
-/// (and so a `form`) with duplicate names or lone surrogates is refused as a whole.
+/// A JSON request body: collected here (the transport's errors), then parsed and read by the
+/// flows' own decoding (``FormFlows/parseBody(_:maximumSize:)``, ``FormFlows/RequestFields``),
+/// the strict RFC 8785 parser, never a lenient decoder: a body (and so a `form`) with duplicate
+/// names or lone surrogates is refused as a whole.
 struct RequestBody {
     let value: JSONValue
 
@@ -26,57 +28,60 @@ struct RequestBody {
         } catch let error as HTTPParserError {
             throw APIError(status: .badRequest, code: "malformed_request", message: "the request is not valid HTTP/1.1: \(error)")
         }
-        let value: JSONValue
         do {
-            // Numbers exact: the form inside is canonicalized from this parse, so a number rounded
-            // here would reach the flows already rounded (and verify as a value nobody wrote).
-            value = try CanonicalJSON.parse(
-                buffer.readableBytesView,
-                limits: .init(maximumSize: context.maxUploadSize, maximumDepth: 32, exactNumbers: true)
-            )
-        } catch where error.code == .inexactNumber {
-            throw APIError(status: .badRequest, code: FormError.Code.inexactNumber.identifier, message: error.description)
+            return RequestBody(value: try FormFlows.parseBody(buffer.readableBytesView, maximumSize: context.maxUploadSize))
         } catch {
-            throw APIError(status: .badRequest, code: "invalid_json", message: error.description)
+            throw APIError(error)
         }
-        guard case .object = value else { throw APIError.invalidRequest("the body must be a JSON object") }
-        return RequestBody(value: value)
     }
 
-    func string(_ name: String, maximumLength: Int = 256) throws -> String {
-        guard let text = self.value[name]?.stringValue, !text.isEmpty, text.utf8.count <= maximumLength else {
-            throw APIError.invalidRequest("\(name) must be a non-empty string of at most \(maximumLength) bytes")
+    /// One of the flows' requests (`FormFlows.AttestRequest(body:)`, ...), decoded by the flows'
+    /// rules; a bad field is 400 with its code.
+    func decode<Decoded>(_ decode: (JSONValue) throws(FlowError) -> Decoded) throws(APIError) -> Decoded {
+        do {
+            return try decode(self.value)
+        } catch {
+            throw APIError(error)
         }
-        return text
     }
 
-    /// The `username` field, by ``Username``'s rule (no control characters: 400 `invalid_request`).
-    func username() throws -> String {
-        guard let text = self.value["username"]?.stringValue else {
-            throw APIError.invalidRequest("username must be a string")
+    /// The body as the caller identity reads it. With an identity provider's token the user is
+    /// the token's: a `username` in the body is optional and must be the token's (403
+    /// `identity_mismatch`), and the flows see the token's user. A trusted backend's (or an
+    /// unauthenticated) request keeps its own `username`.
+    func acting(for identity: CallerIdentity?) throws(APIError) -> RequestBody {
+        guard let identity, identity.kind == .identityProvider, case .object(let object) = self.value else { return self }
+        let requested = self.value["username"]
+        if let requested, requested.stringValue == nil { throw APIError.invalidRequest("username must be a string") }
+        let user: String?
+        do {
+            user = try identity.user(requested: requested?.stringValue)
+        } catch {
+            throw APIError(error)
         }
-        try APIError.checkUsername(text)
-        return text
+        guard let user else { return self }
+        var members = object.members.filter { $0.name.string != "username" }.map { (name: $0.name.string, value: $0.value) }
+        members.append((name: "username", value: .string(JSONString(user))))
+        // Names from the input: the throwing initializer (they were unique when parsed).
+        guard let rebuilt = try? JSONObject(members) else { throw APIError.invalidRequest("the body's member names are not unique") }
+        return RequestBody(value: .object(rebuilt))
     }
+
+    // The inspect and dev-simulator routes' own fields, by the same rules.
+
+    private var fields: FormFlows.RequestFields { FormFlows.RequestFields(self.value) }
 
     /// A binary field, in base64url or standard base64.
-    func bytes(_ name: String) throws -> [UInt8] {
-        guard let text = self.value[name]?.stringValue, let bytes = Base64URL.decode(text), !bytes.isEmpty else {
-            throw APIError.invalidRequest("\(name) must be base64url or base64")
-        }
-        return bytes
+    func bytes(_ name: String) throws(APIError) -> [UInt8] {
+        try self.decode { _ throws(FlowError) in try self.fields.bytes(name) }
     }
 
-    func optionalBytes(_ name: String) throws -> [UInt8]? {
-        guard self.value[name] != nil, self.value[name] != .null else { return nil }
-        return try self.bytes(name)
+    func optionalBytes(_ name: String) throws(APIError) -> [UInt8]? {
+        try self.decode { _ throws(FlowError) in try self.fields.optionalBytes(name) }
     }
 
     /// The `form` object, as the canonical bytes the flows parse again.
-    func form() throws -> [UInt8] {
-        guard let form = self.value["form"], case .object = form else {
-            throw APIError.invalidRequest("form must be a JSON object")
-        }
-        return form.canonicalBytes
+    func form() throws(APIError) -> [UInt8] {
+        try self.decode { _ throws(FlowError) in try self.fields.form() }
     }
 }

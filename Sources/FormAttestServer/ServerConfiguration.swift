@@ -30,6 +30,13 @@ public struct ServerConfiguration: Sendable {
     /// `/healthz` probes the store with a write at most this often; callers in between share
     /// the last answer.
     public var healthProbeInterval: Duration = .seconds(1)
+    /// Who vouches for the caller. Default: none (only the demo and tests; `serve` refuses to
+    /// start that way but for `--dev-simulator` or `--insecure-no-caller-auth`).
+    public var callerAuthentication: CallerAuthentication = .none
+    /// The operators' credential for `/admin/*`; nil: no admin API.
+    public var adminSecrets: BackendSecrets?
+    /// Per-user and per-address limits on challenge, attest and register-pooled.
+    public var rateLimits = RateLimits()
     /// The clock (injected for tests).
     public var now: @Sendable () -> Date = { Date() }
 

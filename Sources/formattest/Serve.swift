@@ -72,6 +72,8 @@ struct Serve: AsyncParsableCommand {
 
     @OptionGroup var signing: SigningOptions
 
+    @OptionGroup var caller: CallerOptions
+
     @Flag(name: .customLong("dev-simulator"), help: "DEVELOPMENT ONLY: trust the simulator's CA and serve /api/dev/simulate.")
     var devSimulator = false
 
@@ -109,6 +111,7 @@ struct Serve: AsyncParsableCommand {
         try Setting.checkSeconds(self.formMaxSkew, "--form-max-skew", 0...3600)
         try Setting.checkSeconds(self.challengeLifetime, "--challenge-lifetime", 1...86_400)
         if let maxKeyAge = self.maxKeyAge { try Setting.checkSeconds(maxKeyAge, "--max-key-age", 60...315_360_000) }
+        try self.caller.validate(devSimulator: self.devSimulator)
         guard Logger.Level(rawValue: self.logLevel) != nil else {
             throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical.")
         }
@@ -158,6 +161,10 @@ struct Serve: AsyncParsableCommand {
             rotateChallenges: self.rotateChallenges,
             maximumKeyAge: self.maxKeyAge
         )
+        configuration.flows.maximumKeysPerUser = self.caller.maxKeysPerUser
+        configuration.rateLimits = self.caller.rateLimits
+        configuration.callerAuthentication = try await self.caller.authentication(logger: logger)
+        configuration.adminSecrets = try self.caller.adminSecrets()
         configuration.issuer = self.signing.issuer
         configuration.audience = self.signing.audience
         configuration.devSimulator = self.devSimulator

@@ -63,21 +63,41 @@ struct ServiceHarness {
     struct Client: Sendable {
         let client: any TestClientProtocol
         let recorder: ResponseRecorder
+        /// Sent as `Authorization: Bearer …` with every request when set.
+        var bearer: String?
+        /// Extra request headers.
+        var headers: HTTPFields = [:]
+
+        init(client: any TestClientProtocol, recorder: ResponseRecorder, bearer: String? = nil) {
+            self.client = client
+            self.recorder = recorder
+            self.bearer = bearer
+        }
+
+        /// The same client, authenticating with `bearer` (nil: none).
+        func with(bearer: String?, headers: HTTPFields = [:]) -> Client {
+            var copy = self
+            copy.bearer = bearer
+            copy.headers = headers
+            return copy
+        }
 
         struct Answer {
             var status: Int
             var body: [UInt8]
             var contentType: String?
+            var headers: HTTPFields = [:]
             var json: JSONValue? { try? CanonicalJSON.parse(self.body) }
             var errorCode: String? { self.json?["error"]?["code"]?.stringValue }
         }
 
         @discardableResult
         func send(_ method: HTTPRequest.Method, _ path: String, template: String, body: [UInt8]? = nil) async throws -> Answer {
-            var headers = HTTPFields()
+            var headers = self.headers
             headers[.contentType] = "application/json"
+            if let bearer = self.bearer { headers[.authorization] = "Bearer \(bearer)" }
             let answer = try await self.client.execute(uri: path, method: method, headers: headers, body: body.map { ByteBuffer(bytes: $0) }) { response in
-                Answer(status: Int(response.status.code), body: Array(response.body.readableBytesView), contentType: response.headers[.contentType])
+                Answer(status: Int(response.status.code), body: Array(response.body.readableBytesView), contentType: response.headers[.contentType], headers: response.headers)
             }
             self.recorder.record(method: method.rawValue, path: template, status: answer.status, contentType: answer.contentType, body: answer.body)
             return answer

@@ -35,7 +35,7 @@ struct DemoPageTests {
     func gracefulShutdown() async throws {
         let files = try TemporaryFiles()
         let port = Int.random(in: 20_000...60_000)
-        let server = try Formattest.start(["serve", "--port", String(port), "--store", "memory", "--data-dir", files.directory.path])
+        let server = try Formattest.start(["serve", "--port", String(port), "--store", "memory", "--insecure-no-caller-auth", "--data-dir", files.directory.path])
         try #require(Formattest.waitForListener(port: port), "the service did not start listening")
         #expect(server.process.isRunning, "the service did not stay up")
         #expect(server.terminate(within: 10), "the service did not exit within 10 s of SIGTERM")

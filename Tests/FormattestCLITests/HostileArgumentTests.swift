@@ -20,7 +20,7 @@ struct HostileArgumentTests {
         (["--port", "0"], "--port"), (["--app-id", ""], "--app-id"),
     ])
     func serveSettings(arguments: [String], named: String) async throws {
-        let result = try await Formattest.run(["serve", "--store", "memory", "--port", "18999"] + arguments)
+        let result = try await Formattest.run(["serve", "--store", "memory", "--insecure-no-caller-auth", "--port", "18999"] + arguments)
         #expect(result.status == 2, "\(arguments): \(result.status) \(result.stderr)")
         #expect(result.stderr.contains(named), "\(result.stderr)")
     }

@@ -70,7 +70,8 @@ struct SharedStoreTests {
         #expect(result.status == 2)
         #expect(result.stderr.contains("unavailable"))
         #expect(!result.stderr.contains("DEBUG"))
-        // A guard against hanging, not a speed claim.
-        #expect(Date().timeIntervalSince(started) < 60)
+        // A guard against hanging, not a speed claim: it includes waiting for a dispatch thread
+        // while the rest of the suite runs (66 s was seen on a machine loaded to 8 on 2 cores).
+        #expect(Date().timeIntervalSince(started) < 180)
     }
 }

@@ -152,7 +152,7 @@ def slow_client(port, trickle, results):
 def slow_clients(args, check):
     port = free_port()
     server = subprocess.Popen(
-        [args.binary, "serve", "--port", str(port), "--store", "memory", "--idle-timeout", "1", "--body-timeout", "1",
+        [args.binary, "serve", "--port", str(port), "--store", "memory", "--insecure-no-caller-auth", "--idle-timeout", "1", "--body-timeout", "1",
          "--data-dir", os.path.join(args.work, "slow-data"), "--log-level", "error"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     check("slow clients: service starts", wait_ready(port))
@@ -221,7 +221,7 @@ def disk_full(args, check, serve, outcomes, replay_all):
         # Read-only: remount (nothing is open now) and start the service on it.
         subprocess.run(["mount", "-o", "remount,ro", mount_point], check=True)
         started = subprocess.run(
-            [args.binary, "serve", "--port", str(free_port()), "--store", store, "--data-dir", os.path.join(args.work, "ro-data")],
+            [args.binary, "serve", "--port", str(free_port()), "--store", store, "--insecure-no-caller-auth", "--data-dir", os.path.join(args.work, "ro-data")],
             capture_output=True, text=True, timeout=30)
         check("read-only: the service refuses to start (exit 2)", started.returncode == 2, f"{started.returncode} {started.stderr}")
         check("read-only: the reason names the store", "is unavailable" in started.stderr and "full.sqlite" in started.stderr, started.stderr)
@@ -252,7 +252,7 @@ def main():
 
     def serve(port, store, extra=()):
         return subprocess.Popen(
-            [args.binary, "serve", "--port", str(port), "--store", store, *extra, "--root", root,
+            [args.binary, "serve", "--port", str(port), "--store", store, *extra, "--root", root, "--insecure-no-caller-auth",
              "--data-dir", os.path.join(args.work, "data"), "--log-level", "error", "--form-max-age", "3600"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 

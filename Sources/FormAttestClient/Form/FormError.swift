@@ -16,6 +16,7 @@ public struct FormError: Error, Sendable, Hashable, CustomStringConvertible {
             case invalidField = "form_invalid_field"
             case timestampOutsideWindow = "timestamp_outside_window"
             case bindingMismatch = "binding_mismatch"
+            case sessionMismatch = "session_mismatch"
         }
 
         fileprivate let backing: Backing
@@ -39,6 +40,8 @@ public struct FormError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let timestampOutsideWindow = Code(.timestampOutsideWindow)
         /// A bound field (the username) differs from the session's.
         public static let bindingMismatch = Code(.bindingMismatch)
+        /// The form's `session` is not the caller's session (the identity token's `sid`).
+        public static let sessionMismatch = Code(.sessionMismatch)
     }
 
     public let code: Code

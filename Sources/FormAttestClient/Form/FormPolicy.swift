@@ -29,8 +29,12 @@ public struct FormPolicy: Sendable, Hashable {
     ///   - now: the server's time.
     ///   - username: the request's (session's) user; when given, the form's `username` must be
     ///     present and equal to it, code unit for code unit.
-    /// - Throws: ``FormError`` with `timestamp_outside_window`, `form_missing_field` or `binding_mismatch`.
-    public func validate(_ form: SignedForm, now: Date, username: String? = nil) throws(FormError) {
+    ///   - session: the caller's session id (an identity token's `sid`); when given, the form's
+    ///     `session` must be present and equal to it, so that a form signed in one login cannot
+    ///     be submitted in another.
+    /// - Throws: ``FormError`` with `timestamp_outside_window`, `form_missing_field`,
+    ///   `binding_mismatch` or `session_mismatch`.
+    public func validate(_ form: SignedForm, now: Date, username: String? = nil, session: String? = nil) throws(FormError) {
         let age = now.timeIntervalSince(form.timestamp)
         guard age <= self.maximumAge else {
             throw FormError(
@@ -53,6 +57,11 @@ public struct FormPolicy: Sendable, Hashable {
             }
             guard Array(bound.utf8) == Array(username.utf8) else {
                 throw FormError(code: .bindingMismatch, reason: "the form's username is not the session's")
+            }
+        }
+        if let session {
+            guard let signed = form.value[SignedForm.Field.session]?.stringValue, Array(signed.utf8) == Array(session.utf8) else {
+                throw FormError(code: .sessionMismatch, reason: "the form's session is not the caller's (the token's sid)")
             }
         }
     }

@@ -23,6 +23,9 @@ public struct SignedForm: Sendable, Hashable {
         public static let challenge = "challenge"
         /// Optional: the user the form is for; servers bind it to the session.
         public static let username = "username"
+        /// Optional: the login session the form was signed in (the identity token's `sid`);
+        /// servers that bind sessions require it.
+        public static let session = "session"
     }
 
     /// Limits for a form: 64 KiB, nesting 16, numbers exact. A transfer form is a few hundred

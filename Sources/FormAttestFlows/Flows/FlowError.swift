@@ -17,6 +17,8 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
         case verificationFailed
         /// The keyId is unknown or not this user's: the client must attest a key (401).
         case keyMismatch
+        /// The form was signed in another session than the caller's (403).
+        case callerMismatch
         /// The form, key or challenge was used already (409).
         case conflict
         /// A policy refused an otherwise valid request: time window, binding, challenge (422).
@@ -71,6 +73,7 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
         let category: Category
         switch error.code {
         case .timestampOutsideWindow, .bindingMismatch, .missingField: category = .policy
+        case .sessionMismatch: category = .callerMismatch
         default: category = .malformedInput
         }
         self.init(code: error.code.identifier, category: category, reason: error.reason)

@@ -48,13 +48,16 @@ public struct FormFlows: Sendable {
         public var form: [UInt8]
         /// The clientDataHash the client says it attested over; checked against the form's.
         public var claimedClientDataHash: [UInt8]?
+        /// The caller's session (an identity token's `sid`): the form's `session` must be it.
+        public var session: String?
 
-        public init(username: String, keyID: [UInt8], attestationObject: [UInt8], form: [UInt8], claimedClientDataHash: [UInt8]? = nil) {
+        public init(username: String, keyID: [UInt8], attestationObject: [UInt8], form: [UInt8], claimedClientDataHash: [UInt8]? = nil, session: String? = nil) {
             self.username = username
             self.keyID = keyID
             self.attestationObject = attestationObject
             self.form = form
             self.claimedClientDataHash = claimedClientDataHash
+            self.session = session
         }
     }
 
@@ -64,12 +67,15 @@ public struct FormFlows: Sendable {
         public var keyID: [UInt8]
         public var assertion: [UInt8]
         public var form: [UInt8]
+        /// The caller's session (an identity token's `sid`): the form's `session` must be it.
+        public var session: String?
 
-        public init(username: String, keyID: [UInt8], assertion: [UInt8], form: [UInt8]) {
+        public init(username: String, keyID: [UInt8], assertion: [UInt8], form: [UInt8], session: String? = nil) {
             self.username = username
             self.keyID = keyID
             self.assertion = assertion
             self.form = form
+            self.session = session
         }
     }
 
@@ -82,14 +88,20 @@ public struct FormFlows: Sendable {
         public var poolChallenge: [UInt8]
         public var assertion: [UInt8]
         public var form: [UInt8]
+        /// The caller's session (an identity token's `sid`): the form's `session` must be it.
+        public var session: String?
 
-        public init(username: String, keyID: [UInt8], attestationObject: [UInt8], poolChallenge: [UInt8], assertion: [UInt8], form: [UInt8]) {
+        public init(
+            username: String, keyID: [UInt8], attestationObject: [UInt8], poolChallenge: [UInt8], assertion: [UInt8], form: [UInt8],
+            session: String? = nil
+        ) {
             self.username = username
             self.keyID = keyID
             self.attestationObject = attestationObject
             self.poolChallenge = poolChallenge
             self.assertion = assertion
             self.form = form
+            self.session = session
         }
     }
 
@@ -143,7 +155,7 @@ public struct FormFlows: Sendable {
     /// Registers a key with an attestation over a form.
     public func attest(_ request: AttestRequest, now: Date) async throws(FlowError) -> AttestOutcome {
         try await self.rotating(username: request.username, now: now) { () async throws(FlowError) -> AttestOutcome in
-            let form = try self.acceptedForm(request.form, username: request.username, now: now)
+            let form = try self.acceptedForm(request.form, username: request.username, session: request.session, now: now)
             if let claimed = request.claimedClientDataHash, !constantTimeEquals(claimed, form.clientDataHash) {
                 throw FlowError(
                     code: "client_data_hash_mismatch",
@@ -175,7 +187,7 @@ public struct FormFlows: Sendable {
     /// Accepts a form signed by a registered key.
     public func assert(_ request: AssertRequest, now: Date) async throws(FlowError) -> AssertOutcome {
         try await self.rotating(username: request.username, now: now) { () async throws(FlowError) -> AssertOutcome in
-            let form = try self.acceptedForm(request.form, username: request.username, now: now)
+            let form = try self.acceptedForm(request.form, username: request.username, session: request.session, now: now)
             let claims = try self.formChallengeClaims(form, username: request.username)
             // An unknown keyId and another user's keyId get the same answer: who owns a key is
             // not for the caller to learn.
@@ -261,7 +273,7 @@ public struct FormFlows: Sendable {
     /// Registers a pooled key and accepts the form it signed, in one atomic commit.
     public func registerPooled(_ request: PooledRequest, now: Date) async throws(FlowError) -> AttestOutcome {
         try await self.rotating(username: request.username, now: now) { () async throws(FlowError) -> AttestOutcome in
-            let form = try self.acceptedForm(request.form, username: request.username, now: now)
+            let form = try self.acceptedForm(request.form, username: request.username, session: request.session, now: now)
             var claims = try self.formChallengeClaims(form, username: request.username)
             claims.append(ChallengeClaim(value: request.poolChallenge, purpose: .pool, username: request.username))
             // The main app attested the key over the pool challenge itself (32 random bytes).
@@ -297,11 +309,11 @@ public struct FormFlows: Sendable {
         return try? await self.store.keys(username: username).filter { $0.createdAt >= since }.count
     }
 
-    private func acceptedForm(_ bytes: [UInt8], username: String, now: Date) throws(FlowError) -> SignedForm {
+    private func acceptedForm(_ bytes: [UInt8], username: String, session: String?, now: Date) throws(FlowError) -> SignedForm {
         try Self.checkUsername(username)
         do {
             let form = try SignedForm(jsonBytes: bytes)
-            try self.configuration.formPolicy.validate(form, now: now, username: username)
+            try self.configuration.formPolicy.validate(form, now: now, username: username, session: session)
             return form
         } catch {
             throw FlowError(error)

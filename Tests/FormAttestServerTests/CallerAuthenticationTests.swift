@@ -1,0 +1,217 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+import CanonicalJSON
+import Crypto
+import FormAttestClient
+import FormAttestFlows
+import FormAttestServer
+import Foundation
+import HTTPTypes
+import RFC3339
+import Testing
+
+/// Who vouches for `username`: identity-provider tokens, a trusted backend, key lifecycle and
+/// rate limits, over HTTP (the in-process router; ``LiveCallerTests`` drives a running server).
+struct CallerAuthenticationTests {
+    static func text(_ value: String) -> JSONValue { .string(JSONString(value)) }
+
+    static func harness(_ provider: TestIdentityProvider, bindSessions: Bool = true) throws -> ServiceHarness {
+        var harness = try ServiceHarness()
+        let jwks = try provider.jwks()
+        let verifier = IdentityProviderVerifier(
+            configuration: .init(issuer: TestIdentityProvider.issuer, audience: TestIdentityProvider.audience),
+            source: { jwks }
+        )
+        harness.configuration.callerAuthentication = .identityProvider(verifier, bindSessions: bindSessions)
+        return harness
+    }
+
+    /// A form for `user`, signed in `session` (nil: no session field).
+    static func form(user: String = "alice", session: String? = "session-1", nonce: String = UUID().uuidString) -> JSONValue {
+        var members: [(String, JSONValue)] = [
+            ("amount", text("25.00")), ("to", text("bob")), ("username", text(user)), ("timestamp", text(RFC3339UTC.format(Date()))), ("nonce", text(nonce)),
+        ]
+        if let session { members.append(("session", text(session))) }
+        return .object(JSONObject(constantMembers: members))
+    }
+
+    /// Registers a key with `client` (already carrying its credential), the body's username optional.
+    static func register(_ client: ServiceHarness.Client, form: JSONValue, username: String? = nil) async throws -> (String, ServiceHarness.Client.Answer) {
+        let simulated = try await client.post("/api/dev/simulate", [("action", text("attest")), ("form", form)])
+        let keyID = try #require(simulated.json?["keyId"]?.stringValue)
+        var body: [(String, JSONValue)] = [("keyId", text(keyID)), ("attestationObject", simulated.json?["attestationObject"] ?? .null), ("form", form)]
+        if let username { body.append(("username", text(username))) }
+        return (keyID, try await client.post("/api/appattest/attest", body))
+    }
+
+    static func assert(_ client: ServiceHarness.Client, keyID: String, form: JSONValue, username: String? = nil) async throws -> ServiceHarness.Client.Answer {
+        var body: [(String, JSONValue)] = [
+            ("keyId", text(keyID)), ("assertion", text(try await ServiceHarness.assertion(client, keyID: keyID, form: form))), ("form", form),
+        ]
+        if let username { body.append(("username", text(username))) }
+        return try await client.post("/api/appattest/assert", body)
+    }
+
+    @Test("identity-provider tokens: the token's user acts, its sid binds the form; every bad token is 401, every mismatch 403")
+    func identityProvider() async throws {
+        let provider = try TestIdentityProvider()
+        let harness = try Self.harness(provider)
+        try await harness.run { anonymous in
+            let alice = anonymous.with(bearer: try provider.token(TestIdentityProvider.claims()))
+
+            // No credential: 401 on every /api/appattest endpoint; the public ones answer.
+            let challenge = try await anonymous.send(.get, "/api/appattest/challenge", template: "/api/appattest/challenge")
+            #expect(challenge.status == 401 && challenge.errorCode == "unauthenticated")
+            #expect(challenge.headers[.wwwAuthenticate] == "Bearer")
+            let (_, unauthenticated) = try await Self.register(anonymous, form: Self.form(), username: "alice")
+            #expect(unauthenticated.status == 401 && unauthenticated.errorCode == "unauthenticated")
+            #expect(try await anonymous.send(.get, "/healthz", template: "/healthz").status == 200)
+            #expect(try await anonymous.send(.get, "/.well-known/jwks.json", template: "/.well-known/jwks.json").status == 200)
+
+            // A good token: registered for the token's user, with no username in the body.
+            let (keyID, registered) = try await Self.register(alice, form: Self.form())
+            #expect(registered.status == 200, "\(String(decoding: registered.body, as: UTF8.self))")
+            #expect(registered.json?["recentRegistrations"] == .number(1))
+            let accepted = try await Self.assert(alice, keyID: keyID, form: Self.form(), username: "alice")
+            #expect(accepted.status == 200)
+            let jws = try #require(accepted.json?["formats"]?["serverAttestation"]?.stringValue)
+            let payload = try #require(Base64URL.decode(String(jws.split(separator: ".")[1])))
+            #expect(try CanonicalJSON.parse(payload)["sub"]?.stringValue == "alice")
+
+            // 403: another username than the token's; a form from another session, or none.
+            let mismatch = try await Self.assert(alice, keyID: keyID, form: Self.form(user: "bob"), username: "bob")
+            #expect(mismatch.status == 403 && mismatch.errorCode == "identity_mismatch")
+            let otherChallenge = try await alice.send(.get, "/api/appattest/challenge?username=bob", template: "/api/appattest/challenge")
+            #expect(otherChallenge.status == 403 && otherChallenge.errorCode == "identity_mismatch")
+            for session in ["session-2", nil] as [String?] {
+                let answer = try await Self.assert(alice, keyID: keyID, form: Self.form(session: session))
+                #expect(answer.status == 403 && answer.errorCode == "session_mismatch", "\(session ?? "no session")")
+            }
+            #expect(try await alice.send(.get, "/api/appattest/challenge", template: "/api/appattest/challenge").status == 200)
+
+            // Every bad token is 401, one change each.
+            let now = Date()
+            let other = P256.Signing.PrivateKey()
+            let bad: [(String, String)] = [
+                ("signed by a key not in the JWKS", try provider.token(TestIdentityProvider.claims(), with: other)),
+                ("an unknown kid", try provider.token(TestIdentityProvider.claims(), kid: "ec9")),
+                ("expired", try provider.token(TestIdentityProvider.claims(now: now.addingTimeInterval(-400)))),
+                ("not yet valid", try provider.token(TestIdentityProvider.claims(now: now.addingTimeInterval(120)))),
+                ("another issuer", try provider.token(TestIdentityProvider.claims().replacingOccurrences(of: TestIdentityProvider.issuer, with: "https://evil.example"))),
+                ("another audience", try provider.token(TestIdentityProvider.claims().replacingOccurrences(of: #""aud":"formattest""#, with: #""aud":"other""#))),
+                ("alg none", try provider.token(TestIdentityProvider.claims(), signer: .none)),
+                ("HS256 on the EC key's kid", try provider.token(TestIdentityProvider.claims(), kid: "ec1", alg: "HS256")),
+                ("ES256 claimed on the RSA key", try provider.token(TestIdentityProvider.claims(), kid: "rsa1")),
+                ("a duplicate sub", try provider.token(TestIdentityProvider.claims(extra: #","sub":"mallory""#))),
+                ("no exp", try provider.token(TestIdentityProvider.claims().replacingOccurrences(of: #""exp":"#, with: #""xp":"#))),
+                ("a user with a control character", try provider.token(TestIdentityProvider.claims(user: "alice\\u0000"))),
+                ("not a JWT", "not-a-token"),
+            ]
+            for (name, token) in bad {
+                let answer = try await alice.with(bearer: token).send(.get, "/api/appattest/challenge", template: "/api/appattest/challenge")
+                #expect(answer.status == 401 && answer.errorCode == "unauthenticated", "\(name): \(answer.status)")
+            }
+
+            // RS256 and EdDSA tokens are accepted too; a token without sid binds no session.
+            for signer in [TestIdentityProvider.Signer.rs256, .eddsa] {
+                let client = anonymous.with(bearer: try provider.token(TestIdentityProvider.claims(user: "carol", sid: nil), signer: signer))
+                let (carolKey, answer) = try await Self.register(client, form: Self.form(user: "carol", session: nil))
+                #expect(answer.status == 200, "\(signer)")
+                #expect(try await Self.assert(client, keyID: carolKey, form: Self.form(user: "carol", session: nil)).status == 200)
+            }
+        }
+        try await OpenAPIConformance.check(harness.recorder)
+    }
+
+    @Test("a trusted backend: a missing or wrong secret is 401; either of two rotated secrets works and the body's username acts")
+    func trustedBackend() async throws {
+        let secrets = [String(repeating: "a", count: 40), String(repeating: "b", count: 64)]
+        var harness = try ServiceHarness()
+        harness.configuration.callerAuthentication = .trustedBackend(try BackendSecrets(fileText: "# rotated\n\(secrets[0])\n\n  \(secrets[1])  \n"))
+        try await harness.run { anonymous in
+            for bearer in [nil, "wrong", secrets[0] + "x", String(secrets[0].dropLast())] as [String?] {
+                let answer = try await anonymous.with(bearer: bearer).send(.get, "/api/appattest/challenge?username=alice", template: "/api/appattest/challenge")
+                #expect(answer.status == 401 && answer.errorCode == "unauthenticated", "\(bearer ?? "none")")
+            }
+            for (index, secret) in secrets.enumerated() {
+                let backend = anonymous.with(bearer: secret)
+                let (_, registered) = try await Self.register(backend, form: Self.form(user: "user\(index)", session: nil), username: "user\(index)")
+                #expect(registered.status == 200)
+            }
+        }
+        #expect(throws: CallerAuthenticationError.self) { _ = try BackendSecrets(fileText: "short\n") }
+        #expect(throws: CallerAuthenticationError.self) { _ = try BackendSecrets(fileText: "# nothing\n\n") }
+    }
+
+    @Test("keys over a user's life: beyond the limit the least recently used is revoked; operators list and revoke; a revoked key is 401 key_revoked")
+    func keyLifecycle() async throws {
+        let adminSecret = String(repeating: "z", count: 48)
+        var harness = try ServiceHarness()
+        harness.configuration.flows.maximumKeysPerUser = 2
+        harness.configuration.adminSecrets = try BackendSecrets(fileText: adminSecret)
+        try await harness.run { client in
+            var keys: [String] = []
+            for index in 1...3 {
+                let (keyID, answer) = try await ServiceHarness.register(client, form: ServiceHarness.form())
+                #expect(answer.status == 200 && answer.json?["recentRegistrations"] == .number(Double(index)))
+                keys.append(keyID)
+            }
+            let first = try await Self.assert(client, keyID: keys[0], form: ServiceHarness.form(), username: "alice")
+            #expect(first.status == 401 && first.errorCode == "key_revoked")
+            #expect(try await Self.assert(client, keyID: keys[2], form: ServiceHarness.form(), username: "alice").status == 200)
+
+            // The admin API: its own credential, never the callers'.
+            for bearer in [nil, "wrong"] as [String?] {
+                let answer = try await client.with(bearer: bearer).send(.get, "/admin/users/alice/keys", template: "/admin/users/alice/keys")
+                #expect(answer.status == 401)
+            }
+            let admin = client.with(bearer: adminSecret)
+            let listing = try await admin.send(.get, "/admin/users/alice/keys", template: "/admin/users/alice/keys")
+            #expect(listing.status == 200)
+            #expect(listing.json?["activeKeys"] == .number(2) && listing.json?["recentRegistrations"] == .number(3))
+            if case .array(let entries)? = listing.json?["keys"] { #expect(entries.count == 3) } else { Issue.record("no keys array") }
+            let revoked = try await admin.send(.post, "/admin/keys/\(keys[1])/revoke", template: "/admin/keys/revoke")
+            #expect(revoked.status == 200)
+            let second = try await Self.assert(client, keyID: keys[1], form: ServiceHarness.form(), username: "alice")
+            #expect(second.status == 401 && second.errorCode == "key_revoked")
+            let unknown = try await admin.send(.post, "/admin/keys/\(Base64URL.encode([UInt8](repeating: 7, count: 32)))/revoke", template: "/admin/keys/revoke")
+            #expect(unknown.status == 404 && unknown.errorCode == "unknown_key")
+            #expect(try await admin.send(.get, "/admin/users/bob%00x/keys", template: "/admin/users/x/keys").status == 400)
+        }
+    }
+
+    @Test("rate limits per user and per address: 429 rate_limited with Retry-After; X-Forwarded-For only through trusted hops")
+    func rateLimits() async throws {
+        var harness = try ServiceHarness()
+        harness.configuration.rateLimits = RateLimits(perUser: 3, perAddress: 5, window: 60, trustedProxyHops: 0)
+        try await harness.run { client in
+            for _ in 0..<3 {
+                #expect(try await client.send(.get, "/api/appattest/challenge?username=alice", template: "/api/appattest/challenge").status == 200)
+            }
+            let limited = try await client.send(.get, "/api/appattest/challenge?username=alice", template: "/api/appattest/challenge")
+            #expect(limited.status == 429 && limited.errorCode == "rate_limited")
+            let retryAfter = try #require(limited.headers[.retryAfter].flatMap { Int($0) })
+            #expect((1...60).contains(retryAfter))
+            // bob has his own budget, but the address's (5) runs out: a forged X-Forwarded-For is ignored.
+            let forged = client.with(bearer: nil, headers: [HTTPField.Name("X-Forwarded-For")!: "203.0.113.9"])
+            #expect(try await forged.send(.get, "/api/appattest/challenge?username=bob", template: "/api/appattest/challenge").status == 200)
+            let byAddress = try await forged.send(.get, "/api/appattest/challenge?username=carol", template: "/api/appattest/challenge")
+            #expect(byAddress.status == 429, "the address's budget of 5 is spent (4 counted, and the refused one)")
+        }
+        var proxied = try ServiceHarness()
+        proxied.configuration.rateLimits = RateLimits(perUser: 100, perAddress: 2, window: 60, trustedProxyHops: 1)
+        let forwardedFor = try #require(HTTPField.Name("X-Forwarded-For"))
+        try await proxied.run { (client: ServiceHarness.Client) async throws in
+            for address in ["198.51.100.1", "198.51.100.2"] {
+                let behindProxy = client.with(bearer: nil, headers: [forwardedFor: "10.9.9.9, \(address)"])
+                for _ in 0..<2 {
+                    #expect(try await behindProxy.send(.get, "/api/appattest/challenge", template: "/api/appattest/challenge").status == 200)
+                }
+                #expect(try await behindProxy.send(.get, "/api/appattest/challenge", template: "/api/appattest/challenge").status == 429)
+            }
+        }
+    }
+}
