@@ -226,7 +226,10 @@ let package = Package(
         // Shared by the test targets: loads the real Apple recordings in Tests/Fixtures.
         .target(
             name: "FormAttestTestSupport",
-            dependencies: ["AppAttest"],
+            dependencies: [
+                "AppAttest", "FormAttestClient",
+                .product(name: "Crypto", package: "swift-crypto"), .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ],
             path: "Tests/FormAttestTestSupport",
             swiftSettings: swiftSettings
         ),
@@ -299,7 +302,6 @@ let package = Package(
             dependencies: [
                 "FormAttestServer", "FormAttestFlows", "FormAttestTokens", "FormAttestClient", "CanonicalJSON", "AppAttest",
                 "AppAttestSimulator", "FormAttestTestSupport", "RFC3339",
-                .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

@@ -8,6 +8,7 @@ import Crypto
 import FormAttestClient
 import FormAttestFlows
 import FormAttestServer
+import FormAttestTestSupport
 import Foundation
 import HTTPTypes
 import RFC3339

@@ -3,27 +3,27 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
-import Crypto
+public import Crypto
 import FormAttestClient
-import Foundation
+public import Foundation
 import _CryptoExtras
 
 /// An identity provider the tests own: its keys, its JWKS, and tokens built byte by byte (so
 /// that a test can also build the ones a provider never would: `alg: none`, duplicate claims).
-struct TestIdentityProvider: Sendable {
-    static let issuer = "https://idp.bank.example"
-    static let audience = "formattest"
+public struct TestIdentityProvider: Sendable {
+    public static let issuer = "https://idp.bank.example"
+    public static let audience = "formattest"
 
-    let ec = P256.Signing.PrivateKey()
-    let ed = Curve25519.Signing.PrivateKey()
+    public let ec = P256.Signing.PrivateKey()
+    public let ed = Curve25519.Signing.PrivateKey()
     let rsa: _RSA.Signing.PrivateKey
 
-    init() throws {
+    public init() throws {
         self.rsa = try _RSA.Signing.PrivateKey(keySize: .bits2048)
     }
 
     /// The provider's JWKS: `ec1` (ES256), `ed1` (EdDSA, no alg), `rsa1` (RS256).
-    func jwks() throws -> [UInt8] {
+    public func jwks() throws -> [UInt8] {
         let point = Array(self.ec.publicKey.x963Representation)
         let rsa = try self.rsa.publicKey.getKeyPrimitives()
         let keys: [[String: String]] = [
@@ -35,16 +35,16 @@ struct TestIdentityProvider: Sendable {
     }
 
     /// Standard claims for `user` valid around `now`; `extra` replaces or adds claims.
-    static func claims(user: String = "alice", sid: String? = "session-1", now: Date = Date(), extra: String = "") -> String {
+    public static func claims(user: String = "alice", sid: String? = "session-1", now: Date = Date(), extra: String = "") -> String {
         let time = Int(now.timeIntervalSince1970)
         let sid = sid.map { #","sid":"\#($0)""# } ?? ""
         return #"{"iss":"\#(issuer)","aud":"\#(audience)","sub":"\#(user)","iat":\#(time),"nbf":\#(time - 5),"exp":\#(time + 300)\#(sid)\#(extra)}"#
     }
 
-    enum Signer { case es256, eddsa, rs256, none }
+    public enum Signer: Sendable { case es256, eddsa, rs256, none }
 
     /// A compact JWS over `claims` (raw JSON text), with this header's `alg` and `kid`.
-    func token(_ claims: String, signer: Signer = .es256, kid: String? = nil, alg: String? = nil, with otherKey: P256.Signing.PrivateKey? = nil) throws -> String {
+    public func token(_ claims: String, signer: Signer = .es256, kid: String? = nil, alg: String? = nil, with otherKey: P256.Signing.PrivateKey? = nil) throws -> String {
         let (defaultAlg, defaultKid): (String, String) =
             switch signer {
             case .es256: ("ES256", "ec1")

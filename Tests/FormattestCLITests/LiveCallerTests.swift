@@ -1,0 +1,89 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+import Foundation
+import FormAttestTestSupport
+import Testing
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Caller authentication and rate limits through `formattest serve`'s own flags, against
+/// running servers: the identity provider by a JWKS file, and one rate limit shared by two
+/// instances on one MongoDB (and on one SQLite file).
+struct LiveCallerTests {
+    /// GET `path` on 127.0.0.1:`port`: (status, body).
+    static func get(_ port: Int, _ path: String, bearer: String? = nil) async throws -> (Int, String) {
+        var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
+        request.timeoutInterval = 30
+        if let bearer { request.setValue("Bearer \(bearer)", forHTTPHeaderField: "Authorization") }
+        let (data, response) = try await URLSession.shared.data(for: request)
+        return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
+    }
+
+    static func serve(_ arguments: [String], files: TemporaryFiles) throws -> (Formattest.Running, Int) {
+        let port = Int.random(in: 20_000...60_000)
+        let server = try Formattest.start(["serve", "--port", String(port), "--data-dir", files.directory.path, "--log-level", "warning"] + arguments)
+        try #require(Formattest.waitForListener(port: port), "the service did not start listening")
+        return (server, port)
+    }
+
+    @Test("serve --caller-jwks FILE --caller-issuer --caller-audience: no token 401, a good one 200, a foreign one 401; public routes stay public")
+    func identityProviderFlags() async throws {
+        let provider = try TestIdentityProvider()
+        let files = try TemporaryFiles()
+        let jwks = try files.write(Data(try provider.jwks()), named: "jwks.json")
+        let (server, port) = try Self.serve(
+            ["--store", "memory", "--caller-jwks", jwks, "--caller-issuer", TestIdentityProvider.issuer, "--caller-audience", TestIdentityProvider.audience],
+            files: files
+        )
+        defer { _ = server.terminate(within: 10) }
+        let (anonymous, body) = try await Self.get(port, "/api/appattest/challenge")
+        #expect(anonymous == 401 && body.contains("unauthenticated"), "\(body)")
+        #expect(try await Self.get(port, "/api/appattest/challenge", bearer: try provider.token(TestIdentityProvider.claims())).0 == 200)
+        let foreign = try TestIdentityProvider()
+        #expect(try await Self.get(port, "/api/appattest/challenge", bearer: try foreign.token(TestIdentityProvider.claims())).0 == 401)
+        #expect(try await Self.get(port, "/healthz").0 == 200)
+        #expect(try await Self.get(port, "/.well-known/jwks.json").0 == 200)
+    }
+
+    @Test("serve refuses to start without a caller authentication (but for the demo or the explicit insecure flag)")
+    func refusesWithoutCallerAuthentication() async throws {
+        let result = try await Formattest.run(["serve", "--store", "memory", "--port", "18998"])
+        #expect(result.status == 2 && result.stderr.contains("--caller-jwks") && result.stderr.contains("--caller-secret-file"), "\(result.stderr)")
+        let both = try await Formattest.run(["serve", "--store", "memory", "--port", "18998", "--insecure-no-caller-auth", "--caller-secret-file", "/x"])
+        #expect(both.status == 2 && both.stderr.contains("Choose one"), "\(both.stderr)")
+    }
+
+    /// Two instances on `store`, a limit of 4 per user: alice's requests alternate between them,
+    /// and the fifth is refused wherever it lands.
+    static func sharedLimit(store: [String]) async throws {
+        let files = try TemporaryFiles()
+        let limits = ["--insecure-no-caller-auth", "--rate-limit-per-user", "4", "--rate-limit-per-address", "1000", "--rate-limit-window", "3600"]
+        let (first, firstPort) = try Self.serve(store + limits, files: files)
+        defer { _ = first.terminate(within: 10) }
+        let (second, secondPort) = try Self.serve(store + limits, files: files)
+        defer { _ = second.terminate(within: 10) }
+        var statuses: [Int] = []
+        for index in 0..<6 {
+            statuses.append(try await Self.get(index % 2 == 0 ? firstPort : secondPort, "/api/appattest/challenge?username=alice").0)
+        }
+        #expect(statuses == [200, 200, 200, 200, 429, 429], "\(statuses)")
+        #expect(try await Self.get(secondPort, "/api/appattest/challenge?username=bob").0 == 200)
+    }
+
+    @Test("a rate limit holds across two instances on one MongoDB")
+    func sharedLimitMongoDB() async throws {
+        let uri = try MongoTestServer.uri.get()
+        try await Self.sharedLimit(store: ["--store", uri, "--mongodb-database", "limits_\(UUID().uuidString.prefix(8))"])
+    }
+
+    @Test("a rate limit holds across two instances on one SQLite file")
+    func sharedLimitSQLite() async throws {
+        let files = try TemporaryFiles()
+        try await Self.sharedLimit(store: ["--store", "sqlite:" + files.directory.appendingPathComponent("limits.sqlite").path])
+    }
+}
