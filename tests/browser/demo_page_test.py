@@ -63,6 +63,7 @@ def main():
     try:
         driver.get(base + "/appattest-demo.html")
         WebDriverWait(driver, 10).until(lambda d: len(text("hash")) == 43)
+        check("the page says it runs without caller authentication", "no caller authentication" in text("demo-mode"), text("demo-mode"))
         for field, value in (("amount", "42.00"), ("to", "Carol Ñandú")):
             element = driver.find_element(By.ID, field)
             element.clear()
