@@ -14,7 +14,7 @@ struct APIFuzzTests {
     func schemathesis() async throws {
         let schemathesis = try PythonCheck(venv: ".venv-schemathesis", overrideVariable: "FORMATTEST_SCHEMATHESIS_PYTHON")
         let files = try TemporaryFiles()
-        let port = Int.random(in: 20_000...60_000)
+        let port = Formattest.freePort()
         let server = try Formattest.start([
             "serve", "--dev-simulator", "--port", String(port), "--log-level", "warning",
             "--store", "sqlite:" + files.directory.appendingPathComponent("api.sqlite").path,
@@ -22,7 +22,7 @@ struct APIFuzzTests {
             "--demo-dir", repositoryDirectory.appendingPathComponent("demo").path,
         ])
         defer { _ = server.terminate(within: 10) }
-        try #require(Formattest.waitForListener(port: port), "the service did not start listening")
+        try #require(Formattest.waitForListener(port: port, process: server.process), "the service did not start listening")
 
         let (status, output) = try await schemathesis.run(tool: "schemathesis", [
             "run", repositoryDirectory.appendingPathComponent("schemas/openapi.yaml").path,

@@ -13,7 +13,7 @@ struct DemoPageTests {
     func demoPage() async throws {
         let browser = try PythonCheck(venv: ".venv-browser", overrideVariable: "FORMATTEST_BROWSER_PYTHON")
         let files = try TemporaryFiles()
-        let port = Int.random(in: 20_000...60_000)
+        let port = Formattest.freePort()
         let server = try Formattest.start([
             "serve", "--dev-simulator", "--port", String(port),
             "--store", "sqlite:" + files.directory.appendingPathComponent("demo.sqlite").path,
@@ -34,9 +34,9 @@ struct DemoPageTests {
     @Test("the service shuts down gracefully on SIGTERM")
     func gracefulShutdown() async throws {
         let files = try TemporaryFiles()
-        let port = Int.random(in: 20_000...60_000)
+        let port = Formattest.freePort()
         let server = try Formattest.start(["serve", "--port", String(port), "--store", "memory", "--insecure-no-caller-auth", "--data-dir", files.directory.path])
-        try #require(Formattest.waitForListener(port: port), "the service did not start listening")
+        try #require(Formattest.waitForListener(port: port, process: server.process), "the service did not start listening")
         #expect(server.process.isRunning, "the service did not stay up")
         #expect(server.terminate(within: 10), "the service did not exit within 10 s of SIGTERM")
         #expect(server.process.terminationReason == .exit)

@@ -105,10 +105,27 @@ enum Formattest {
         }
     }
 
-    /// Waits until something accepts TCP connections on 127.0.0.1:`port`, for at most `seconds`.
-    static func waitForListener(port: Int, seconds: Double = 60) -> Bool {
+    /// A port nothing listens on now: the kernel's choice for a socket bound to port 0 (another
+    /// process may still take it before the caller does, but far less often than a random pick).
+    static func freePort() -> Int {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(descriptor) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) == 0 && getsockname(descriptor, $0, &length) == 0 }
+        }
+        return bound ? Int(UInt16(bigEndian: address.sin_port)) : Int.random(in: 20_000...60_000)
+    }
+
+    /// Waits until something accepts TCP connections on 127.0.0.1:`port`, for at most `seconds`,
+    /// or until `process` (when given) has exited: a server that failed to start is not waited for.
+    static func waitForListener(port: Int, seconds: Double = 120, process: Process? = nil) -> Bool {
         let deadline = Date().addingTimeInterval(seconds)
         while Date() < deadline {
+            if let process, !process.isRunning { return false }
             let socketDescriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
             guard socketDescriptor >= 0 else { return false }
             var address = sockaddr_in()

@@ -25,9 +25,9 @@ struct LiveCallerTests {
     }
 
     static func serve(_ arguments: [String], files: TemporaryFiles) throws -> (Formattest.Running, Int) {
-        let port = Int.random(in: 20_000...60_000)
+        let port = Formattest.freePort()
         let server = try Formattest.start(["serve", "--port", String(port), "--data-dir", files.directory.path, "--log-level", "warning"] + arguments)
-        try #require(Formattest.waitForListener(port: port), "the service did not start listening")
+        try #require(Formattest.waitForListener(port: port, process: server.process), "the service did not start listening")
         return (server, port)
     }
 

@@ -222,7 +222,7 @@ def disk_full(args, check, serve, outcomes, replay_all):
         subprocess.run(["mount", "-o", "remount,ro", mount_point], check=True)
         started = subprocess.run(
             [args.binary, "serve", "--port", str(free_port()), "--store", store, "--insecure-no-caller-auth", "--data-dir", os.path.join(args.work, "ro-data")],
-            capture_output=True, text=True, timeout=30)
+            capture_output=True, text=True, timeout=120)
         check("read-only: the service refuses to start (exit 2)", started.returncode == 2, f"{started.returncode} {started.stderr}")
         check("read-only: the reason names the store", "is unavailable" in started.stderr and "full.sqlite" in started.stderr, started.stderr)
         print(f"read-only: serve exits {started.returncode}: {started.stderr.strip().splitlines()[-1] if started.stderr.strip() else ''}")
