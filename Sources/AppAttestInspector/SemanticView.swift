@@ -211,11 +211,7 @@ enum SemanticView {
             }
             return " = validation category \(category)"
         case AuthenticatorExtensions.cdHashTypeKey:
-            var type = value.integer
-            if let bytes = value.byteString, (1...4).contains(bytes.count) {
-                type = bytes.reversed().reduce(Int64(0)) { $0 << 8 | Int64($1) }  // little-endian
-            }
-            guard let type else { return "" }
+            guard let type = value.byteString.flatMap({ UInt32(littleEndianBytes: $0).map(Int64.init) }) ?? value.integer else { return "" }
             return type == Int64(AuthenticatorExtensions.cdHashTypeSHA256) ? " = CodeDirectory hash type 2 (SHA-256)" : " = CodeDirectory hash type \(type)"
         case AuthenticatorExtensions.cdHashKey:
             return value.byteString.map { " = CodeDirectory hash, \($0.count) bytes" } ?? ""

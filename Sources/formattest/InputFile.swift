@@ -94,7 +94,7 @@ enum HexCoding {
     }
 
     static func encode(_ bytes: some Sequence<UInt8>) -> String {
-        bytes.map { String(format: "%02x", $0) }.joined()
+        AppAttest.hex(bytes)
     }
 }
 

@@ -142,9 +142,8 @@ public struct AuthenticatorExtensions: Sendable, Hashable {
 
     private static func cdHashType(_ item: CBORItem) -> UInt32? {
         switch item.value {
-        case .byteString(let bytes) where (1...4).contains(bytes.count):
-            // Invariant: at most four bytes, so the shifts stay below 32.
-            return bytes.enumerated().reduce(UInt32(0)) { $0 | UInt32($1.element) << (8 * UInt32($1.offset)) }
+        case .byteString(let bytes):
+            return UInt32(littleEndianBytes: bytes)
         case .unsigned(let value):
             return UInt32(exactly: value)
         default:

@@ -22,9 +22,8 @@ public struct ValidationCategory: Sendable, Hashable, Comparable, CustomStringCo
 
     /// Reads the wire form: exactly four bytes, little-endian; any other length is `nil`.
     public init?(littleEndianBytes bytes: some Collection<UInt8>) {
-        guard bytes.count == 4 else { return nil }
-        // Invariant: four bytes, so the shifts stay below 32.
-        self.rawValue = bytes.enumerated().reduce(UInt32(0)) { $0 | UInt32($1.element) << (8 * UInt32($1.offset)) }
+        guard bytes.count == 4, let value = UInt32(littleEndianBytes: bytes) else { return nil }
+        self.rawValue = value
     }
 
     /// Parses a command-line or configuration spelling: a name of ``named`` (`app-store`) or a

@@ -229,6 +229,8 @@ public struct FormFlows: Sendable {
             } catch {
                 throw Self.verificationError(error)
             }
+            // The assertion's signals, when it carries any, become the key's last ones with its counter.
+            let signals = Self.signals(verified.extensions)
             try await self.commit(
                 AssertionCommit(
                     keyID: request.keyID,
@@ -236,13 +238,13 @@ public struct FormFlows: Sendable {
                     replay: ReplayRecord(formHash: form.clientDataHash, expiresAt: self.configuration.replayExpiry(for: form, now: now)),
                     challenges: claims,
                     now: now,
-                    signals: Self.signals(verified.extensions)
+                    signals: signals
                 )
             )
             var stored = key
             stored.counter = verified.counter
             stored.lastUsed = now
-            stored.lastSignals = Self.signals(verified.extensions) ?? stored.lastSignals
+            stored.lastSignals = signals ?? stored.lastSignals
             return AssertOutcome(key: stored, assertion: verified, form: form)
         } attach: { outcome, challenge in
             outcome.nextChallenge = challenge
