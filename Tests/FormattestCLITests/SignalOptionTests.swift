@@ -241,6 +241,23 @@ struct SignalOptionTests {
         }
     }
 
+    @Test("--help of verify attestation, verify assertion and serve names every signal option", arguments: [
+        ["verify", "attestation", "--help"], ["verify", "assertion", "--help"], ["serve", "--help"],
+    ])
+    func help(arguments: [String]) async throws {
+        let result = try await Formattest.run(arguments)
+        #expect(result.status == 0)
+        for option in [
+            "--validation-category", "--minimum-bundle-version", "--allowed-cdhash", "--allowed-cdhashes-file", "--require-cdhash",
+            "--require-extensions", "--macos-access-control",
+        ] {
+            #expect(result.stdout.contains(option), "\(arguments): \(option)")
+        }
+        if arguments.first == "serve" {
+            #expect(result.stdout.contains("FORMATTEST_VALIDATION_CATEGORIES"))
+        }
+    }
+
     // MARK: - serve
 
     @Test("serve: bad signal settings from flags or FORMATTEST_* variables stop it (exit 2, named) before it listens", arguments: [
