@@ -34,6 +34,10 @@ public struct AppAttestError: Error, Sendable, Hashable, CustomStringConvertible
             case credentialIDMismatch = "credential_id_mismatch"
             case publicKeyMismatch = "public_key_mismatch"
             case validationCategoryNotAllowed = "validation_category_not_allowed"
+            case bundleVersionTooOld = "bundle_version_too_old"
+            case cdHashNotAllowed = "cdhash_not_allowed"
+            case extensionsRequired = "extensions_required"
+            case accessControlMismatch = "access_control_mismatch"
             case invalidClientDataHash = "invalid_client_data_hash"
             case malformedAssertion = "malformed_assertion"
             case assertionTooLarge = "assertion_too_large"
@@ -102,6 +106,18 @@ public struct AppAttestError: Error, Sendable, Hashable, CustomStringConvertible
         public static let publicKeyMismatch = Code(.publicKeyMismatch)
         /// iOS 27 extensions: the validation category is not one the policy accepts.
         public static let validationCategoryNotAllowed = Code(.validationCategoryNotAllowed)
+        /// iOS 27 extensions: the bundle version is below the policy's minimum, or cannot be
+        /// compared with it (not dot-separated digits).
+        public static let bundleVersionTooOld = Code(.bundleVersionTooOld)
+        /// iOS 27 extensions: the CDHash is not an allowed one (for its bundle version), is not of a
+        /// type the policy can compare (SHA-256), or is absent although the policy requires it.
+        public static let cdHashNotAllowed = Code(.cdHashNotAllowed)
+        /// iOS 27 extensions: the policy requires the validation category and the bundle version,
+        /// and the authenticator data lacks one of them.
+        public static let extensionsRequired = Code(.extensionsRequired)
+        /// macOS 27: the credential certificate's access-control extension (1.2.840.113635.100.8.6)
+        /// is absent or differs from the value the policy requires.
+        public static let accessControlMismatch = Code(.accessControlMismatch)
         /// The clientDataHash is empty or larger than the accepted maximum.
         public static let invalidClientDataHash = Code(.invalidClientDataHash)
         /// The assertion does not have the `{signature, authenticatorData}` structure.

@@ -157,8 +157,10 @@ public struct AppAttestVerifier: Sendable {
             )
         }
 
-        // iOS 27: the distribution category, when the policy restricts it.
-        try self.checkValidationCategory(authData.extensions, absentAllowedByDefault: false)
+        // iOS 27 / macOS 27: the signals of the extension map and the key's access control.
+        try self.checkSignals(authData.extensions)
+        let accessControl = leaf.appAttestAccessControl
+        try self.checkAccessControl(accessControl)
 
         // Not one of Apple's steps: the receipt is checked and reported; required only by policy.
         let receiptCheck = await self.checkAttestationReceipt(
@@ -185,6 +187,7 @@ public struct AppAttestVerifier: Sendable {
             receiptCheck: receiptCheck,
             osVersion: leaf.appAttestOSVersion,
             extensions: authData.extensions,
+            accessControl: accessControl,
             authenticatorData: authData,
             certificateChain: [leaf, intermediate],
             verificationTime: time
@@ -251,8 +254,8 @@ public struct AppAttestVerifier: Sendable {
             )
         }
 
-        // iOS 27: check the category only when the assertion carries one.
-        try self.checkValidationCategory(authData.extensions, absentAllowedByDefault: true)
+        // iOS 27 / macOS 27: the signals the assertion carries (whatever its AT and ED flags say).
+        try self.checkSignals(authData.extensions)
 
         return VerifiedAssertion(
             counter: authData.signCount,
@@ -273,28 +276,6 @@ public struct AppAttestVerifier: Sendable {
             code: .appIDMismatch,
             reason: "rpIdHash is not SHA256 of an accepted app id (\(self.policy.appIDs.joined(separator: ", ")))"
         )
-    }
-
-    private func checkValidationCategory(
-        _ extensions: AuthenticatorExtensions?,
-        absentAllowedByDefault: Bool
-    ) throws {
-        guard case .only(let allowed, let allowAbsent) = self.policy.validationCategories else { return }
-        guard let category = extensions?.validationCategory else {
-            guard allowAbsent || absentAllowedByDefault else {
-                throw AppAttestError(
-                    code: .validationCategoryNotAllowed,
-                    reason: "no validation category (pre-iOS 27 device) and the policy requires one"
-                )
-            }
-            return
-        }
-        guard allowed.contains(category) else {
-            throw AppAttestError(
-                code: .validationCategoryNotAllowed,
-                reason: "validation category \(hex(category)) is not accepted"
-            )
-        }
     }
 
     private static func checkedClientDataHash(_ bytes: some Collection<UInt8>) throws -> [UInt8] {
@@ -376,12 +357,4 @@ public struct AppAttestVerifier: Sendable {
         case .receipt: (self.policy.receiptTrustAnchors, self.receiptAnchorsDigest)
         }
     }
-}
-
-/// Lowercase hex, for error messages.
-package func hex(_ bytes: some Sequence<UInt8>) -> String {
-    bytes.map { byte in
-        let digits = Array("0123456789abcdef")
-        return String([digits[Int(byte >> 4)], digits[Int(byte & 0x0f)]])
-    }.joined()
 }

@@ -28,6 +28,9 @@ public struct VerifiedAttestation: Sendable {
     public let osVersion: String?
     /// The iOS 27 authenticator data extensions, when present.
     public let extensions: AuthenticatorExtensions?
+    /// The DER value of the credential certificate's access-control extension
+    /// (1.2.840.113635.100.8.6, macOS 27's "ACL blob"), when present.
+    public let accessControl: [UInt8]?
     /// The parsed authenticator data.
     public let authenticatorData: AuthenticatorData
     /// The credential certificate, then the intermediate, as received in x5c.

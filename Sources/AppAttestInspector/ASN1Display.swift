@@ -110,6 +110,7 @@ enum ASN1Display {
         "1.2.840.113635.100.5.1": "Apple certificate policy",
         "1.2.840.113635.100.8.2": "App Attest nonce",
         "1.2.840.113635.100.8.5": "App Attest app properties",
+        "1.2.840.113635.100.8.6": "App Attest access control",
         "1.2.840.113635.100.8.7": "App Attest OS properties",
     ]
 }

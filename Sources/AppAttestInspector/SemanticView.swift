@@ -196,9 +196,28 @@ enum SemanticView {
         for entry in entries {
             let key = entry.key.textString ?? CBORDisplay.summary(entry.key)
             let valueRange = (base + entry.value.range.lowerBound)..<(base + entry.value.range.upperBound)
-            node.children.append(InspectionNode(key, value: CBORDisplay.summary(entry.value), range: valueRange))
+            node.children.append(InspectionNode(key, value: CBORDisplay.summary(entry.value) + self.signalMeaning(key, entry.value), range: valueRange))
         }
         return node
+    }
+
+    /// What a known signal's value means: ` = 4 (app-store)` for a category, ` = 2 (SHA-256)` for a
+    /// CDHash type. Shown, never judged: a value of another shape says so and nothing more.
+    private static func signalMeaning(_ key: String, _ value: CBORItem) -> String {
+        switch key {
+        case AuthenticatorExtensions.validationCategoryKey, AuthenticatorExtensions.validationCategoryShortKey:
+            guard let category = value.byteString.flatMap(ValidationCategory.init(littleEndianBytes:)) else {
+                return " (a validation category is 4 bytes, little-endian)"
+            }
+            return " = validation category \(category)"
+        case AuthenticatorExtensions.cdHashTypeKey:
+            guard let type = value.byteString.flatMap({ UInt32(littleEndianBytes: $0).map(Int64.init) }) ?? value.integer else { return "" }
+            return type == Int64(AuthenticatorExtensions.cdHashTypeSHA256) ? " = CodeDirectory hash type 2 (SHA-256)" : " = CodeDirectory hash type \(type)"
+        case AuthenticatorExtensions.cdHashKey:
+            return value.byteString.map { " = CodeDirectory hash, \($0.count) bytes" } ?? ""
+        default:
+            return ""
+        }
     }
 
     // MARK: - Signatures and certificates
@@ -303,6 +322,9 @@ enum SemanticView {
         case .AppAttest.appProperties, .AppAttest.osProperties:
             node.value = "\(ext.value.count) bytes"
             node.children = self.taggedEntries(Array(ext.value), base: valueRange?.lowerBound ?? base)
+        case .AppAttest.accessControl:
+            node.value = "\(ext.value.count) bytes, base64 \(Data(ext.value).base64EncodedString())"
+            node.children = self.accessControl(Array(ext.value), base: valueRange?.lowerBound ?? base)
         default:
             node.value = self.knownExtension(ext) ?? hex(ext.value)
         }
@@ -322,6 +344,54 @@ enum SemanticView {
         case .X509ExtensionID.authorityInformationAccess: return (try? AuthorityInformationAccess(ext)).map { "\($0)" }
         default: return nil
         }
+    }
+
+    /// The key's access control (1.2.840.113635.100.8.6, macOS 27's "ACL blob"). In Apple's 2026
+    /// sample: `SEQUENCE { [3] { OCTET STRING { SEQUENCE { UTF8String, SEQUENCE OF SEQUENCE {
+    /// UTF8String operation, [1] constraint } } } } }`, the operations named as the keychain names
+    /// them (`osgn` sign, `oa` attest, `od` decrypt; others shown as they are). Undocumented:
+    /// another shape is shown as its ASN.1 tree.
+    private static func accessControl(_ value: [UInt8], base: Int) -> [InspectionNode] {
+        guard let outer = try? BERWalker.single(value) else {
+            return [.undecodable("value", reason: "not DER", range: base..<(base + value.count))]
+        }
+        guard outer.tagNumber == 16, outer.children.count == 1, let tagged = outer.children.first,
+            tagged.tagClass == .contextSpecific, tagged.children.count == 1, let octets = tagged.children.first,
+            octets.tagNumber == 4, !octets.constructed,
+            let inner = try? BERWalker.single(Array(value[octets.contentRange])),
+            inner.tagNumber == 16, inner.children.count == 2, inner.children[0].tagNumber == 12, inner.children[1].tagNumber == 16
+        else {
+            return [TreeView.asn1(outer, in: value).shifted(by: base)]
+        }
+        let content = Array(value[octets.contentRange])
+        let contentBase = base + octets.contentRange.lowerBound
+        let operationNames = ["osgn": "sign", "oa": "attest", "od": "decrypt"]
+        var list = InspectionNode("operations", value: "\(inner.children[1].children.count)", range: self.shift(inner.children[1].range, contentBase))
+        for entry in inner.children[1].children {
+            guard entry.children.count == 2, entry.children[0].tagNumber == 12,
+                let name = String(validating: content[entry.children[0].contentRange], as: UTF8.self)
+            else {
+                list.children.append(TreeView.asn1(entry, in: content).shifted(by: contentBase))
+                continue
+            }
+            let constraint = entry.children[1]
+            let shown = constraint.children.count == 1 && !constraint.children[0].constructed
+                ? ASN1Display.primitiveValue(constraint.children[0], in: content)
+                : hex(content[constraint.contentRange])
+            let label = "\"\(name)\"" + (operationNames[name].map { " (\($0))" } ?? "")
+            list.children.append(InspectionNode(label, value: "[\(constraint.tagNumber)] \(shown)", range: self.shift(entry.range, contentBase)))
+        }
+        return [
+            InspectionNode(
+                "[\(tagged.tagNumber)] OCTET STRING",
+                value: "\(octets.contentRange.count) bytes of DER",
+                range: self.shift(tagged.range, base),
+                children: [
+                    InspectionNode("first field", value: ASN1Display.primitiveValue(inner.children[0], in: content), range: self.shift(inner.children[0].range, contentBase)),
+                    list,
+                ]
+            )
+        ]
     }
 
     /// Apple's `SEQUENCE { [tag] EXPLICIT value, ... }` extensions (app id [1204], OS version [1400]).

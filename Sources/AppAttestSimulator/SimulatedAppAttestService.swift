@@ -29,10 +29,7 @@ public final class SimulatedAppAttestService: DCAppAttestServiceProtocol, @unche
     public var isSupported: Bool { true }
 
     public func generateKey(completionHandler: @escaping @Sendable (String?, (any Error)?) -> Void) {
-        let key = self.device.generateKey()
-        let keyId = Data(key.keyID).base64EncodedString()
-        self.lock.withLock { self.keys[keyId] = key }
-        completionHandler(keyId, nil)
+        completionHandler(self.generateKey(), nil)
     }
 
     public func attestKey(
@@ -40,13 +37,8 @@ public final class SimulatedAppAttestService: DCAppAttestServiceProtocol, @unche
         clientDataHash: Data,
         completionHandler: @escaping @Sendable (Data?, (any Error)?) -> Void
     ) {
-        guard let key = self.lock.withLock({ self.keys[keyId] }) else {
-            completionHandler(nil, DCErrorCode.invalidKey.error)
-            return
-        }
         do {
-            let attestation = try self.device.attest(key, clientDataHash: Array(clientDataHash), at: self.now())
-            completionHandler(Data(attestation), nil)
+            completionHandler(Data(try self.attestKey(keyId, clientDataHash: Array(clientDataHash), profile: self.device.profile)), nil)
         } catch {
             completionHandler(nil, error)
         }
@@ -57,21 +49,46 @@ public final class SimulatedAppAttestService: DCAppAttestServiceProtocol, @unche
         clientDataHash: Data,
         completionHandler: @escaping @Sendable (Data?, (any Error)?) -> Void
     ) {
+        do {
+            completionHandler(Data(try self.generateAssertion(keyId, clientDataHash: Array(clientDataHash), profile: self.device.profile)), nil)
+        } catch {
+            completionHandler(nil, error)
+        }
+    }
+
+    // MARK: - Direct calls, with a profile per call
+
+    /// Makes and keeps a fresh key; returns its keyId (base64).
+    public func generateKey() -> String {
+        let key = self.device.generateKey()
+        let keyId = Data(key.keyID).base64EncodedString()
+        self.lock.withLock { self.keys[keyId] = key }
+        return keyId
+    }
+
+    /// Attests a kept key as a device of `profile` would (the demo's iOS 27 and macOS 27 devices).
+    ///
+    /// - Throws: `DCError.invalidKey` for an unknown keyId.
+    public func attestKey(_ keyId: String, clientDataHash: [UInt8], profile: SimulatedDevice.Profile) throws -> [UInt8] {
+        guard let key = self.lock.withLock({ self.keys[keyId] }) else { throw DCErrorCode.invalidKey.error }
+        var device = self.device
+        device.profile = profile
+        return try device.attest(key, clientDataHash: clientDataHash, at: self.now())
+    }
+
+    /// Signs with a kept key, its counter one above the last, as a device of `profile` would.
+    ///
+    /// - Throws: `DCError.invalidKey` for an unknown keyId.
+    public func generateAssertion(_ keyId: String, clientDataHash: [UInt8], profile: SimulatedDevice.Profile) throws -> [UInt8] {
         let next: (SimulatedKey, UInt32)? = self.lock.withLock {
             guard let key = self.keys[keyId] else { return nil }
             let counter = (self.counters[keyId] ?? 0) + 1
             self.counters[keyId] = counter
             return (key, counter)
         }
-        guard let (key, counter) = next else {
-            completionHandler(nil, DCErrorCode.invalidKey.error)
-            return
-        }
-        do {
-            let assertion = try self.device.assert(key, clientDataHash: Array(clientDataHash), counter: counter)
-            completionHandler(Data(assertion), nil)
-        } catch {
-            completionHandler(nil, error)
-        }
+        guard let (key, counter) = next else { throw DCErrorCode.invalidKey.error }
+        var device = self.device
+        device.profile = profile
+        return try device.assert(key, clientDataHash: clientDataHash, counter: counter)
     }
 }

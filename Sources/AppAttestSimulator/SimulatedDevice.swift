@@ -12,8 +12,11 @@ import X509
 /// A software device that plays Apple's part: it makes keys, attestation objects and assertions
 /// in the exact wire format of real ones (facts.md), signed by a ``SimulatedAttestationAuthority``.
 ///
-/// Every field can be changed one at a time through ``AttestationOptions`` and
-/// ``AssertionOptions``, which is how the verifier's negative tests are written.
+/// What it sends beyond the iOS 14–26 format is its ``Profile``: the iOS 27 / macOS 27 extension
+/// map (``SimulatedSignals``) on attestations and, or not, on assertions, the assertion flags, and
+/// the access-control extension of macOS 27 leaves. Every field can also be changed one at a time
+/// through ``AttestationOptions`` and ``AssertionOptions``, which is how the verifier's negative
+/// tests are written.
 public struct SimulatedDevice: Sendable {
     /// The CA that certifies this device's keys.
     public let authority: SimulatedAttestationAuthority
@@ -23,17 +26,73 @@ public struct SimulatedDevice: Sendable {
     public let environment: AppAttestEnvironment
     /// The seed its keys derive from.
     public let seed: UInt64
+    /// What the device sends beyond the pre-iOS 27 format.
+    public var profile: Profile
+
+    /// Which OS generation the device plays: what it adds to attestations and assertions.
+    public struct Profile: Sendable, Hashable {
+        /// The extension map's signals; `nil` for a device before iOS 27 (no map at all).
+        public var signals: SimulatedSignals?
+        /// Whether assertions carry the map too (live iOS 27 assertions were seen with and without).
+        public var assertionsCarrySignals: Bool
+        /// The assertion flags: 0x40 (AT set, as Apple writes them) or anything else to try.
+        public var assertionFlags: UInt8
+        /// The DER value of the leaf's access-control extension (1.2.840.113635.100.8.6), or `nil`.
+        public var accessControl: [UInt8]?
+
+        public init(
+            signals: SimulatedSignals? = nil,
+            assertionsCarrySignals: Bool = true,
+            assertionFlags: UInt8 = 0x40,
+            accessControl: [UInt8]? = nil
+        ) {
+            self.signals = signals
+            self.assertionsCarrySignals = assertionsCarrySignals
+            self.assertionFlags = assertionFlags
+            self.accessControl = accessControl
+        }
+
+        /// iOS 14 to 26: no extension map, no access-control extension.
+        public static let beforeIOS27 = Profile()
+
+        /// iOS 27: the map on attestations and assertions.
+        public static func iOS27(_ signals: SimulatedSignals = SimulatedSignals()) -> Profile {
+            Profile(signals: signals)
+        }
+
+        /// macOS 27: the map, and the key's access control in the leaf (the shape of Apple's
+        /// 2026 sample unless given).
+        public static func macOS27(
+            _ signals: SimulatedSignals = SimulatedSignals(validationCategory: .developerID),
+            accessControl: [UInt8] = SimulatedDevice.sampleAccessControl
+        ) -> Profile {
+            Profile(signals: signals, accessControl: accessControl)
+        }
+    }
+
+    /// The access-control extension value of Apple's 2026 sample leaf (real bytes):
+    /// `SEQUENCE { [3] { OCTET STRING { SEQUENCE { "11", { {"okd", [1] TRUE}, {"oa", [1] TRUE},
+    /// {"osgn", [1] TRUE}, {"odel", [1] TRUE}, {"ock", [1] TRUE} } } } } }`.
+    public static let sampleAccessControl: [UInt8] = [
+        0x30, 0x49, 0xA3, 0x47, 0x04, 0x45, 0x30, 0x43, 0x0C, 0x02, 0x31, 0x31, 0x30, 0x3D, 0x30, 0x0A,
+        0x0C, 0x03, 0x6F, 0x6B, 0x64, 0xA1, 0x03, 0x01, 0x01, 0xFF, 0x30, 0x09, 0x0C, 0x02, 0x6F, 0x61,
+        0xA1, 0x03, 0x01, 0x01, 0xFF, 0x30, 0x0B, 0x0C, 0x04, 0x6F, 0x73, 0x67, 0x6E, 0xA1, 0x03, 0x01,
+        0x01, 0xFF, 0x30, 0x0B, 0x0C, 0x04, 0x6F, 0x64, 0x65, 0x6C, 0xA1, 0x03, 0x01, 0x01, 0xFF, 0x30,
+        0x0A, 0x0C, 0x03, 0x6F, 0x63, 0x6B, 0xA1, 0x03, 0x01, 0x01, 0xFF,
+    ]
 
     public init(
         authority: SimulatedAttestationAuthority,
         appID: String,
         environment: AppAttestEnvironment = .development,
-        seed: UInt64 = 1
+        seed: UInt64 = 1,
+        profile: Profile = .beforeIOS27
     ) {
         self.authority = authority
         self.appID = appID
         self.environment = environment
         self.seed = seed
+        self.profile = profile
     }
 
     /// The key number `index` of this device (the same for the same seed and index).
@@ -66,8 +125,11 @@ public struct SimulatedDevice: Sendable {
         public var credentialPublicKey: P256.Signing.PublicKey?
         /// The public key in the certificate; `nil` means the attested key's.
         public var certifiedPublicKey: P256.Signing.PublicKey?
-        /// Raw bytes appended after the COSE key (iOS 27 puts one CBOR map there).
-        public var authenticatorDataSuffix: [UInt8] = []
+        /// Raw bytes appended after the COSE key (iOS 27 puts one CBOR map there); `nil` means the
+        /// profile's map (or nothing).
+        public var authenticatorDataSuffix: [UInt8]?
+        /// The DER value of the leaf's access-control extension; `nil` means the profile's.
+        public var accessControl: [UInt8]?
         /// The nonce put in the certificate; `nil` means SHA256(authData || clientDataHash).
         public var certifiedNonce: [UInt8]?
         /// The whole DER value of the nonce extension; `nil` means the genuine shape. Set to `[]`
@@ -95,13 +157,9 @@ public struct SimulatedDevice: Sendable {
     public static func iOS27ExtensionMap(bundleVersion: String = "1", validationCategory: [UInt8] = [1, 0, 0, 0])
         -> [UInt8]
     {
-        var serializer = CBORSerializer()
-        // Two distinct constant keys: the map cannot hold a duplicate.
-        try? serializer.appendMap([
-            (.text(AuthenticatorExtensions.bundleVersionKey), { $0.appendTextString(bundleVersion) }),
-            (.text(AuthenticatorExtensions.validationCategoryKey), { $0.appendByteString(validationCategory) }),
-        ])
-        return serializer.bytes
+        var signals = SimulatedSignals(bundleVersion: bundleVersion)
+        signals.validationCategory = validationCategory
+        return signals.extensionMap
     }
 
     /// Attests `key` over `clientDataHash`, as `DCAppAttestService.attestKey` does.
@@ -130,7 +188,7 @@ public struct SimulatedDevice: Sendable {
         authData += [UInt8(truncatingIfNeeded: credentialID.count >> 8), UInt8(truncatingIfNeeded: credentialID.count)]
         authData += credentialID
         authData += cose.cborEncoded
-        authData += options.authenticatorDataSuffix
+        authData += options.authenticatorDataSuffix ?? self.profile.signals?.extensionMap ?? []
 
         let nonce = options.certifiedNonce ?? Array(SHA256.hash(data: authData + clientDataHash))
         var extensions: [Certificate.Extension] = []
@@ -152,6 +210,9 @@ public struct SimulatedDevice: Sendable {
                 value: try Self.explicitlyTaggedOctets(Array(options.osVersion.utf8), tagNumber: 1400)[...]
             )
         )
+        if let accessControl = options.accessControl ?? self.profile.accessControl {
+            extensions.append(.init(oid: .AppAttest.accessControl, critical: false, value: accessControl[...]))
+        }
         let leaf = try (options.forgedLeafIssuer ?? self.authority).issueCredentialCertificate(
             for: options.certifiedPublicKey ?? key.publicKey,
             keyID: key.keyID,
@@ -199,12 +260,13 @@ public struct SimulatedDevice: Sendable {
 
     /// Fields of an assertion, each defaulting to what a genuine device writes.
     public struct AssertionOptions: Sendable {
-        /// The authData flags (Apple sets AT even in assertions).
-        public var flags: UInt8 = 0x40
+        /// The authData flags; `nil` means the profile's (Apple sets AT even in assertions).
+        public var flags: UInt8?
         /// The app id hashed into rpIdHash; `nil` means the device's.
         public var relyingPartyID: String?
-        /// Raw bytes appended after the 37-byte authData (iOS 27 may put one CBOR map there).
-        public var authenticatorDataSuffix: [UInt8] = []
+        /// Raw bytes appended after the 37-byte authData (iOS 27 may put one CBOR map there);
+        /// `nil` means the profile's map, when its assertions carry one.
+        public var authenticatorDataSuffix: [UInt8]?
         /// Sign with this key instead of the attested one.
         public var signingKey: P256.Signing.PrivateKey?
 
@@ -220,12 +282,13 @@ public struct SimulatedDevice: Sendable {
         counter: UInt32,
         options: AssertionOptions = AssertionOptions()
     ) throws -> [UInt8] {
+        let profileSuffix = self.profile.assertionsCarrySignals ? self.profile.signals?.extensionMap : nil
         let authData =
             self.fixedAuthenticatorData(
                 relyingPartyID: options.relyingPartyID ?? self.appID,
-                flags: options.flags,
+                flags: options.flags ?? self.profile.assertionFlags,
                 counter: counter
-            ) + options.authenticatorDataSuffix
+            ) + (options.authenticatorDataSuffix ?? profileSuffix ?? [])
         let nonce = Array(SHA256.hash(data: authData + clientDataHash))
         // signature(for:) hashes its input with SHA-256: the device signs SHA256(nonce).
         let signature = try (options.signingKey ?? key.privateKey).signature(for: nonce)

@@ -125,8 +125,28 @@ struct AppAttestController {
             members.append(("recentRegistrations", .number(Double(recent))))
             Recorder(label: "formattest_user_registrations_30d").record(recent)
         }
+        if let extensions = result.attestation.extensions { members.append(("extensions", Self.signals(extensions))) }
+        if let accessControl = result.attestation.accessControl {
+            members.append(("macosAccessControl", .string(JSONString(Base64URL.encode(accessControl)))))
+        }
         if let next = result.nextChallenge { members.append(("next_challenge", JSONResponse.challenge(next))) }
         return JSONResponse.make(.object(JSONObject(constantMembers: members)))
+    }
+
+    /// The iOS 27 signals, in the shape `formattest verify --json` prints them:
+    /// `{validationCategory: {value, name}, bundleVersion, cdHash (hex), cdHashType, otherKeys}`.
+    static func signals(_ extensions: AuthenticatorExtensions) -> JSONValue {
+        var members: [(name: String, value: JSONValue)] = [
+            ("otherKeys", .array(extensions.additionalEntries.keys.sorted().map { .string(JSONString($0)) }))
+        ]
+        if let category = extensions.validationCategory {
+            let name: JSONValue = category.name.map { .string(JSONString($0)) } ?? .null
+            members.append(("validationCategory", .object(JSONObject(constantMembers: [("value", .number(Double(category.rawValue))), ("name", name)]))))
+        }
+        if let version = extensions.bundleVersion { members.append(("bundleVersion", .string(JSONString(version)))) }
+        if let cdHash = extensions.cdHash { members.append(("cdHash", .string(JSONString(hex(cdHash))))) }
+        if let type = extensions.cdHashType { members.append(("cdHashType", .number(Double(type)))) }
+        return .object(JSONObject(constantMembers: members))
     }
 
     private static func receipt(_ summary: ReceiptCheck.Summary) -> JSONValue {
@@ -171,6 +191,7 @@ struct AppAttestController {
             ("formHash", .string(JSONString(Base64URL.encode(result.form.clientDataHash)))),
             ("formats", formats),
         ]
+        if let extensions = result.assertion.extensions { members.append(("extensions", Self.signals(extensions))) }
         if let next = result.nextChallenge { members.append(("next_challenge", JSONResponse.challenge(next))) }
         return JSONResponse.make(.object(JSONObject(constantMembers: members)))
     }

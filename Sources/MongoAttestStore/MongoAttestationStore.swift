@@ -282,7 +282,7 @@ public final class MongoAttestationStore: AttestationStore, Sendable {
         try await self.run { () throws in
             let id = Self.commitID()
             try self.applyInOrder(claims: commit.challenges, replay: commit.replay, now: commit.now, commitID: id) { () throws in
-                guard try self.casCounter(keyID: commit.keyID, to: commit.counter, at: commit.now) else {
+                guard try self.casCounter(keyID: commit.keyID, to: commit.counter, at: commit.now, signals: commit.signals) else {
                     throw try self.keyExists(commit.keyID)
                         ? StoreError(code: .staleCounter, reason: "counter \(commit.counter) is not above the stored one")
                         : StoreError(code: .unknownKey, reason: "no such keyId")
@@ -406,29 +406,59 @@ public final class MongoAttestationStore: AttestationStore, Sendable {
     }
 
     private func insertKeyDocument(_ key: StoredKey) throws {
-        let fields: [(String, BSONValue)] = [
+        var fields: [(String, BSONValue)] = [
             ("_id", .binary(key.keyID)), ("username", .string(key.username)), ("publicKey", .binary(key.publicKey)),
             ("counter", .int64(Int64(key.counter))), ("appId", .string(key.appID)), ("environment", .string(key.environment)),
             ("receipt", .binary(key.receipt)), ("createdAt", .date(key.createdAt)), ("lastUsed", .date(key.lastUsed)),
             ("reattestationRequired", .bool(key.reattestationRequired)),
         ] + Self.optionalDate("revokedAt", key.revokedAt)
+        if let signals = key.lastSignals.flatMap(Self.signalsDocument) { fields.append(("lastSignals", signals)) }
+        let command = BSONValue.document([("insert", .string(self.keys)), ("documents", .array([.document(fields)]))])
+        // A plain catch: `catch where` here crashes Swift 6.3.1's SILGen (an ownership error on
+        // the typed MongoError) once the document is built before the `do`.
         do {
-            _ = try self.pool.command(.document([("insert", .string(self.keys)), ("documents", .array([.document(fields)]))]))
-        } catch where error.isDuplicateKey {
+            _ = try self.pool.command(command)
+        } catch {
+            guard error.isDuplicateKey else { throw error }
             throw StoreError(code: .duplicateKey, reason: "the keyId is registered")
         }
     }
 
-    private func casCounter(keyID: [UInt8], to counter: UInt32, at date: Date) throws -> Bool {
+    private func casCounter(keyID: [UInt8], to counter: UInt32, at date: Date, signals: KeySignals? = nil) throws -> Bool {
+        // The signals, when the assertion carried any, are set by the same findAndModify as the
+        // counter: one document, both or neither.
+        var fields: [(String, BSONValue)] = [("counter", .int64(Int64(counter))), ("lastUsed", .date(date))]
+        if let document = signals.flatMap(Self.signalsDocument) { fields.append(("lastSignals", document)) }
         let reply = try self.pool.command(
             .document([
                 ("findAndModify", .string(self.keys)),
                 ("query", .document([("_id", .binary(keyID)), ("counter", .document([("$lt", .int64(Int64(counter)))]))])),
-                ("update", .document([("$set", .document([("counter", .int64(Int64(counter))), ("lastUsed", .date(date))]))])),
+                ("update", .document([("$set", .document(fields))])),
                 ("new", .bool(true)),
             ])
         )
         return reply["value"] is [String: Any]
+    }
+
+    /// `{validationCategory?, bundleVersion?, cdHash?, cdHashType?}`, or `nil` without any signal.
+    private static func signalsDocument(_ signals: KeySignals) -> BSONValue? {
+        var fields: [(String, BSONValue)] = []
+        if let category = signals.validationCategory { fields.append(("validationCategory", .int64(Int64(category)))) }
+        if let version = signals.bundleVersion { fields.append(("bundleVersion", .string(version))) }
+        if let hash = signals.cdHash { fields.append(("cdHash", .binary(hash))) }
+        if let type = signals.cdHashType { fields.append(("cdHashType", .int64(Int64(type)))) }
+        return fields.isEmpty ? nil : .document(fields)
+    }
+
+    private static func signals(_ document: Any?) -> KeySignals? {
+        guard let document = document as? [String: Any] else { return nil }
+        let signals = KeySignals(
+            validationCategory: ExtendedJSON.int64(document["validationCategory"]).map { UInt32(clamping: $0) },
+            bundleVersion: document["bundleVersion"] as? String,
+            cdHash: ExtendedJSON.binary(document["cdHash"]),
+            cdHashType: ExtendedJSON.int64(document["cdHashType"]).map { UInt32(clamping: $0) }
+        )
+        return signals.isEmpty ? nil : signals
     }
 
     private func keyExists(_ keyID: [UInt8]) throws -> Bool {
@@ -450,7 +480,9 @@ public final class MongoAttestationStore: AttestationStore, Sendable {
             environment: environment, receipt: receipt, createdAt: createdAt, lastUsed: lastUsed,
             // Absent in documents written before the field existed: false.
             reattestationRequired: document["reattestationRequired"] as? Bool ?? false,
-            revokedAt: ExtendedJSON.date(document["revokedAt"])
+            revokedAt: ExtendedJSON.date(document["revokedAt"]),
+            // Absent until a key's attestation or assertion carries signals.
+            lastSignals: Self.signals(document["lastSignals"])
         )
     }
 

@@ -103,6 +103,17 @@ public final class SQLiteAttestationStore: AttestationStore {
                     """
             )
         }
+        migrator.registerMigration("v4: the last iOS 27 signals seen") { db in
+            // One nullable column per signal (NULL: not seen), so that an operator can query them.
+            try db.execute(
+                sql: """
+                    ALTER TABLE keys ADD COLUMN validation_category INTEGER;
+                    ALTER TABLE keys ADD COLUMN bundle_version TEXT;
+                    ALTER TABLE keys ADD COLUMN cd_hash BLOB;
+                    ALTER TABLE keys ADD COLUMN cd_hash_type INTEGER;
+                    """
+            )
+        }
         return migrator
     }
 
@@ -247,7 +258,7 @@ public final class SQLiteAttestationStore: AttestationStore {
         try await self.write { db in
             for claim in commit.challenges { try Self.consume(claim, now: commit.now, db) }
             try Self.record(commit.replay, now: commit.now, db)
-            try Self.advance(keyID: commit.keyID, to: commit.counter, at: commit.now, db)
+            try Self.advance(keyID: commit.keyID, to: commit.counter, at: commit.now, signals: commit.signals, db)
         }
     }
 
@@ -275,25 +286,37 @@ public final class SQLiteAttestationStore: AttestationStore {
             try db.execute(
                 sql: """
                     INSERT INTO keys (key_id, username, public_key, counter, app_id, environment, receipt, created_at, last_used,
-                        reattestation_required, revoked_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        reattestation_required, revoked_at, validation_category, bundle_version, cd_hash, cd_hash_type)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
                     Data(key.keyID), key.username, Data(key.publicKey), Int64(key.counter), key.appID, key.environment,
                     Data(key.receipt), key.createdAt.timeIntervalSince1970, key.lastUsed.timeIntervalSince1970,
                     key.reattestationRequired, key.revokedAt?.timeIntervalSince1970,
-                ]
+                ] + Self.signalArguments(key.lastSignals)
             )
         } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
             throw StoreError(code: .duplicateKey, reason: "the keyId is registered")
         }
     }
 
-    private static func advance(keyID: [UInt8], to counter: UInt32, at date: Date, _ db: Database) throws {
-        try db.execute(
-            sql: "UPDATE keys SET counter = ?, last_used = ? WHERE key_id = ? AND counter < ?",
-            arguments: [Int64(counter), date.timeIntervalSince1970, Data(keyID), Int64(counter)]
-        )
+    private static func advance(keyID: [UInt8], to counter: UInt32, at date: Date, signals: KeySignals? = nil, _ db: Database) throws {
+        // The signals, when the assertion carried any, are written by the same conditional UPDATE
+        // as the counter: both or neither.
+        if let signals, !signals.isEmpty {
+            try db.execute(
+                sql: """
+                    UPDATE keys SET counter = ?, last_used = ?, validation_category = ?, bundle_version = ?, cd_hash = ?, cd_hash_type = ?
+                    WHERE key_id = ? AND counter < ?
+                    """,
+                arguments: [Int64(counter), date.timeIntervalSince1970] + Self.signalArguments(signals) + [Data(keyID), Int64(counter)]
+            )
+        } else {
+            try db.execute(
+                sql: "UPDATE keys SET counter = ?, last_used = ? WHERE key_id = ? AND counter < ?",
+                arguments: [Int64(counter), date.timeIntervalSince1970, Data(keyID), Int64(counter)]
+            )
+        }
         guard db.changesCount == 1 else {
             let exists = try Bool.fetchOne(db, sql: "SELECT 1 FROM keys WHERE key_id = ?", arguments: [Data(keyID)]) ?? false
             throw exists
@@ -342,8 +365,27 @@ public final class SQLiteAttestationStore: AttestationStore {
             createdAt: Date(timeIntervalSince1970: row["created_at"]),
             lastUsed: Date(timeIntervalSince1970: row["last_used"]),
             reattestationRequired: row["reattestation_required"],
-            revokedAt: (row["revoked_at"] as Double?).map(Date.init(timeIntervalSince1970:))
+            revokedAt: (row["revoked_at"] as Double?).map(Date.init(timeIntervalSince1970:)),
+            lastSignals: Self.signals(row)
         )
+    }
+
+    /// validation_category, bundle_version, cd_hash, cd_hash_type (all NULL without signals).
+    private static func signalArguments(_ signals: KeySignals?) -> StatementArguments {
+        [
+            signals?.validationCategory.map { Int64($0) }, signals?.bundleVersion, signals?.cdHash.map { Data($0) },
+            signals?.cdHashType.map { Int64($0) },
+        ]
+    }
+
+    private static func signals(_ row: Row) -> KeySignals? {
+        let signals = KeySignals(
+            validationCategory: (row["validation_category"] as Int64?).map { UInt32(clamping: $0) },
+            bundleVersion: row["bundle_version"],
+            cdHash: (row["cd_hash"] as Data?).map { Array($0) },
+            cdHashType: (row["cd_hash_type"] as Int64?).map { UInt32(clamping: $0) }
+        )
+        return signals.isEmpty ? nil : signals
     }
 
     // MARK: - Errors

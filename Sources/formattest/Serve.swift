@@ -21,8 +21,12 @@ struct Serve: AsyncParsableCommand {
             Attestation root alone, and a signing key generated in ./formattest-data. These \
             settings may also come from environment variables (a flag wins): FORMATTEST_HOST, \
             FORMATTEST_PORT, FORMATTEST_MONGODB_URI, FORMATTEST_APP_IDS (comma-separated), \
-            FORMATTEST_ENVIRONMENT. Every setting is checked the same way from either source; a \
-            value that is not valid stops the service (exit 2) before it listens.
+            FORMATTEST_ENVIRONMENT, and the iOS 27 signal policy: FORMATTEST_VALIDATION_CATEGORIES, \
+            FORMATTEST_MINIMUM_BUNDLE_VERSION, FORMATTEST_ALLOWED_CDHASHES (comma-separated), \
+            FORMATTEST_ALLOWED_CDHASHES_FILE, FORMATTEST_REQUIRE_CDHASH and \
+            FORMATTEST_REQUIRE_EXTENSIONS (true or false), FORMATTEST_MACOS_ACCESS_CONTROL. Every \
+            setting is checked the same way from either source; a value that is not valid stops the \
+            service (exit 2) before it listens.
             """
     )
 
@@ -64,6 +68,8 @@ struct Serve: AsyncParsableCommand {
     @Flag(name: .customLong("require-valid-receipt"), help: "Reject attestations whose receipt does not verify (Apple Root CA - G3).")
     var requireValidReceipt = false
 
+    @OptionGroup var signalPolicy: SignalPolicyOptions
+
     @Flag(name: .customLong("rotate-challenges"), help: "Return a fresh challenge with every answer.")
     var rotateChallenges = false
 
@@ -96,6 +102,8 @@ struct Serve: AsyncParsableCommand {
         if self.environment == nil {
             self.environment = try Setting.choice(variables, "FORMATTEST_ENVIRONMENT", EnvironmentChoice.self) ?? .any
         }
+        try self.signalPolicy.merge(environment: variables)
+        try self.signalPolicy.check()
         if self.devSimulator && self.environment == .production {
             throw ValidationError("--dev-simulator is refused with --environment production: the simulator is not Apple.")
         }
@@ -141,15 +149,15 @@ struct Serve: AsyncParsableCommand {
             logger.warning("\(banner)")
         }
 
-        var configuration = ServerConfiguration(
-            policy: AppAttestPolicy(
-                appIDs: self.appIDs,
-                environments: (self.environment ?? .any).environments,
-                trustAnchors: anchors,
-                receiptTrustAnchors: receiptAnchors,
-                requireValidReceipt: self.requireValidReceipt
-            )
+        var policy = AppAttestPolicy(
+            appIDs: self.appIDs,
+            environments: (self.environment ?? .any).environments,
+            trustAnchors: anchors,
+            receiptTrustAnchors: receiptAnchors,
+            requireValidReceipt: self.requireValidReceipt
         )
+        try self.signalPolicy.apply(to: &policy)
+        var configuration = ServerConfiguration(policy: policy)
         configuration.host = self.host ?? "127.0.0.1"
         configuration.idleTimeout = .milliseconds(Int64(self.idleTimeout * 1000))
         configuration.bodyTimeout = .milliseconds(Int64(self.bodyTimeout * 1000))

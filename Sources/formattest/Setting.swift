@@ -37,6 +37,16 @@ enum Setting {
         return choice
     }
 
+    /// A switch: exactly `true` or `false`.
+    static func boolean(_ variables: [String: String], _ name: String) throws -> Bool? {
+        guard let text = try Self.text(variables, name) else { return nil }
+        switch text {
+        case "true": return true
+        case "false": return false
+        default: throw ValidationError("\(name) must be true or false, not \(text.debugDescription).")
+        }
+    }
+
     /// Text that is not empty and holds no control characters.
     static func checkText(_ value: String, _ name: String) throws {
         guard !value.isEmpty, !value.unicodeScalars.contains(where: { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) }) else {

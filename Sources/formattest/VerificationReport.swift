@@ -11,9 +11,26 @@ import X509
 
 /// What `verify` prints when verification succeeds.
 struct VerificationReport: Encodable {
+    /// The iOS 27 signals: `validationCategory` `{value, name}` (`name` null for a number without
+    /// a published name), `bundleVersion`, `cdHash` (hex) and `cdHashType` when present.
     struct Extensions: Encodable {
+        struct Category: Encodable {
+            var value: UInt32
+            var name: String?
+
+            func encode(to encoder: any Encoder) throws {
+                var container = encoder.container(keyedBy: CodingKeys.self)
+                try container.encode(self.value, forKey: .value)
+                try container.encode(self.name, forKey: .name)  // null when unnamed: a fixed shape
+            }
+
+            enum CodingKeys: String, CodingKey { case value, name }
+        }
+
         var bundleVersion: String?
-        var validationCategory: String?
+        var validationCategory: Category?
+        var cdHash: String?
+        var cdHashType: UInt32?
         var otherKeys: [String]
     }
 
@@ -34,6 +51,8 @@ struct VerificationReport: Encodable {
     var receipt: String?
     var receiptCheck: ReceiptCheck.Summary?
     var extensions: Extensions?
+    /// The credential certificate's access-control extension (1.2.840.113635.100.8.6), base64.
+    var macosAccessControl: String?
     var verifiedAt: String?
     var certificateChain: [CertificateSummary]?
 
@@ -47,6 +66,7 @@ struct VerificationReport: Encodable {
         self.receipt = Data(result.receipt).base64EncodedString()
         self.receiptCheck = result.receiptCheck.summary
         self.extensions = result.extensions.map(Self.extensions)
+        self.macosAccessControl = result.accessControl.map { Data($0).base64EncodedString() }
         self.verifiedAt = RFC3339UTC.format(result.verificationTime, fractionDigits: 0)
         self.certificateChain = result.certificateChain.map {
             CertificateSummary(
@@ -69,7 +89,9 @@ struct VerificationReport: Encodable {
     private static func extensions(_ extensions: AuthenticatorExtensions) -> Extensions {
         Extensions(
             bundleVersion: extensions.bundleVersion,
-            validationCategory: extensions.validationCategory.map(HexCoding.encode),
+            validationCategory: extensions.validationCategory.map { Extensions.Category(value: $0.rawValue, name: $0.name) },
+            cdHash: extensions.cdHash.map(HexCoding.encode),
+            cdHashType: extensions.cdHashType,
             otherKeys: extensions.additionalEntries.keys.sorted()
         )
     }
@@ -93,8 +115,12 @@ struct VerificationReport: Encodable {
             lines.append("receipt: \(receiptCheck.status)" + (receiptCheck.code.map { " (\($0): \(receiptCheck.message ?? ""))" } ?? ""))
         }
         if let extensions {
-            lines.append("extensions: bundleVersion=\(extensions.bundleVersion ?? "-") validationCategory=\(extensions.validationCategory ?? "-")")
+            let category = extensions.validationCategory.map { category in category.name.map { "\(category.value) (\($0))" } ?? "\(category.value)" }
+            var line = "extensions: bundleVersion=\(extensions.bundleVersion ?? "-") validationCategory=\(category ?? "-")"
+            if let cdHash = extensions.cdHash { line += " cdHash=\(cdHash) cdHashType=\(extensions.cdHashType.map(String.init) ?? "-")" }
+            lines.append(line)
         }
+        if let macosAccessControl { lines.append("macosAccessControl: \(macosAccessControl)") }
         lines.append(self.publicKey)
         return lines.joined(separator: "\n")
     }

@@ -74,6 +74,8 @@ struct AttestationOptions: ParsableArguments {
     @Option(help: "Verify as of this RFC 3339 time instead of now.")
     var at: String?
 
+    @OptionGroup var signals: SignalPolicyOptions
+
     /// Verifies; an ``AppAttestError`` is a rejection, anything else a usage or I/O error.
     func verify(clientDataHash: [UInt8]) async throws -> (attestation: [UInt8], result: Result<VerifiedAttestation, AppAttest.AppAttestError>) {
         let attestationBytes = try InputFile.readBinaryDocument(self.attestation)
@@ -82,16 +84,16 @@ struct AttestationOptions: ParsableArguments {
         let anchors = try self.roots.isEmpty ? [AppleAppAttestationRoot.certificate] : self.roots.map(InputFile.readCertificate)
         let receiptAnchors =
             try self.receiptRoots.isEmpty ? [AppleRootCAG3.certificate] : self.receiptRoots.map(InputFile.readCertificate)
+        var policy = AppAttestPolicy(
+            appIDs: [self.appID],
+            environments: self.environment.environments,
+            trustAnchors: anchors,
+            receiptTrustAnchors: receiptAnchors,
+            requireValidReceipt: self.requireValidReceipt
+        )
+        try self.signals.apply(to: &policy)
         do {
-            let verifier = try AppAttestVerifier(
-                policy: AppAttestPolicy(
-                    appIDs: [self.appID],
-                    environments: self.environment.environments,
-                    trustAnchors: anchors,
-                    receiptTrustAnchors: receiptAnchors,
-                    requireValidReceipt: self.requireValidReceipt
-                )
-            )
+            let verifier = try AppAttestVerifier(policy: policy)
             let result = try await verifier.verifyAttestation(attestationBytes, keyID: keyID, clientDataHash: clientDataHash, at: time)
             return (attestationBytes, .success(result))
         } catch let error as AppAttest.AppAttestError {
@@ -149,6 +151,8 @@ struct VerifyAssertion: AsyncParsableCommand {
     @Option(name: .customLong("previous-counter"), help: "The stored counter; the assertion's must be greater.")
     var previousCounter: UInt32 = 0
 
+    @OptionGroup var signals: SignalPolicyOptions
+
     @OptionGroup var output: OutputOptions
 
     func validate() throws {
@@ -165,12 +169,13 @@ struct VerifyAssertion: AsyncParsableCommand {
         let assertionBytes = try InputFile.readBinaryDocument(self.assertion)
         let clientDataHash = try self.clientData.clientDataHash()
 
+        var policy = AppAttestPolicy(appIDs: [self.appID], environments: Set(AppAttestEnvironment.allCases))
+        try self.signals.apply(to: &policy)
+
         let verdict: Result<VerificationReport, AppAttest.AppAttestError>
         do {
             let key = try self.attestedKey()
-            let verifier = try AppAttestVerifier(
-                policy: AppAttestPolicy(appIDs: [self.appID], environments: Set(AppAttestEnvironment.allCases))
-            )
+            let verifier = try AppAttestVerifier(policy: policy)
             let result = try verifier.verifyAssertion(
                 assertionBytes,
                 publicKey: key,

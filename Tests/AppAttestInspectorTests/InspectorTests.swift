@@ -14,8 +14,13 @@ import Testing
 /// The inspector: exact output on real recordings (golden files), losslessness of the tree view,
 /// agreement with OpenSSL's ASN.1 parser, and no crash on malformed input.
 struct InspectorTests {
-    /// Three real attestations (iOS 14 development, 2024 production, Apple's own sample) and one assertion.
-    static let goldenSamples = ["veehaitch_ios_14_2", "uebelack_production", "apple_docs_sample_2024_via_oliverbinns"]
+    /// Four real attestations (iOS 14 development, 2024 production, Apple's own 2024 sample, Apple's
+    /// iOS 27 sample of 2026 with its signals and access control), one real assertion, and one
+    /// simulated iOS 27 assertion with the documentation spelling and a CDHash (no real one is public).
+    static let goldenSamples = [
+        "veehaitch_ios_14_2", "uebelack_production", "apple_docs_sample_2024_via_oliverbinns", "apple_docs_sample_2026_via_webauthn4j",
+    ]
+    static let simulatedAssertion = "simulated_ios27_cdhash.assertion"
     static let goldenDirectory = RealSample.fixturesDirectory.appendingPathComponent("inspector")
 
     struct Case: Sendable, CustomStringConvertible {
@@ -34,8 +39,13 @@ struct InspectorTests {
             }
         }
         let assertion = try #require(try RealSample.named("veehaitch_ios_14_2").assertions.first).assertion
+        let simulated = try #require(
+            Data(base64Encoded: try String(contentsOf: Self.goldenDirectory.appendingPathComponent("\(Self.simulatedAssertion).b64"), encoding: .utf8)
+                .trimmingCharacters(in: .whitespacesAndNewlines))
+        )
         for mode in InspectionMode.allCases {
             cases.append(Case(name: "veehaitch_ios_14_2.assertion", bytes: assertion, mode: mode))
+            cases.append(Case(name: Self.simulatedAssertion, bytes: Array(simulated), mode: mode))
         }
         return cases
     }
@@ -205,7 +215,7 @@ struct InspectorTests {
         let text = Inspection(attestation, mode: .semantic).text
         #expect(text.contains("    extensions (ED flag not set, as iOS 27 writes them): 2 entries\n"))
         #expect(text.contains("      apple_bundle_version_01: \"1\"\n"))
-        #expect(text.contains("      apple_validation_category_01: h'01000000'\n"))
+        #expect(text.contains("      apple_validation_category_01: h'01000000' = validation category 1 (os-executable)\n"))
         #expect(text.contains("[1400] OS version: \"27.0\""))
         // The forensic view places the map right after the COSE key, at the end of authData.
         let forensic = Inspection(attestation, mode: .forensic).text
@@ -216,6 +226,34 @@ struct InspectorTests {
         let assertion = try device.assert(device.key(0), clientDataHash: hash, counter: 3, options: assertionOptions)
         let assertionText = Inspection(assertion, mode: .semantic).text
         #expect(assertionText.contains("    signCount: 3\n    extensions (ED flag not set, as iOS 27 writes them): 2 entries\n"))
+    }
+
+    @Test("iOS 27 and macOS 27: every signal is shown with its meaning, from either spelling; the access control decoded")
+    func signalsShown() throws {
+        var device = SimulatedDevice(authority: try SimulatedAttestationAuthority(), appID: "ABCDE12345.com.example.app")
+        var signals = SimulatedSignals(validationCategory: .developerID, bundleVersion: "5.2", cdHash: [UInt8](repeating: 0xAB, count: 32))
+        signals.spelling = .documentation
+        device.profile = .macOS27(signals)
+        let hash = [UInt8](repeating: 7, count: 32)
+        let attestation = try device.attest(device.key(0), clientDataHash: hash, at: Date(timeIntervalSince1970: 1_795_341_600))
+        let text = Inspection(attestation, mode: .semantic).text
+        #expect(text.contains("      bundleVersion: \"5.2\"\n"))
+        #expect(text.contains("      validationCategory: h'06000000' = validation category 6 (developer-id)\n"))
+        #expect(text.contains("      apple_cd_hash_hash_01: h'\(String(repeating: "ab", count: 32))' = CodeDirectory hash, 32 bytes\n"))
+        #expect(text.contains("      apple_cd_hash_type_01: h'02' = CodeDirectory hash type 2 (SHA-256)\n"))
+        #expect(text.contains("App Attest access control (1.2.840.113635.100.8.6): 75 bytes, base64 MEmjRwRF"))
+        #expect(text.contains("\"osgn\" (sign): [1] TRUE"))
+        #expect(text.contains("\"oa\" (attest): [1] TRUE"))
+        #expect(text.contains("\"okd\": [1] TRUE"))
+        // An unknown category is shown as its number; a category of another length says so.
+        var odd = SimulatedSignals(validationCategory: ValidationCategory(rawValue: 11))
+        odd.extraEntries = [("validationCategory", .bytes([1, 2, 3]))]
+        var assertionOptions = SimulatedDevice.AssertionOptions()
+        assertionOptions.authenticatorDataSuffix = odd.extensionMap
+        let assertion = try device.assert(device.key(0), clientDataHash: hash, counter: 1, options: assertionOptions)
+        let assertionText = Inspection(assertion, mode: .semantic).text
+        #expect(assertionText.contains("apple_validation_category_01: h'0b000000' = validation category 11\n"))
+        #expect(assertionText.contains("validationCategory: h'010203' (a validation category is 4 bytes, little-endian)\n"))
     }
 
     @Test("a certificate on its own is shown as one (the receipt's signer, from its DER)")

@@ -64,13 +64,13 @@ struct AssertionTests {
             $0.flags = flags
             $0.authenticatorDataSuffix = SimulatedDevice.iOS27ExtensionMap()
         }
-        #expect(result.extensions?.validationCategory == [1, 0, 0, 0])
+        #expect(result.extensions?.validationCategory == .osExecutable)
     }
 
     @Test("iOS 27: the category policy applies to assertions that carry one, and not to those without")
     func iOS27CategoryPolicy() throws {
         let scenario = try SimulatedScenario()
-        let verifier = try scenario.verifier(validationCategories: .only([[2, 0, 0, 0]], allowAbsent: false))
+        let verifier = try scenario.verifier { $0.validationCategories = .only([.testFlight]) }
         #expect(throws: AppAttestError(code: .validationCategoryNotAllowed, reason: "")) {
             try scenario.verifyAssertion(verifier: verifier) { $0.authenticatorDataSuffix = SimulatedDevice.iOS27ExtensionMap() }
         }

@@ -230,7 +230,8 @@ struct AttestationStepTests {
         let result = try await scenario.verify { $0.authenticatorDataSuffix = SimulatedDevice.iOS27ExtensionMap() }
         #expect(result.authenticatorData.flags == .attestedCredentialData, "ED stays clear, as on real iOS 27 devices")
         #expect(result.extensions?.bundleVersion == "1")
-        #expect(result.extensions?.validationCategory == [1, 0, 0, 0])
+        #expect(result.extensions?.validationCategory == .osExecutable)
+        #expect(result.extensions?.validationCategory?.rawValue == 1)
         #expect(result.authenticatorData.rawValue.count == 226, "Apple's 2026 sample has 226 bytes of authData")
     }
 
@@ -270,20 +271,24 @@ struct AttestationStepTests {
         #expect(result.extensions?.validationCategory == nil)
     }
 
-    @Test("policy: validation categories restrict iOS 27 attestations")
+    @Test("policy: validation categories restrict iOS 27 attestations; require-extensions decides for devices without the map")
     func validationCategoryPolicy() async throws {
         let scenario = try SimulatedScenario()
-        let appStoreOnly = try scenario.verifier(validationCategories: .only([[2, 0, 0, 0]], allowAbsent: true))
+        let appStoreOnly = try scenario.verifier { $0.validationCategories = .only([.appStore]) }
         await Self.expect(.validationCategoryNotAllowed) {
             try await scenario.verify(verifier: appStoreOnly) { $0.authenticatorDataSuffix = SimulatedDevice.iOS27ExtensionMap() }
         }
-        let category1 = try scenario.verifier(validationCategories: .only([[1, 0, 0, 0]], allowAbsent: false))
+        let category1 = try scenario.verifier { $0.validationCategories = .only([.osExecutable]) }
         #expect(
             try await scenario.verify(verifier: category1) { $0.authenticatorDataSuffix = SimulatedDevice.iOS27ExtensionMap() }
-                .extensions?.validationCategory == [1, 0, 0, 0]
+                .extensions?.validationCategory == .osExecutable
         )
-        // allowAbsent decides for devices before iOS 27, which write no map.
-        await Self.expect(.validationCategoryNotAllowed) { try await scenario.verify(verifier: category1) }
+        // Devices before iOS 27 write no map: accepted, unless the policy requires the signals.
         #expect(try await scenario.verify(verifier: appStoreOnly).extensions == nil)
+        let required = try scenario.verifier {
+            $0.validationCategories = .only([.osExecutable])
+            $0.requireExtensions = true
+        }
+        await Self.expect(.extensionsRequired) { try await scenario.verify(verifier: required) }
     }
 }

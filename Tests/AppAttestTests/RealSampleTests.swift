@@ -32,11 +32,11 @@ struct RealSampleTests {
         )
     }
 
-    @Test("the fixture set is complete: 11 recordings, 10 attestations, 8 assertions")
+    @Test("the fixture set is complete: 12 recordings, 11 attestations, 8 assertions")
     func fixtureSetIsComplete() throws {
         let samples = try RealSample.all()
-        #expect(samples.count == 11)
-        #expect(samples.filter { $0.attestation != nil }.count == 10)
+        #expect(samples.count == 12)
+        #expect(samples.filter { $0.attestation != nil }.count == 11)
         #expect(samples.map(\.assertions.count).reduce(0, +) == 8)
     }
 
@@ -65,9 +65,63 @@ struct RealSampleTests {
         #expect(Array(SHA256.hash(data: Array(result.publicKey.x963Representation))) == sample.keyID)
         #expect(result.receipt.count > 3000, "real receipts are CMS structures of 3.6-4 KB")
         #expect(result.osVersion != nil)
-        #expect(result.extensions == nil, "no recording predates iOS 27's extension map")
+        if sample.name == Self.ios27Sample {
+            #expect(result.extensions != nil, "Apple's 2026 sample carries iOS 27's extension map")
+        } else {
+            #expect(result.extensions == nil, "the recordings before 2026 predate iOS 27's extension map")
+            #expect(result.accessControl == nil)
+        }
         #expect(result.certificateChain.count == 2)
         #expect(result.certificateChain[0].appAttestAppID == sample.appID)
+    }
+
+    static let ios27Sample = "apple_docs_sample_2026_via_webauthn4j"
+
+    @Test("Apple's 2026 sample (iOS 27) verifies with its validation category, bundle version and access control exposed")
+    func apple2026Sample() async throws {
+        let sample = try RealSample.named(Self.ios27Sample)
+        #expect(sample.clientDataHash == Array("example_server_challenge".utf8))
+        let result = try await Self.verify(sample)
+        #expect(result.environment == .production)
+        #expect(result.osVersion == "27.0")
+        #expect(result.authenticatorData.flags == .attestedCredentialData, "AT set, ED clear")
+        #expect(result.authenticatorData.rawValue.count == 226)
+        let extensions = try #require(result.extensions)
+        #expect(extensions.validationCategory == .osExecutable)
+        #expect(extensions.validationCategory?.rawValue == 1)
+        #expect(extensions.bundleVersion == "1")
+        #expect(extensions.cdHash == nil)
+        #expect(extensions.additionalEntries.isEmpty)
+        #expect(extensions.range == 164..<226)
+        #expect(result.accessControl == SimulatedDevice.sampleAccessControl)
+        #expect(result.receiptCheck.error == nil)
+    }
+
+    @Test("Apple's 2026 sample under signal policies: accepted when they admit it, refused by each that excludes it")
+    func apple2026SamplePolicies() async throws {
+        let sample = try RealSample.named(Self.ios27Sample)
+        func verifier(_ configure: (inout AppAttestPolicy) -> Void) throws -> AppAttestVerifier {
+            var policy = AppAttestPolicy(appIDs: [sample.appID], environments: [.production])
+            configure(&policy)
+            return try AppAttestVerifier(policy: policy)
+        }
+        func expect(_ code: AppAttestError.Code, _ configure: (inout AppAttestPolicy) -> Void) async throws {
+            let refusing = try verifier(configure)
+            await #expect(throws: AppAttestError(code: code, reason: "")) { try await Self.verify(sample, verifier: refusing) }
+        }
+        let admitting = try verifier {
+            $0.validationCategories = .only([.osExecutable])
+            $0.minimumBundleVersion = BundleVersion("1.0")
+            $0.requireExtensions = true
+            $0.requiredAccessControl = SimulatedDevice.sampleAccessControl
+        }
+        #expect(try await Self.verify(sample, verifier: admitting).extensions?.bundleVersion == "1")
+        try await expect(.validationCategoryNotAllowed) { $0.validationCategories = .only([.appStore, .testFlight]) }
+        try await expect(.bundleVersionTooOld) { $0.minimumBundleVersion = BundleVersion("1.0.1") }
+        try await expect(.cdHashNotAllowed) { $0.requireCDHash = true }
+        var otherACL = SimulatedDevice.sampleAccessControl
+        otherACL[otherACL.count - 1] = 0x00  // [1] FALSE instead of TRUE for the last operation
+        try await expect(.accessControlMismatch) { $0.requiredAccessControl = otherACL }
     }
 
     @Test("Apple's own 2024 sample passes a raw 21-byte challenge as clientDataHash")

@@ -27,24 +27,26 @@ struct SimulatedScenario {
         self.clientDataHash = Array(SHA256.hash(data: Array(#"{"amount":"10.00","to":"alice"}"#.utf8)))
     }
 
+    /// The policy that trusts the simulated CA, changed by `configure` (the signal options).
     func policy(
         environments: Set<AppAttestEnvironment> = [.development, .production],
-        validationCategories: AppAttestPolicy.ValidationCategories = .any
+        _ configure: (inout AppAttestPolicy) -> Void = { _ in }
     ) -> AppAttestPolicy {
-        AppAttestPolicy(
+        var policy = AppAttestPolicy(
             appIDs: [Self.appID],
             environments: environments,
             trustAnchors: [self.authority.rootCertificate],
-            validationCategories: validationCategories,
             receiptTrustAnchors: [self.authority.receiptAuthority.rootCertificate]
         )
+        configure(&policy)
+        return policy
     }
 
     func verifier(
         environments: Set<AppAttestEnvironment> = [.development, .production],
-        validationCategories: AppAttestPolicy.ValidationCategories = .any
+        _ configure: (inout AppAttestPolicy) -> Void = { _ in }
     ) throws -> AppAttestVerifier {
-        try AppAttestVerifier(policy: self.policy(environments: environments, validationCategories: validationCategories))
+        try AppAttestVerifier(policy: self.policy(environments: environments, configure))
     }
 
     func attestation(_ change: (inout SimulatedDevice.AttestationOptions) -> Void = { _ in }) throws -> [UInt8] {

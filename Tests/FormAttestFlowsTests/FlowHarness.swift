@@ -28,20 +28,22 @@ struct FlowHarness {
         requireValidReceipt: Bool = false,
         appIDs: [String] = [Self.appID],
         environments: Set<AppAttestEnvironment> = [.production],
-        deviceEnvironment: AppAttestEnvironment = .production
+        deviceEnvironment: AppAttestEnvironment = .production,
+        profile: SimulatedDevice.Profile = .beforeIOS27,
+        policy configure: (inout AppAttestPolicy) -> Void = { _ in }
     ) throws {
         self.authority = try SimulatedAttestationAuthority(seed: 5)
-        self.device = SimulatedDevice(authority: self.authority, appID: Self.appID, environment: deviceEnvironment, seed: 11)
+        self.device = SimulatedDevice(authority: self.authority, appID: Self.appID, environment: deviceEnvironment, seed: 11, profile: profile)
         self.store = store
-        let verifier = try AppAttestVerifier(
-            policy: AppAttestPolicy(
-                appIDs: appIDs,
-                environments: environments,
-                trustAnchors: [self.authority.rootCertificate],
-                receiptTrustAnchors: [self.authority.receiptAuthority.rootCertificate],
-                requireValidReceipt: requireValidReceipt
-            )
+        var policy = AppAttestPolicy(
+            appIDs: appIDs,
+            environments: environments,
+            trustAnchors: [self.authority.rootCertificate],
+            receiptTrustAnchors: [self.authority.receiptAuthority.rootCertificate],
+            requireValidReceipt: requireValidReceipt
         )
+        configure(&policy)
+        let verifier = try AppAttestVerifier(policy: policy)
         self.flows = FormFlows(verifier: verifier, store: store, configuration: configuration)
     }
 
@@ -64,11 +66,20 @@ struct FlowHarness {
         )
     }
 
-    func assertRequest(key: SimulatedKey, form: [UInt8], counter: UInt32, user: String = "alice") throws -> FormFlows.AssertRequest {
-        FormFlows.AssertRequest(
+    /// An assertion by the harness's device, or by the same device playing `profile`.
+    func assertRequest(
+        key: SimulatedKey,
+        form: [UInt8],
+        counter: UInt32,
+        user: String = "alice",
+        profile: SimulatedDevice.Profile? = nil
+    ) throws -> FormFlows.AssertRequest {
+        var device = self.device
+        if let profile { device.profile = profile }
+        return FormFlows.AssertRequest(
             username: user,
             keyID: key.keyID,
-            assertion: try self.device.assert(key, clientDataHash: Self.hash(form), counter: counter),
+            assertion: try device.assert(key, clientDataHash: Self.hash(form), counter: counter),
             form: form
         )
     }

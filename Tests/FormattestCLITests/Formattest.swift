@@ -75,14 +75,21 @@ enum Formattest {
         }
     }
 
-    static func start(_ arguments: [String], stdin: Data? = nil) throws -> Running {
-        try self.start(arguments, stdin: stdin, keepStdinOpen: false)
+    static func start(_ arguments: [String], stdin: Data? = nil, environment: [String: String] = [:]) throws -> Running {
+        try self.start(arguments, stdin: stdin, keepStdinOpen: false, environment: environment)
     }
 
-    static func start(_ arguments: [String], stdin: Data?, keepStdinOpen: Bool) throws -> Running {
+    /// - Parameter environment: variables set for the child on top of this process's, without
+    ///   any FORMATTEST_* setting of this process when given.
+    static func start(_ arguments: [String], stdin: Data?, keepStdinOpen: Bool, environment: [String: String] = [:]) throws -> Running {
         let process = Process()
         process.executableURL = Self.executable
         process.arguments = arguments
+        if !environment.isEmpty {
+            var variables = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("FORMATTEST_") }
+            variables.merge(environment) { $1 }
+            process.environment = variables
+        }
         let output = Pipe()
         let errors = Pipe()
         let input = Pipe()
@@ -97,10 +104,10 @@ enum Formattest {
 
     /// Runs the executable to completion, waiting on a dispatch thread so that the few concurrency
     /// threads stay free for the tests running beside it (their timers, their in-process servers).
-    static func run(_ arguments: [String], stdin: Data? = nil) async throws -> Result {
+    static func run(_ arguments: [String], stdin: Data? = nil, environment: [String: String] = [:]) async throws -> Result {
         try await withCheckedThrowingContinuation { continuation in
             DispatchQueue.global().async {
-                continuation.resume(with: Swift.Result { try self.start(arguments, stdin: stdin).finish() })
+                continuation.resume(with: Swift.Result { try self.start(arguments, stdin: stdin, environment: environment).finish() })
             }
         }
     }

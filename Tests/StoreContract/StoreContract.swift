@@ -77,6 +77,7 @@ public enum StoreContract {
         ("form hashes are recorded once until they expire", replays),
         ("commitRegistration is all or nothing", registrationAtomicity),
         ("commitAssertion is all or nothing", assertionAtomicity),
+        ("the last signals round-trip and move with the counter, all or nothing", lastSignals),
         ("reads ignore expired records; purge deletes only them", expiry),
         ("N concurrent submissions of one form: exactly one accepted", concurrentSameForm),
         ("concurrent distinct counters: the maximum wins, none accepted twice", concurrentCounters),
@@ -302,6 +303,47 @@ public enum StoreContract {
             try await store.commitAssertion(AssertionCommit(keyID: key(1).keyID, counter: 7, replay: ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [], now: now))
         }
         #expect(try await store.loadKey(keyID: key(1).keyID)?.counter == 6)
+    }
+
+    static func lastSignals(_ make: Factory) async throws {
+        let store = try await make()
+        let now = t0.addingTimeInterval(1)
+        var stored = key(1)
+        stored.lastSignals = KeySignals(validationCategory: 4, bundleVersion: "2.4", cdHash: [UInt8](repeating: 0xCD, count: 32), cdHashType: 2)
+        try await store.insertKey(stored)
+        #expect(try await store.loadKey(keyID: stored.keyID) == stored)
+        try await store.insertKey(key(2))
+        #expect(try await store.loadKey(keyID: key(2).keyID)?.lastSignals == nil)
+
+        // An assertion with signals replaces them all (absent fields included), with the counter.
+        let newer = KeySignals(validationCategory: 2, bundleVersion: "2.5")
+        try await store.commitAssertion(AssertionCommit(keyID: stored.keyID, counter: 1, replay: ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [], now: now, signals: newer))
+        stored.counter = 1
+        stored.lastUsed = now
+        stored.lastSignals = newer
+        #expect(try await store.loadKey(keyID: stored.keyID) == stored)
+
+        // One without signals keeps them; so do the other updates of a key.
+        try await store.commitAssertion(AssertionCommit(keyID: stored.keyID, counter: 2, replay: ReplayRecord(formHash: hash(2), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [], now: now))
+        #expect(try await store.advanceCounter(keyID: stored.keyID, to: 3, lastUsed: now))
+        #expect(try await store.replaceReceipt(keyID: stored.keyID, previous: [1, 2, 3], with: [4]))
+        try await store.requireReattestation(keyID: stored.keyID)
+        stored.counter = 3
+        stored.receipt = [4]
+        stored.reattestationRequired = true
+        #expect(try await store.loadKey(keyID: stored.keyID) == stored)
+
+        // A stale counter or a replay writes neither the counter nor the signals.
+        let refused = KeySignals(validationCategory: 3, bundleVersion: "9", cdHash: [7], cdHashType: 1)
+        await expect(.staleCounter) {
+            try await store.commitAssertion(AssertionCommit(keyID: stored.keyID, counter: 3, replay: ReplayRecord(formHash: hash(3), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [], now: now, signals: refused))
+        }
+        await expect(.replay) {
+            try await store.commitAssertion(AssertionCommit(keyID: stored.keyID, counter: 9, replay: ReplayRecord(formHash: hash(2), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [], now: now, signals: refused))
+        }
+        #expect(try await store.loadKey(keyID: stored.keyID) == stored)
+        // The other key was never touched.
+        #expect(try await store.loadKey(keyID: key(2).keyID) == key(2))
     }
 
     static func expiry(_ make: Factory) async throws {

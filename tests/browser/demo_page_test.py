@@ -103,6 +103,15 @@ def main():
         WebDriverWait(driver, 20).until(lambda d: d.find_element(By.ID, "error").is_displayed())
         check("replay refused", text("error").startswith("replay:"), text("error"))
         check("status says rejected", text("status") == "Rejected.", text("status"))
+
+        # An iOS 27 device: its signals are in the answer and in the inspector.
+        Select(driver.find_element(By.ID, "device")).select_by_value("ios27-testflight")
+        driver.find_element(By.ID, "reset").click()
+        driver.find_element(By.ID, "sign").click()
+        WebDriverWait(driver, 20).until(lambda d: text("status") == "Verified: counter 0.")
+        signals = json.loads(text("result")).get("extensions", {})
+        check("iOS 27 signals in the answer", signals.get("validationCategory") == {"value": 2, "name": "testflight"} and signals.get("bundleVersion") == "2.0", text("result"))
+        check("inspector shows the category", "validation category 2 (testflight)" in text("inspect"), text("inspect")[:400])
         driver.save_screenshot(screenshot)
     finally:
         driver.quit()

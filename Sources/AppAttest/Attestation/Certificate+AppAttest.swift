@@ -15,6 +15,9 @@ extension ASN1ObjectIdentifier {
         public static let appProperties: ASN1ObjectIdentifier = [1, 2, 840, 113_635, 100, 8, 5]
         /// 1.2.840.113635.100.8.7: OS properties; the OS version sits under `[1400]`.
         public static let osProperties: ASN1ObjectIdentifier = [1, 2, 840, 113_635, 100, 8, 7]
+        /// 1.2.840.113635.100.8.6: the key's access-control property ("ACL blob"): macOS 27 leaves
+        /// and Apple's 2026 iOS sample carry it.
+        public static let accessControl: ASN1ObjectIdentifier = [1, 2, 840, 113_635, 100, 8, 6]
     }
 }
 
@@ -59,6 +62,17 @@ extension Certificate {
     /// is `nil` rather than an error.
     public var appAttestOSVersion: String? {
         self.appAttestTaggedString(in: .AppAttest.osProperties, tagNumber: 1400)
+    }
+
+    /// The DER value of the access-control extension (1.2.840.113635.100.8.6), exactly as the
+    /// certificate carries it, or `nil` when the certificate has none.
+    ///
+    /// It is reported as bytes and compared as bytes (``AppAttestPolicy/requiredAccessControl``);
+    /// its inner structure (in Apple's 2026 sample `SEQUENCE { [3] { OCTET STRING { SEQUENCE {
+    /// UTF8String, SEQUENCE OF { UTF8String, [1] ... } } } } }`) is undocumented, so only the
+    /// inspector decodes it, to show it.
+    public var appAttestAccessControl: [UInt8]? {
+        self.extensions[oid: .AppAttest.accessControl].map { Array($0.value) }
     }
 
     /// The app id that Apple wrote into extension 1.2.840.113635.100.8.5 (`[1204]`), when readable.

@@ -103,4 +103,12 @@ extension UInt32 {
         precondition(bytes.count == 4, "caller checks the width")
         self = bytes.reduce(0) { ($0 << 8) | UInt32($1) }
     }
+
+    /// Reads one to four little-endian bytes (iOS 27's validation category and CDHash type);
+    /// `nil` for another count.
+    package init?(littleEndianBytes bytes: some Collection<UInt8>) {
+        guard (1...4).contains(bytes.count) else { return nil }
+        // Invariant: at most four bytes, so the shifts stay below 32.
+        self = bytes.enumerated().reduce(0) { $0 | UInt32($1.element) << (8 * UInt32($1.offset)) }
+    }
 }

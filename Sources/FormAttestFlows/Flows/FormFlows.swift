@@ -252,18 +252,22 @@ public struct FormFlows: Sendable {
             } catch {
                 throw Self.verificationError(error)
             }
+            // The assertion's signals, when it carries any, become the key's last ones with its counter.
+            let signals = Self.signals(verified.extensions)
             try await self.commit(
                 AssertionCommit(
                     keyID: request.keyID,
                     counter: verified.counter,
                     replay: ReplayRecord(formHash: form.clientDataHash, expiresAt: self.configuration.replayExpiry(for: form, now: now)),
                     challenges: claims,
-                    now: now
+                    now: now,
+                    signals: signals
                 )
             )
             var stored = key
             stored.counter = verified.counter
             stored.lastUsed = now
+            stored.lastSignals = signals ?? stored.lastSignals
             return AssertOutcome(key: stored, assertion: verified, form: form)
         } attach: { outcome, challenge in
             outcome.nextChallenge = challenge
@@ -284,9 +288,11 @@ public struct FormFlows: Sendable {
             } catch {
                 throw Self.verificationError(error)
             }
+            var key = Self.storedKey(attestation, username: request.username, counter: verified.counter, now: now)
+            key.lastSignals = Self.signals(verified.extensions) ?? key.lastSignals
             try await self.commit(
                 RegistrationCommit(
-                    key: Self.storedKey(attestation, username: request.username, counter: verified.counter, now: now),
+                    key: key,
                     replay: ReplayRecord(formHash: form.clientDataHash, expiresAt: self.configuration.replayExpiry(for: form, now: now)),
                     challenges: claims,
                     now: now,
@@ -389,7 +395,19 @@ public struct FormFlows: Sendable {
             environment: attestation.environment.rawValue,
             receipt: attestation.receipt,
             createdAt: now,
-            lastUsed: now
+            lastUsed: now,
+            lastSignals: Self.signals(attestation.extensions)
+        )
+    }
+
+    /// The signals an extension map carried, as a key keeps them; `nil` without any.
+    static func signals(_ extensions: AuthenticatorExtensions?) -> KeySignals? {
+        guard let extensions, extensions.hasSignals else { return nil }
+        return KeySignals(
+            validationCategory: extensions.validationCategory?.rawValue,
+            bundleVersion: extensions.bundleVersion,
+            cdHash: extensions.cdHash,
+            cdHashType: extensions.cdHashType
         )
     }
 

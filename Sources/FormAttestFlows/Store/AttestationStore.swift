@@ -80,7 +80,8 @@ public protocol AttestationStore: Sendable {
     func commitRegistration(_ commit: RegistrationCommit) async throws(StoreError)
 
     /// Accepts an assertion in one atomic step: consumes every claimed challenge, records the
-    /// form hash and advances the counter (compare-and-set, strictly greater), or does none of it.
+    /// form hash and advances the counter (compare-and-set, strictly greater), together with the
+    /// key's ``StoredKey/lastSignals`` when the commit carries signals, or does none of it.
     /// - Throws: ``StoreError/Code/challengeInvalid``, ``StoreError/Code/replay``,
     ///   ``StoreError/Code/unknownKey`` or ``StoreError/Code/staleCounter``.
     func commitAssertion(_ commit: AssertionCommit) async throws(StoreError)
@@ -107,6 +108,9 @@ public struct StoredKey: Sendable, Hashable, Codable {
     public var reattestationRequired: Bool
     /// Set by ``AttestationStore/revokeKey(keyID:at:)`` (an operator, or the per-user limit).
     public var revokedAt: Date?
+    /// The iOS 27 signals of the last attestation or assertion of this key that carried any
+    /// (`nil`: none yet, such as every key of a device before iOS 27).
+    public var lastSignals: KeySignals?
 
     public init(
         keyID: [UInt8],
@@ -119,7 +123,8 @@ public struct StoredKey: Sendable, Hashable, Codable {
         createdAt: Date,
         lastUsed: Date,
         reattestationRequired: Bool = false,
-        revokedAt: Date? = nil
+        revokedAt: Date? = nil,
+        lastSignals: KeySignals? = nil
     ) {
         self.keyID = keyID
         self.username = username
@@ -132,6 +137,33 @@ public struct StoredKey: Sendable, Hashable, Codable {
         self.lastUsed = lastUsed
         self.reattestationRequired = reattestationRequired
         self.revokedAt = revokedAt
+        self.lastSignals = lastSignals
+    }
+}
+
+/// The iOS 27 signals one attestation or assertion carried, as a key keeps them: what an operator
+/// looks at to see which builds and distribution channels its keys sign from. At least one field
+/// is set (a map without any of these signals is not recorded).
+public struct KeySignals: Sendable, Hashable, Codable {
+    /// `apple_validation_category_01` as its number (4: App Store, ...).
+    public var validationCategory: UInt32?
+    /// `apple_bundle_version_01`, as sent.
+    public var bundleVersion: String?
+    /// `apple_cd_hash_hash_01`.
+    public var cdHash: [UInt8]?
+    /// `apple_cd_hash_type_01` (2: SHA-256).
+    public var cdHashType: UInt32?
+
+    public init(validationCategory: UInt32? = nil, bundleVersion: String? = nil, cdHash: [UInt8]? = nil, cdHashType: UInt32? = nil) {
+        self.validationCategory = validationCategory
+        self.bundleVersion = bundleVersion
+        self.cdHash = cdHash
+        self.cdHashType = cdHashType
+    }
+
+    /// Whether no field is set.
+    public var isEmpty: Bool {
+        self.validationCategory == nil && self.bundleVersion == nil && self.cdHash == nil && self.cdHashType == nil
     }
 }
 
@@ -234,13 +266,17 @@ public struct AssertionCommit: Sendable, Hashable {
     public var replay: ReplayRecord
     public var challenges: [ChallengeClaim]
     public var now: Date
+    /// The signals the assertion carried: they become the key's ``StoredKey/lastSignals``, with
+    /// the counter. `nil` (an assertion without them) leaves the stored ones as they are.
+    public var signals: KeySignals?
 
-    public init(keyID: [UInt8], counter: UInt32, replay: ReplayRecord, challenges: [ChallengeClaim], now: Date) {
+    public init(keyID: [UInt8], counter: UInt32, replay: ReplayRecord, challenges: [ChallengeClaim], now: Date, signals: KeySignals? = nil) {
         self.keyID = keyID
         self.counter = counter
         self.replay = replay
         self.challenges = challenges
         self.now = now
+        self.signals = signals
     }
 }
 

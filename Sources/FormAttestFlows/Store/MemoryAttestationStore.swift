@@ -145,6 +145,7 @@ public actor MemoryAttestationStore: AttestationStore {
         self.replays[commit.replay.formHash] = commit.replay.expiresAt
         key.counter = commit.counter
         key.lastUsed = commit.now
+        if let signals = commit.signals, !signals.isEmpty { key.lastSignals = signals }
         self.keys[commit.keyID] = key
     }
 

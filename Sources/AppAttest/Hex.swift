@@ -1,0 +1,34 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+/// Lowercase hex, for error messages and reports.
+package func hex(_ bytes: some Sequence<UInt8>) -> String {
+    bytes.map { byte in
+        let digits = Array("0123456789abcdef")
+        return String([digits[Int(byte >> 4)], digits[Int(byte & 0x0f)]])
+    }.joined()
+}
+
+/// Decodes hex (either case); `nil` for an odd length or another character. For configured values
+/// (CDHashes, client data hashes on the command line), never for wire data.
+package func bytes(hex text: String) -> [UInt8]? {
+    func value(_ digit: UInt8) -> UInt8? {
+        switch digit {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return digit - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return digit - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return digit - UInt8(ascii: "A") + 10
+        default: return nil
+        }
+    }
+    var digits = text.utf8[...]
+    guard digits.count % 2 == 0 else { return nil }
+    var result: [UInt8] = []
+    result.reserveCapacity(digits.count / 2)
+    while let first = digits.popFirst(), let second = digits.popFirst() {
+        guard let high = value(first), let low = value(second) else { return nil }
+        result.append(high << 4 | low)
+    }
+    return result
+}

@@ -1,0 +1,184 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+import AppAttest
+import ArgumentParser
+import CanonicalJSON
+import FormAttestClient
+import Foundation
+
+/// The iOS 27 / macOS 27 signal policy, the same on `verify attestation`, `verify assertion`,
+/// `wrap` and `serve` (which also reads it from FORMATTEST_* variables). Every value is checked
+/// strictly: a bad one stops the command (exit 2) with a message naming the option.
+struct SignalPolicyOptions: ParsableArguments {
+    @Option(
+        name: .customLong("validation-category"),
+        help: "Accepted iOS 27 validation categories: comma-separated names (\(ValidationCategory.named.map(\.name).joined(separator: ", "))) or numbers (repeatable; FORMATTEST_VALIDATION_CATEGORIES)."
+    )
+    var validationCategories: [String] = []
+
+    @Option(
+        name: .customLong("minimum-bundle-version"),
+        help: "Refuse a bundle version below this dot-separated numeric version (FORMATTEST_MINIMUM_BUNDLE_VERSION)."
+    )
+    var minimumBundleVersion: String?
+
+    @Option(
+        name: .customLong("allowed-cdhash"),
+        help: "An allowed CDHash, hex (repeatable; FORMATTEST_ALLOWED_CDHASHES, comma-separated)."
+    )
+    var allowedCDHashes: [String] = []
+
+    @Option(
+        name: .customLong("allowed-cdhashes-file"),
+        help: "A JSON file of allowed CDHashes by bundle version: {\"1.2.3\": [\"hex\", ...]} (FORMATTEST_ALLOWED_CDHASHES_FILE)."
+    )
+    var allowedCDHashesFile: String?
+
+    @Flag(name: .customLong("require-cdhash"), help: "Refuse what carries no CDHash (FORMATTEST_REQUIRE_CDHASH=true).")
+    var requireCDHash = false
+
+    @Flag(
+        name: .customLong("require-extensions"),
+        help: "Refuse what lacks the iOS 27 validation category or bundle version (FORMATTEST_REQUIRE_EXTENSIONS=true)."
+    )
+    var requireExtensions = false
+
+    @Option(
+        name: .customLong("macos-access-control"),
+        help: "Require exactly this access-control extension (1.2.840.113635.100.8.6) value, base64, as verify --json prints it (FORMATTEST_MACOS_ACCESS_CONTROL)."
+    )
+    var macOSAccessControl: String?
+
+    /// Fills what no flag set from the environment (a flag wins), for `serve`.
+    mutating func merge(environment variables: [String: String]) throws {
+        if self.validationCategories.isEmpty, let list = try Setting.text(variables, "FORMATTEST_VALIDATION_CATEGORIES") {
+            _ = try Self.categories([list], name: "FORMATTEST_VALIDATION_CATEGORIES")
+            self.validationCategories = [list]
+        }
+        if self.minimumBundleVersion == nil {
+            self.minimumBundleVersion = try Setting.text(variables, "FORMATTEST_MINIMUM_BUNDLE_VERSION")
+            _ = try Self.bundleVersion(self.minimumBundleVersion, name: "FORMATTEST_MINIMUM_BUNDLE_VERSION")
+        }
+        if self.allowedCDHashes.isEmpty, let list = try Setting.text(variables, "FORMATTEST_ALLOWED_CDHASHES") {
+            let hashes = list.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+            _ = try Self.cdHashes(hashes, name: "FORMATTEST_ALLOWED_CDHASHES")
+            self.allowedCDHashes = hashes
+        }
+        if self.allowedCDHashesFile == nil, let path = try Setting.text(variables, "FORMATTEST_ALLOWED_CDHASHES_FILE") {
+            _ = try Self.cdHashFile(path, name: "FORMATTEST_ALLOWED_CDHASHES_FILE")
+            self.allowedCDHashesFile = path
+        }
+        if !self.requireCDHash { self.requireCDHash = try Setting.boolean(variables, "FORMATTEST_REQUIRE_CDHASH") ?? false }
+        if !self.requireExtensions { self.requireExtensions = try Setting.boolean(variables, "FORMATTEST_REQUIRE_EXTENSIONS") ?? false }
+        if self.macOSAccessControl == nil {
+            self.macOSAccessControl = try Setting.text(variables, "FORMATTEST_MACOS_ACCESS_CONTROL")
+            _ = try Self.accessControl(self.macOSAccessControl, name: "FORMATTEST_MACOS_ACCESS_CONTROL")
+        }
+    }
+
+    /// Reads and checks every value (the CDHash file too): `serve` calls it before it listens.
+    func check() throws {
+        var scratch = AppAttestPolicy(appIDs: [], environments: [])
+        try self.apply(to: &scratch)
+    }
+
+    /// Sets the signal part of `policy`, reading the CDHash file if one is named.
+    func apply(to policy: inout AppAttestPolicy) throws {
+        if let categories = try Self.categories(self.validationCategories, name: "--validation-category") {
+            policy.validationCategories = .only(categories)
+        }
+        policy.minimumBundleVersion = try Self.bundleVersion(self.minimumBundleVersion, name: "--minimum-bundle-version")
+        var allowList = AppAttestPolicy.CDHashAllowList(Set(try Self.cdHashes(self.allowedCDHashes, name: "--allowed-cdhash")))
+        if let path = self.allowedCDHashesFile {
+            allowList.byBundleVersion = try Self.cdHashFile(path, name: "--allowed-cdhashes-file")
+        }
+        policy.allowedCDHashes = allowList
+        policy.requireCDHash = self.requireCDHash
+        policy.requireExtensions = self.requireExtensions
+        policy.requiredAccessControl = try Self.accessControl(self.macOSAccessControl, name: "--macos-access-control")
+    }
+
+    // MARK: - Strict readers
+
+    /// Comma-separated names or numbers; `nil` when no list was given.
+    static func categories(_ lists: [String], name: String) throws -> Set<ValidationCategory>? {
+        guard !lists.isEmpty else { return nil }
+        var categories: Set<ValidationCategory> = []
+        for list in lists {
+            for item in list.split(separator: ",", omittingEmptySubsequences: false) {
+                guard let category = ValidationCategory(argument: String(item)) else {
+                    let names = ValidationCategory.named.map(\.name).joined(separator: ", ")
+                    throw ValidationError("\(name): \(String(item).debugDescription) is not a validation category (\(names), or a number).")
+                }
+                categories.insert(category)
+            }
+        }
+        return categories
+    }
+
+    static func bundleVersion(_ text: String?, name: String) throws -> BundleVersion? {
+        guard let text else { return nil }
+        guard let version = BundleVersion(text) else {
+            throw ValidationError("\(name) must be a dot-separated numeric version such as 1.2.3, not \(text.debugDescription).")
+        }
+        return version
+    }
+
+    /// CDHashes in hex: 32 bytes (SHA-256) or 20 (the truncated form codesign prints as CDHash).
+    static func cdHashes(_ texts: [String], name: String) throws -> [[UInt8]] {
+        try texts.map { text in
+            guard let bytes = HexCoding.decode(text), bytes.count == 32 || bytes.count == 20 else {
+                throw ValidationError("\(name): \(text.debugDescription) is not a CDHash (64 or 40 hex digits).")
+            }
+            return bytes
+        }
+    }
+
+    static func accessControl(_ text: String?, name: String) throws -> [UInt8]? {
+        guard let text else { return nil }
+        guard let bytes = Base64URL.decode(text), !bytes.isEmpty else {
+            throw ValidationError("\(name) must be base64 (the access-control extension's DER value).")
+        }
+        return bytes
+    }
+
+    /// `{"1.2.3": ["hex", ...], ...}`, read with the strict JSON parser: duplicate names and two
+    /// names for one version (`1.2` and `1.2.0`) are refused, as is anything but that shape.
+    static func cdHashFile(_ path: String, name option: String) throws -> [BundleVersion: Set<[UInt8]>] {
+        let name = "\(option) \(path)"
+        let value: JSONValue
+        do {
+            value = try CanonicalJSON.parse(try InputFile.readBytes(path))
+        } catch let error as CanonicalJSONError {
+            throw ValidationError("\(name): not JSON: \(error.reason)")
+        } catch let error as UsageError {
+            throw ValidationError("\(option): \(error.description)")
+        }
+        guard case .object(let object) = value else {
+            throw ValidationError("\(name): expected an object {\"bundle version\": [\"CDHash hex\", ...]}.")
+        }
+        var byVersion: [BundleVersion: Set<[UInt8]>] = [:]
+        for member in object.members {
+            guard let version = BundleVersion(member.name.string) else {
+                throw ValidationError("\(name): \(member.name.string.debugDescription) is not a dot-separated numeric version.")
+            }
+            guard byVersion[version] == nil else {
+                throw ValidationError("\(name): bundle version \(member.name.string.debugDescription) is listed twice.")
+            }
+            guard case .array(let items) = member.value else {
+                throw ValidationError("\(name): the value of \(member.name.string.debugDescription) is not an array of hex strings.")
+            }
+            let texts = try items.map { item in
+                guard let text = item.stringValue else {
+                    throw ValidationError("\(name): the value of \(member.name.string.debugDescription) is not an array of hex strings.")
+                }
+                return text
+            }
+            byVersion[version] = Set(try Self.cdHashes(texts, name: name))
+        }
+        return byVersion
+    }
+}
