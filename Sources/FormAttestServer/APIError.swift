@@ -59,8 +59,13 @@ public struct APIError: HTTPResponseError, Sendable {
         APIError(status: .badRequest, code: "invalid_request", message: message)
     }
 
-    static let requestTimeout = APIError(status: .requestTimeout, code: "request_timeout", message: "the request body did not arrive in time")
-    static let bodyTooLarge = APIError(status: .contentTooLarge, code: "body_too_large", message: "the request body is larger than 64 KiB")
+    // Both close the connection: the rest of the body is not read.
+    static let requestTimeout = APIError(
+        status: .requestTimeout, code: "request_timeout", message: "the request body did not arrive in time", headers: [.connection: "close"]
+    )
+    static let bodyTooLarge = APIError(
+        status: .contentTooLarge, code: "body_too_large", message: "the request body is larger than 64 KiB", headers: [.connection: "close"]
+    )
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {
         var members: [(name: String, value: JSONValue)] = [

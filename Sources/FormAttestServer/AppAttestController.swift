@@ -168,6 +168,11 @@ struct AppAttestController {
         var assertRequest = try body.decode(FormFlows.AssertRequest.init(body:))
         assertRequest.session = context.identity?.sessionID
         let now = self.now()
+        if self.flows.configuration.rotateChallenges {
+            // Every answer then issues a challenge (errors included): it counts against the
+            // challenge budget like a GET /challenge, or /assert would be an unlimited issuer.
+            try await self.rateLimiter.check(endpoint: "challenge", user: assertRequest.username, request: request, context: context, now: now)
+        }
         let result = try await self.outcome("assert", context: context) { () async throws(FlowError) in
             try await self.flows.assert(assertRequest, now: now)
         }

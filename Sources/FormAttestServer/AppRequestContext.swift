@@ -14,10 +14,20 @@ public struct AppRequestContext: RequestContext, RemoteAddressRequestContext {
     public var identity: CallerIdentity?
     /// The connection's peer (the client, or the nearest proxy).
     public let remoteAddress: SocketAddress?
+    /// The connection, to stop reading it after a body was refused (too large, too slow).
+    let channel: any Channel
 
     public init(source: ApplicationRequestContextSource) {
         self.coreContext = .init(source: source)
         self.remoteAddress = source.channel.remoteAddress
+        self.channel = source.channel
+    }
+
+    /// Stops reading the connection: it closes once the answer is written. After a refused body
+    /// the server must not go on draining it, or a client trickling a huge declared body would
+    /// hold the connection (and a file descriptor) as long as it likes.
+    func stopReading() {
+        self.channel.close(mode: .input, promise: nil)
     }
 
     public var maxUploadSize: Int { 64 * 1024 }

@@ -66,7 +66,6 @@ public enum FormAttestApplication {
         router.add(middleware: RequestLogMiddleware())
         router.add(middleware: ErrorShapeMiddleware())
         router.add(middleware: BodyDeadlineMiddleware(timeout: configuration.bodyTimeout))
-        router.add(middleware: CallerAuthenticationMiddleware(authentication: configuration.callerAuthentication))
         router.add(middleware: MetricsMiddleware())
         if let demo = configuration.demoDirectory {
             router.add(middleware: FileMiddleware(demo, searchForIndexHtml: false))
@@ -78,7 +77,10 @@ public enum FormAttestApplication {
             rateLimiter: RateLimiter(limits: configuration.rateLimits, store: store),
             now: configuration.now
         )
-            .addRoutes(to: router.group("api/appattest"))
+            // Authentication is attached to the routes themselves, not to a path prefix: however a
+            // request's path is spelled (`//api/appattest/assert`), if it reaches these handlers
+            // it went through the caller authentication.
+            .addRoutes(to: router.group("api/appattest").add(middleware: CallerAuthenticationMiddleware(authentication: configuration.callerAuthentication)))
         if let adminSecrets = configuration.adminSecrets {
             AdminController(store: store, secrets: adminSecrets, registrationWindow: configuration.flows.registrationCountWindow, now: configuration.now)
                 .addRoutes(to: router.group("admin"))
@@ -121,19 +123,36 @@ struct BodyDeadlineMiddleware: RouterMiddleware {
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let limit = context.maxUploadSize
+        // A declared length over the limit is refused before a byte of the body is read.
+        if let declared = request.headers[.contentLength], let length = Int(declared), length > limit {
+            context.stopReading()
+            throw APIError.bodyTooLarge
+        }
         let timeout = self.timeout
         let body = request.body
-        let buffer = try await withThrowingTaskGroup(of: ByteBuffer?.self) { group in
-            group.addTask { try await body.collect(upTo: limit) }
-            group.addTask {
-                try await Task.sleep(for: timeout)
-                return nil
+        let buffer: ByteBuffer
+        do {
+            buffer = try await withThrowingTaskGroup(of: ByteBuffer?.self) { group in
+                group.addTask { try await body.collect(upTo: limit) }
+                group.addTask {
+                    try await Task.sleep(for: timeout)
+                    return nil
+                }
+                defer { group.cancelAll() }
+                guard let first = try await group.next(), let buffer = first else {
+                    throw APIError.requestTimeout
+                }
+                return buffer
             }
-            defer { group.cancelAll() }
-            guard let first = try await group.next(), let buffer = first else {
-                throw APIError.requestTimeout
-            }
-            return buffer
+        } catch let error as APIError {
+            context.stopReading()
+            throw error
+        } catch is NIOTooManyBytesError {
+            context.stopReading()
+            throw APIError.bodyTooLarge
+        } catch let error as HTTPError where error.status == .contentTooLarge {
+            context.stopReading()
+            throw APIError.bodyTooLarge
         }
         var buffered = request
         buffered.body = .init(buffer: buffer)
@@ -166,8 +185,10 @@ struct ErrorShapeMiddleware: RouterMiddleware {
     }
 }
 
-/// One line per request at info: method, path (never the query string, which may carry a
-/// username), status and duration. Request fields and form contents are never logged.
+/// One line per request at info: method, the matched route's template (never the path as sent:
+/// its query string or segments may carry a username or a keyId; `/admin/users/{username}/keys`
+/// is logged as `/admin/users/:username/keys`), status and duration. Request fields and form
+/// contents are never logged.
 struct RequestLogMiddleware: RouterMiddleware {
     typealias Context = AppRequestContext
 
@@ -190,7 +211,7 @@ struct RequestLogMiddleware: RouterMiddleware {
             "request",
             metadata: [
                 "method": .string(request.method.rawValue),
-                "path": .string(request.uri.path),
+                "route": .string(context.endpointPath ?? "(no route)"),
                 "status": .stringConvertible(status),
                 "ms": .string(String((milliseconds * 10).rounded() / 10)),
             ]

@@ -4,7 +4,7 @@
 //===----------------------------------------------------------------------===//
 
 import Crypto
-public import FormAttestFlows
+import FormAttestFlows
 public import Foundation
 import HTTPTypes
 import Hummingbird
@@ -43,7 +43,12 @@ struct RateLimiter: Sendable {
     func check(endpoint: String, user: String?, request: Request, context: AppRequestContext, now: Date) async throws {
         let start = Date(timeIntervalSince1970: (now.timeIntervalSince1970 / self.limits.window).rounded(.down) * self.limits.window)
         let end = start.addingTimeInterval(self.limits.window)
-        var subjects: [(kind: String, subject: String, limit: Int)] = [("address", self.clientAddress(request, context), self.limits.perAddress)]
+        var subjects: [(kind: String, subject: String, limit: Int)] = []
+        // A trusted backend is the one client address of every user: its address is no client's
+        // (one user could exhaust everyone's budget), unless proxies name the client.
+        if context.identity?.kind != .trustedBackend || self.limits.trustedProxyHops > 0 {
+            subjects.append(("address", self.clientAddress(request, context), self.limits.perAddress))
+        }
         if let user { subjects.append(("user", user, self.limits.perUser)) }
         for (kind, subject, limit) in subjects {
             let window = RateLimitWindow(id: Self.digest(endpoint, kind, subject), start: start, expiresAt: end)

@@ -110,7 +110,17 @@ struct CallerAuthenticationTests {
                 ("no exp", try provider.token(TestIdentityProvider.claims().replacingOccurrences(of: #""exp":"#, with: #""xp":"#))),
                 ("a user with a control character", try provider.token(TestIdentityProvider.claims(user: "alice\\u0000"))),
                 ("not a JWT", "not-a-token"),
+                ("an aud array with a non-string", try provider.token(TestIdentityProvider.claims().replacingOccurrences(of: #""aud":"formattest""#, with: #""aud":["formattest",7]"#))),
             ]
+            // A critical header extension this verifier does not understand (RFC 7515 §4.1.11).
+            let critical = try provider.token(TestIdentityProvider.claims())
+            let criticalParts = critical.split(separator: ".")
+            let criticalHeader = Base64URL.encode(Array(#"{"alg":"ES256","crit":["exp"],"kid":"ec1","typ":"JWT"}"#.utf8))
+            let criticalInput = criticalHeader + "." + criticalParts[1]
+            let criticalSignature = Base64URL.encode(Array(try provider.ec.signature(for: Array(criticalInput.utf8)).rawRepresentation))
+            let criticalAnswer = try await alice.with(bearer: criticalInput + "." + criticalSignature)
+                .send(.get, "/api/appattest/challenge", template: "/api/appattest/challenge")
+            #expect(criticalAnswer.status == 401, "crit")
             for (name, token) in bad {
                 let answer = try await alice.with(bearer: token).send(.get, "/api/appattest/challenge", template: "/api/appattest/challenge")
                 #expect(answer.status == 401 && answer.errorCode == "unauthenticated", "\(name): \(answer.status)")
@@ -201,6 +211,26 @@ struct CallerAuthenticationTests {
             #expect(try await forged.send(.get, "/api/appattest/challenge?username=bob", template: "/api/appattest/challenge").status == 200)
             let byAddress = try await forged.send(.get, "/api/appattest/challenge?username=carol", template: "/api/appattest/challenge")
             #expect(byAddress.status == 429, "the address's budget of 5 is spent (4 counted, and the refused one)")
+        }
+        // With rotating challenges every /assert answer issues one: it spends the challenge budget.
+        var rotating = try ServiceHarness(rotate: true)
+        rotating.configuration.rateLimits = RateLimits(perUser: 2, perAddress: 100, window: 60, trustedProxyHops: 0)
+        try await rotating.run { (client: ServiceHarness.Client) async throws in
+            let garbage: [(String, JSONValue)] = [("username", Self.text("dave")), ("keyId", Self.text("AA")), ("assertion", Self.text("AA")), ("form", ServiceHarness.form(user: "dave"))]
+            #expect(try await client.post("/api/appattest/assert", garbage).status != 429)
+            #expect(try await client.post("/api/appattest/assert", garbage).status != 429)
+            #expect(try await client.post("/api/appattest/assert", garbage).status == 429)
+        }
+        // A trusted backend is every user's one address: only per-user limits apply to it.
+        var backend = try ServiceHarness()
+        let secret = String(repeating: "k", count: 40)
+        backend.configuration.callerAuthentication = .trustedBackend(try BackendSecrets(fileText: secret))
+        backend.configuration.rateLimits = RateLimits(perUser: 2, perAddress: 2, window: 60, trustedProxyHops: 0)
+        try await backend.run { (client: ServiceHarness.Client) async throws in
+            let authenticated = client.with(bearer: secret)
+            for user in ["u1", "u2", "u3", "u4"] {
+                #expect(try await authenticated.send(.get, "/api/appattest/challenge?username=\(user)", template: "/api/appattest/challenge").status == 200)
+            }
         }
         var proxied = try ServiceHarness()
         proxied.configuration.rateLimits = RateLimits(perUser: 100, perAddress: 2, window: 60, trustedProxyHops: 1)

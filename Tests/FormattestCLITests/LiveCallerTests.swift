@@ -50,6 +50,65 @@ struct LiveCallerTests {
         #expect(try await Self.get(port, "/.well-known/jwks.json").0 == 200)
     }
 
+    @Test("a path spelled another way (//api/appattest/…, /api//appattest/…) reaches no route unauthenticated", arguments: [
+        "//api/appattest/challenge", "/api//appattest/challenge", "//api//appattest//challenge", "/api/appattest//challenge",
+    ])
+    func doubledSlashes(path: String) async throws {
+        let files = try TemporaryFiles()
+        let secret = String(repeating: "s", count: 40)
+        let secretFile = try files.write(secret, named: "secrets")
+        let (server, port) = try Self.serve(["--store", "memory", "--caller-secret-file", secretFile], files: files)
+        defer { _ = server.terminate(within: 10) }
+        let (status, body) = try await Self.get(port, path + "?username=alice")
+        #expect(status == 401 || status == 404, "\(path): \(status) \(body)")
+        #expect(try await Self.get(port, path + "?username=alice", bearer: secret).0 != 401)
+    }
+
+    /// Sends a request whose declared body is over the limit (or trickles it), and measures how
+    /// long the server keeps the connection: it must answer and close, not drain the body.
+    static func heldConnection(port: Int, head: String, firstBytes: Int) throws -> (answer: String, closedAfter: Double) {
+        let started = Date()
+        let handle = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(handle) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(handle, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        try #require(connected == 0)
+        var timeout = timeval(tv_sec: 1, tv_usec: 0)
+        setsockopt(handle, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        let bytes = Array(head.utf8) + [UInt8](repeating: UInt8(ascii: "a"), count: firstBytes)
+        _ = bytes.withUnsafeBytes { send(handle, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        var answer = [UInt8]()
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        // Trickle a byte a second for up to 20 s; stop when the server closed the connection.
+        for _ in 0..<20 {
+            let count = recv(handle, &buffer, buffer.count, 0)
+            if count == 0 { return (String(decoding: answer, as: UTF8.self), Date().timeIntervalSince(started)) }
+            if count > 0 { answer += buffer[0..<count] }
+            var one: UInt8 = UInt8(ascii: "a")
+            if send(handle, &one, 1, Int32(MSG_NOSIGNAL)) < 0 { break }
+        }
+        return (String(decoding: answer, as: UTF8.self), Date().timeIntervalSince(started))
+    }
+
+    @Test("a refused body (declared too large, or over the limit while trickling) is answered 413 and the connection closed, not drained")
+    func refusedBodiesClose() async throws {
+        let files = try TemporaryFiles()
+        let (server, port) = try Self.serve(["--store", "memory", "--insecure-no-caller-auth", "--body-timeout", "3", "--idle-timeout", "5"], files: files)
+        defer { _ = server.terminate(within: 10) }
+        let declared = try Self.heldConnection(
+            port: port, head: "POST /api/appattest/attest HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000000000\r\n\r\n", firstBytes: 10)
+        #expect(declared.answer.hasPrefix("HTTP/1.1 413"), "\(declared.answer.prefix(80))")
+        #expect(declared.closedAfter < 10, "held for \(declared.closedAfter) s")
+        let chunked = try Self.heldConnection(
+            port: port, head: "POST /api/appattest/attest HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n20000\r\n", firstBytes: 70_000)
+        #expect(chunked.answer.hasPrefix("HTTP/1.1 413"), "\(chunked.answer.prefix(80))")
+        #expect(chunked.closedAfter < 10, "held for \(chunked.closedAfter) s")
+        #expect(try await Self.get(port, "/healthz").0 == 200)
+    }
+
     @Test("serve refuses to start without a caller authentication (but for the demo or the explicit insecure flag)")
     func refusesWithoutCallerAuthentication() async throws {
         let result = try await Formattest.run(["serve", "--store", "memory", "--port", "18998"])

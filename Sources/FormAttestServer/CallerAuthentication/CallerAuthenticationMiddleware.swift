@@ -26,7 +26,6 @@ struct CallerAuthenticationMiddleware: RouterMiddleware {
     let authentication: CallerAuthentication
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        guard request.uri.path.hasPrefix("/api/appattest/") else { return try await next(request, context) }
         var context = context
         do {
             context.identity = try await self.identify(request)

@@ -92,6 +92,9 @@ public actor IdentityProviderVerifier {
             throw .unauthenticated("the token's alg is not ES256, RS256 or EdDSA")
         }
         guard let kid = header["kid"]?.stringValue else { throw .unauthenticated("the token has no kid") }
+        // RFC 7515 §4.1.11: a critical extension the recipient does not understand makes the
+        // token invalid. This verifier understands none.
+        guard header["crit"] == nil else { throw .unauthenticated("the token names critical header extensions") }
         if self.keyTypes[kid] == nil { try await self.refreshForUnknownKey() }
         guard let known = self.keyTypes[kid] else { throw .unauthenticated("the token's kid is not a key of the identity provider") }
         guard known.type == keyType, known.algorithm == nil || known.algorithm == algorithm else {
@@ -139,7 +142,9 @@ public actor IdentityProviderVerifier {
         let audiences: [String]
         switch claims["aud"] {
         case .string(let single)?: audiences = [single.string]
-        case .array(let many)?: audiences = many.compactMap(\.stringValue)
+        case .array(let many)?:
+            audiences = many.compactMap(\.stringValue)
+            guard audiences.count == many.count else { throw .unauthenticated("the token's audience holds a non-string") }
         default: throw .unauthenticated("the token has no audience")
         }
         guard audiences.contains(where: { Array($0.utf8) == Array(self.configuration.audience.utf8) }) else {
