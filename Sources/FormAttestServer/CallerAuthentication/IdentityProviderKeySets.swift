@@ -4,7 +4,7 @@
 //===----------------------------------------------------------------------===//
 
 import AsyncHTTPClient
-public import Foundation
+import Foundation
 import NIOCore
 import NIOHTTP1
 
