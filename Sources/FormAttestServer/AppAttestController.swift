@@ -96,7 +96,7 @@ struct AppAttestController {
 
     private func registered(_ result: FormFlows.AttestOutcome, attestationObject: [UInt8], username: String, now: Date) async throws -> Response {
         let formats = try await self.formatter.formats(
-            [.fido2, .jws],
+            self.formatter.packed == nil ? [.fido2, .jws] : [.fido2, .jws, .packed],
             for: TokenFormatter.Input(
                 credential: AttestedCredential(result.attestation),
                 attestationObject: attestationObject,

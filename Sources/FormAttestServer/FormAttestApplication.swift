@@ -73,7 +73,7 @@ public enum FormAttestApplication {
 
         AppAttestController(
             flows: flows,
-            formatter: TokenFormatter(signer: signer),
+            formatter: TokenFormatter(signer: signer, packed: configuration.packedAttestation),
             rateLimiter: RateLimiter(limits: configuration.rateLimits, store: store),
             now: configuration.now
         )

@@ -5,6 +5,7 @@
 
 public import AppAttest
 public import FormAttestFlows
+public import FormAttestTokens
 public import Foundation
 
 /// Everything the service needs, decided by `formattest serve` from flags and environment.
@@ -33,6 +34,9 @@ public struct ServerConfiguration: Sendable {
     /// Who vouches for the caller. Default: none (only the demo and tests; `serve` refuses to
     /// start that way but for `--dev-simulator` or `--insecure-no-caller-auth`).
     public var callerAuthentication: CallerAuthentication = .none
+    /// The attestation authority and relying party id of the FIDO2 `packed` format: when set,
+    /// every registration's answer carries a `packedAttestation` too.
+    public var packedAttestation: (authority: PackedAttestationAuthority, relyingPartyID: String)?
     /// The operators' credential for `/admin/*`; nil: no admin API.
     public var adminSecrets: BackendSecrets?
     /// Per-user and per-address limits on challenge, attest and register-pooled.

@@ -70,7 +70,7 @@ public struct SigningKeyDirectory: Sendable {
 
     /// Writes a secret readable by the owner alone: the temporary file is created 0600 before
     /// the key is written into it, then renamed into place.
-    private static func writePrivate(_ text: String, to url: URL) throws {
+    static func writePrivate(_ text: String, to url: URL) throws {
         let temporary = url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent).\(UUID().uuidString)")
         guard FileManager.default.createFile(atPath: temporary.path, contents: nil, attributes: [.posixPermissions: 0o600]) else {
             throw CocoaError(.fileWriteNoPermission)

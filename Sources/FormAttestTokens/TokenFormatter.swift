@@ -14,6 +14,9 @@ public enum TokenFormat: String, Sendable, Hashable, CaseIterable {
     case jws
     /// Test only: shaped like `packed`, marked invalid. Never produced unless asked for by name.
     case packedLikeUnsafe = "packed-like-unsafe"
+    /// A FIDO2 `packed` attestation by the deployment's own attestation authority (only for a key
+    /// whose App Attest attestation verified; docs/formats.md says what it proves).
+    case packed
 
     /// The member name of this format in a `formats` object.
     public var memberName: String {
@@ -21,6 +24,7 @@ public enum TokenFormat: String, Sendable, Hashable, CaseIterable {
         case .fido2: return "fido2Wrapper"
         case .jws: return "serverAttestation"
         case .packedLikeUnsafe: return "packedLikeUnsafe"
+        case .packed: return "packedAttestation"
         }
     }
 }
@@ -28,10 +32,15 @@ public enum TokenFormat: String, Sendable, Hashable, CaseIterable {
 /// Turns a verified attestation into the requested formats: one place for the CLI and the API.
 public struct TokenFormatter: Sendable {
     public let signer: ServerAttestationSigner?
+    /// The authority and relying party id of ``TokenFormat/packed``.
+    public let packed: (authority: PackedAttestationAuthority, relyingPartyID: String)?
 
-    /// - Parameter signer: needed for ``TokenFormat/jws`` only.
-    public init(signer: ServerAttestationSigner?) {
+    /// - Parameters:
+    ///   - signer: needed for ``TokenFormat/jws`` only.
+    ///   - packed: needed for ``TokenFormat/packed`` only.
+    public init(signer: ServerAttestationSigner?, packed: (authority: PackedAttestationAuthority, relyingPartyID: String)? = nil) {
         self.signer = signer
+        self.packed = packed
     }
 
     /// What was verified, and about whom.
@@ -74,6 +83,10 @@ public struct TokenFormatter: Sendable {
         public var description: String { "the jws format needs a signing key" }
     }
 
+    public struct MissingAuthority: Error, CustomStringConvertible {
+        public var description: String { "the packed format needs an attestation authority and a relying party id" }
+    }
+
     /// `{fido2Wrapper?, serverAttestation?, packedLikeUnsafe?}` for the requested formats.
     public func formats(_ requested: Set<TokenFormat>, for input: Input) async throws -> JSONValue {
         var members: [(name: String, value: JSONValue)] = []
@@ -100,6 +113,19 @@ public struct TokenFormatter: Sendable {
                     now: input.verifiedAt
                 )
                 members.append((format.memberName, .string(JSONString(token))))
+            case .packed:
+                // Only an attestation (a key registered now) is vouched for: `attestationObject`
+                // is empty for an assertion.
+                guard let packed = self.packed, !input.attestationObject.isEmpty else { throw MissingAuthority() }
+                members.append((
+                    format.memberName,
+                    try PackedAttestation.make(
+                        credential: input.credential,
+                        relyingPartyID: packed.relyingPartyID,
+                        clientDataHash: input.clientDataHash,
+                        authority: packed.authority
+                    )
+                ))
             case .packedLikeUnsafe:
                 members.append((
                     format.memberName,

@@ -80,6 +80,8 @@ struct Serve: AsyncParsableCommand {
 
     @OptionGroup var caller: CallerOptions
 
+    @OptionGroup var packed: PackedOptions
+
     @Flag(name: .customLong("dev-simulator"), help: "DEVELOPMENT ONLY: trust the simulator's CA and serve /api/dev/simulate.")
     var devSimulator = false
 
@@ -173,6 +175,7 @@ struct Serve: AsyncParsableCommand {
         configuration.rateLimits = self.caller.rateLimits
         configuration.callerAuthentication = try await self.caller.authentication(logger: logger)
         configuration.adminSecrets = try self.caller.adminSecrets()
+        configuration.packedAttestation = try self.packed.packed()
         configuration.issuer = self.signing.issuer
         configuration.audience = self.signing.audience
         configuration.devSimulator = self.devSimulator

@@ -93,7 +93,7 @@ struct Wrap: AsyncParsableCommand {
     var environment: EnvironmentChoice = .any
     @Option(name: .customLong("root"), help: "A PEM trust anchor instead of Apple's root (repeatable).")
     var roots: [String] = []
-    @Option(name: .customLong("format"), help: "fido2 (default), jws or packed-like-unsafe (test only); repeatable.")
+    @Option(name: .customLong("format"), help: "fido2 (default), jws, packed (with --attestation-ca and --rp-id) or packed-like-unsafe (test only); repeatable.")
     var formats: [FormatChoice] = []
     @Option(help: "The JWS subject (sub); default: the keyId.")
     var username: String?
@@ -106,8 +106,12 @@ struct Wrap: AsyncParsableCommand {
     var outDirectory: String?
 
     @OptionGroup var signing: SigningOptions
+    @OptionGroup var packed: PackedOptions
 
     func validate() throws {
+        if self.formats.contains(where: { $0.format == .packed }) && self.packed.directory == nil {
+            throw ValidationError("--format packed needs --attestation-ca and --rp-id.")
+        }
         if self.batch != nil {
             guard self.outDirectory != nil else { throw ValidationError("--batch needs --out-dir.") }
             guard self.attestation == nil, self.out == nil else {
@@ -137,7 +141,7 @@ struct Wrap: AsyncParsableCommand {
             formats: Set(self.formats.isEmpty ? [.fido2] : self.formats.map(\.format)),
             username: self.username
         )
-        let formatter = TokenFormatter(signer: request.formats.contains(.jws) ? try await self.signing.signer() : nil)
+        let formatter = TokenFormatter(signer: request.formats.contains(.jws) ? try await self.signing.signer() : nil, packed: try self.packed.packed())
         switch try await request.run(formatter: formatter, anchors: try self.anchors()) {
         case .success(let output):
             if let out = self.out {
@@ -199,7 +203,7 @@ struct Wrap: AsyncParsableCommand {
             .filter { !$0.element.trimmingCharacters(in: .whitespaces).isEmpty }
         let directory = URL(fileURLWithPath: outDirectory)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let formatter = TokenFormatter(signer: try? await self.signing.signer())
+        let formatter = TokenFormatter(signer: try? await self.signing.signer(), packed: try self.packed.packed())
         let anchors = try self.anchors()
         let progress = ProgressBar(total: lines.count)
         var summary = Summary()

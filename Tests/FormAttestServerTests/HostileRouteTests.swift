@@ -7,6 +7,7 @@ import CanonicalJSON
 import FormAttestClient
 import FormAttestFlows
 import FormAttestServer
+import FormAttestTokens
 import HTTPTypes
 import Foundation
 import Testing
@@ -181,5 +182,26 @@ enum RFC3339Now {
         var text = ISO8601DateFormatter().string(from: Date())
         text.removeLast()
         return text + ".000Z"
+    }
+}
+
+struct PackedRouteTests {
+    @Test("with an attestation authority configured, a registration's answer carries a packed attestation of the key, over the attested clientDataHash")
+    func packedInAnswer() async throws {
+        var harness = try ServiceHarness()
+        let (authority, _) = try PackedAttestationAuthority.generate(organization: "FormAttest Test Bank", country: "DE")
+        harness.configuration.packedAttestation = (authority, "bank.example")
+        try await harness.run { client in
+            let (keyID, registered) = try await ServiceHarness.register(client, form: ServiceHarness.form())
+            #expect(registered.status == 200)
+            let packed = try #require(registered.json?["formats"]?["packedAttestation"])
+            #expect(packed["fmt"]?.stringValue == "packed" && packed["rpId"]?.stringValue == "bank.example")
+            #expect(packed["clientDataHash"] == registered.json?["formHash"])
+            let object = try #require(Base64URL.decode(packed["attestationObject"]?.stringValue ?? ""))
+            // authData's attested credential data: aaguid, then length 32 and the keyId as the credential id.
+            let credential = PackedAttestationAuthority.aaguid + [0, 32] + (try #require(Base64URL.decode(keyID)))
+            #expect((0...(object.count - credential.count)).contains { Array(object[$0..<($0 + credential.count)]) == credential })
+        }
+        try await OpenAPIConformance.check(harness.recorder)
     }
 }
