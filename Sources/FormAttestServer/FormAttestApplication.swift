@@ -110,8 +110,6 @@ public enum FormAttestApplication {
     }
 }
 
-/// Gives every error the one JSON shape: ``APIError`` as it is, Hummingbird's HTTP errors (404,
-/// 405, 413) with their status, and anything unexpected as a 500 that says nothing internal.
 /// Reads the whole request body (up to the context's size limit) before the route runs, and
 /// answers 408 when it does not arrive within `timeout`: a client that trickles its body cannot
 /// hold a request open. Every method, not only those that carry bodies: HTTP lets a GET or a
@@ -160,6 +158,8 @@ struct BodyDeadlineMiddleware: RouterMiddleware {
     }
 }
 
+/// Gives every error the one JSON shape: ``APIError`` as it is, Hummingbird's HTTP errors (404,
+/// 405, 413) with their status, and anything unexpected as a 500 that says nothing internal.
 struct ErrorShapeMiddleware: RouterMiddleware {
     typealias Context = AppRequestContext
 
