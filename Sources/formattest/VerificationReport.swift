@@ -153,7 +153,7 @@ enum JSONOutput {
     static func string(_ value: some Encodable) throws -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        encoder.dateEncodingStrategy = .iso8601
+        encoder.dateEncodingStrategy = .rfc3339UTC(fractionDigits: 0)
         return String(decoding: try encoder.encode(value), as: UTF8.self)
     }
 }

@@ -4,6 +4,7 @@
 //===----------------------------------------------------------------------===//
 
 public import Foundation
+import RFC3339
 
 #if canImport(Glibc)
 import Glibc
@@ -256,14 +257,14 @@ public struct KeyPool: Sendable {
 
     private static let encoder: JSONEncoder = {
         let encoder = JSONEncoder()
-        encoder.dateEncodingStrategy = .iso8601
+        encoder.dateEncodingStrategy = .rfc3339UTC()
         encoder.outputFormatting = [.sortedKeys]
         return encoder
     }()
 
     private static let decoder: JSONDecoder = {
         let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .iso8601
+        decoder.dateDecodingStrategy = .rfc3339UTC
         return decoder
     }()
 }
