@@ -51,20 +51,20 @@ public enum RFC3339UTC {
         return Date(timeIntervalSince1970: Double(seconds) + Double(nanoseconds) / 1e9)
     }
 
-    /// Formats as `YYYY-MM-DDTHH:MM:SS.mmmZ` (milliseconds, rounded), or without a fraction when
-    /// `fractionDigits` is 0. Years outside 0000–9999 are clamped to that range's ends.
+    /// Formats as `YYYY-MM-DDTHH:MM:SS.mmmZ` (rounded to the millisecond, which absorbs a
+    /// double's representation error), or, with `fractionDigits` 0, that instant's whole second
+    /// (the fraction dropped, never rounded up into the next second). Years outside 0000–9999
+    /// are clamped to that range's ends.
     public static func format(_ date: Date, fractionDigits: Int = 3) -> String {
-        let scale = fractionDigits == 0 ? 1.0 : 1000.0
-        var units = (date.timeIntervalSince1970 * scale).rounded()
+        var units = (date.timeIntervalSince1970 * 1000).rounded()
         if units.isNaN { units = 0 }
-        // 0000-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z.
-        units = min(max(units, -62_167_219_200 * scale), 253_402_300_799_999 / (1000 / scale))
+        // 0000-01-01T00:00:00.000Z to 9999-12-31T23:59:59.999Z.
+        units = min(max(units, -62_167_219_200_000), 253_402_300_799_999)
         let total = Int64(units)
-        let perSecond = Int64(scale)
-        var seconds = total / perSecond
-        var fraction = total % perSecond
+        var seconds = total / 1000
+        var fraction = total % 1000
         if fraction < 0 {
-            fraction += perSecond
+            fraction += 1000
             seconds -= 1
         }
         var days = seconds / 86_400

@@ -49,6 +49,9 @@ struct RFC3339Tests {
         #expect(RFC3339UTC.format(Date(timeIntervalSince1970: 1_795_341_600.123)) == "2026-11-22T10:00:00.123Z")
         #expect(RFC3339UTC.format(Date(timeIntervalSince1970: 1_795_341_600.9996)) == "2026-11-22T10:00:01.000Z")
         #expect(RFC3339UTC.format(Date(timeIntervalSince1970: 1_795_341_600.4), fractionDigits: 0) == "2026-11-22T10:00:00Z")
+        // Whole seconds drop the fraction, never round up into the next second.
+        #expect(RFC3339UTC.format(Date(timeIntervalSince1970: 1_605_996_782.796), fractionDigits: 0) == "2020-11-21T22:13:02Z")
+        #expect(RFC3339UTC.format(Date(timeIntervalSince1970: -0.5), fractionDigits: 0) == "1969-12-31T23:59:59Z")
         #expect(RFC3339UTC.format(Date(timeIntervalSince1970: -0.5)) == "1969-12-31T23:59:59.500Z")
         #expect(RFC3339UTC.format(Date(timeIntervalSince1970: 951_868_799)) == "2000-02-29T23:59:59.000Z")
         #expect(RFC3339UTC.format(Date(timeIntervalSince1970: .nan), fractionDigits: 0) == "1970-01-01T00:00:00Z")
