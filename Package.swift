@@ -30,6 +30,7 @@ let package = Package(
         .library(name: "SQLiteAttestStore", targets: ["SQLiteAttestStore"]),
         .library(name: "MongoAttestStore", targets: ["MongoAttestStore"]),
         .library(name: "FormAttestTokens", targets: ["FormAttestTokens"]),
+        .library(name: "FormAttestEvidence", targets: ["FormAttestEvidence"]),
         .library(name: "AppAttestSimulator", targets: ["AppAttestSimulator"]),
         .library(name: "AppleReceiptExchange", targets: ["AppleReceiptExchange"]),
         .library(name: "AppAttestInspector", targets: ["AppAttestInspector"]),
@@ -149,6 +150,22 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Evidence records: each accepted form with the device's signatures and the key's
+        // attestation, signed by the server, re-verifiable offline years later. No IO.
+        .target(
+            name: "FormAttestEvidence",
+            dependencies: [
+                "RFC3339",
+                "AppAttest",
+                "CanonicalJSON",
+                "FormAttestClient",
+                "FormAttestTokens",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // The HTTP service (Hummingbird 2): routes, error mapping, metrics, the demo page's files.
         .target(
             name: "FormAttestServer",
@@ -161,12 +178,14 @@ let package = Package(
                 "FormAttestClient",
                 "FormAttestFlows",
                 "FormAttestTokens",
+                "FormAttestEvidence",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "JWTKit", package: "jwt-kit"),
@@ -213,6 +232,7 @@ let package = Package(
                 "FormAttestClient",
                 "FormAttestFlows",
                 "FormAttestTokens",
+                "FormAttestEvidence",
                 "FormAttestServer",
                 "MongoAttestStore",
                 "SQLiteAttestStore",
@@ -296,6 +316,16 @@ let package = Package(
             dependencies: [
                 "FormAttestTokens", "AppAttest", "CanonicalJSON", "FormAttestClient", "FormAttestTestSupport",
                 .product(name: "Crypto", package: "swift-crypto"), .product(name: "JWTKit", package: "jwt-kit"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "FormAttestEvidenceTests",
+            dependencies: [
+                "FormAttestEvidence", "FormAttestFlows", "FormAttestTokens", "FormAttestClient", "CanonicalJSON", "AppAttest",
+                "AppAttestSimulator", "FormAttestTestSupport", "RFC3339",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
             ],
             swiftSettings: swiftSettings
         ),

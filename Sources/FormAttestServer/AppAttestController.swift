@@ -7,6 +7,7 @@ import AppAttest
 import AppAttestInspector
 import CanonicalJSON
 import Crypto
+import FormAttestEvidence
 import FormAttestClient
 import FormAttestFlows
 import FormAttestTokens
@@ -21,6 +22,7 @@ struct AppAttestController {
     let flows: FormFlows
     let formatter: TokenFormatter
     let rateLimiter: RateLimiter
+    let evidence: EvidenceRecorder?
     let now: @Sendable () -> Date
 
     func addRoutes(to group: RouterGroup<AppRequestContext>) {
@@ -79,7 +81,10 @@ struct AppAttestController {
         let result = try await self.outcome("attest", context: context) { () async throws(FlowError) in
             try await self.flows.attest(attestRequest, now: now)
         }
-        return try await self.registered(result, attestationObject: attestRequest.attestationObject, username: attestRequest.username, now: now)
+        return try await self.registered(
+            result, attestationObject: attestRequest.attestationObject, assertion: nil, username: attestRequest.username,
+            sessionBound: attestRequest.session != nil, now: now, context: context
+        )
     }
 
     @Sendable func registerPooled(_ request: Request, context: AppRequestContext) async throws -> Response {
@@ -91,10 +96,18 @@ struct AppAttestController {
         let result = try await self.outcome("register-pooled", context: context) { () async throws(FlowError) in
             try await self.flows.registerPooled(pooled, now: now)
         }
-        return try await self.registered(result, attestationObject: pooled.attestationObject, username: pooled.username, now: now)
+        return try await self.registered(
+            result, attestationObject: pooled.attestationObject, assertion: pooled.assertion, username: pooled.username,
+            sessionBound: pooled.session != nil, now: now, context: context
+        )
     }
 
-    private func registered(_ result: FormFlows.AttestOutcome, attestationObject: [UInt8], username: String, now: Date) async throws -> Response {
+    /// The answer to a registration. `assertion` is the pooled key's (nil for a form signed by
+    /// the attestation itself).
+    private func registered(
+        _ result: FormFlows.AttestOutcome, attestationObject: [UInt8], assertion: [UInt8]?, username: String, sessionBound: Bool, now: Date,
+        context: AppRequestContext
+    ) async throws -> Response {
         let formats = try await self.formatter.formats(
             self.formatter.packed == nil ? [.fido2, .jws] : [.fido2, .jws, .packed],
             for: TokenFormatter.Input(
@@ -128,6 +141,22 @@ struct AppAttestController {
         if let extensions = result.attestation.extensions { members.append(("extensions", Self.signals(extensions))) }
         if let accessControl = result.attestation.accessControl {
             members.append(("macosAccessControl", .string(JSONString(Base64URL.encode(accessControl)))))
+        }
+        if let evidence = self.evidence {
+            let record = EvidenceRecord(
+                kind: assertion == nil ? .attestation : .pooled,
+                verifiedAt: now,
+                username: username,
+                form: result.form.canonicalBytes,
+                keyID: result.attestation.keyID,
+                appID: result.attestation.appID,
+                environment: result.attestation.environment,
+                counter: result.counter,
+                keyAttestation: .init(object: attestationObject, clientDataHash: result.attestedClientDataHash, verifiedAt: now),
+                assertion: assertion,
+                policy: evidence.policy(sessionBound: sessionBound)
+            )
+            members += await evidence.answerMembers(for: record, logger: context.logger)
         }
         if let next = result.nextChallenge { members.append(("next_challenge", JSONResponse.challenge(next))) }
         return JSONResponse.make(.object(JSONObject(constantMembers: members)))
@@ -197,6 +226,29 @@ struct AppAttestController {
             ("formats", formats),
         ]
         if let extensions = result.assertion.extensions { members.append(("extensions", Self.signals(extensions))) }
+        if let evidence = self.evidence {
+            if let attestation = result.key.attestation, let environment = AppAttestEnvironment(rawValue: result.key.environment) {
+                let record = EvidenceRecord(
+                    kind: .assertion,
+                    verifiedAt: now,
+                    username: assertRequest.username,
+                    form: result.form.canonicalBytes,
+                    keyID: result.key.keyID,
+                    appID: result.key.appID,
+                    environment: environment,
+                    counter: result.assertion.counter,
+                    keyAttestation: .init(object: attestation.object, clientDataHash: attestation.clientDataHash, verifiedAt: result.key.createdAt),
+                    assertion: assertRequest.assertion,
+                    policy: evidence.policy(sessionBound: assertRequest.session != nil)
+                )
+                members += await evidence.answerMembers(for: record, logger: context.logger)
+            } else {
+                // A key registered before its attestation was kept: the form is accepted, but no
+                // record can prove the key Apple-attested.
+                context.logger.warning("no evidence record: the key's attestation was not kept", metadata: ["endpoint": "assert"])
+                Counter(label: "formattest_evidence_failures_total", dimensions: [("step", "key_attestation_missing")]).increment()
+            }
+        }
         if let next = result.nextChallenge { members.append(("next_challenge", JSONResponse.challenge(next))) }
         return JSONResponse.make(.object(JSONObject(constantMembers: members)))
     }

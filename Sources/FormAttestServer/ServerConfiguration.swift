@@ -37,6 +37,8 @@ public struct ServerConfiguration: Sendable {
     /// The attestation authority and relying party id of the FIDO2 `packed` format: when set,
     /// every registration's answer carries a `packedAttestation` too.
     public var packedAttestation: (authority: PackedAttestationAuthority, relyingPartyID: String)?
+    /// Evidence records of accepted forms (returned and/or archived); nil: none.
+    public var evidence: EvidenceConfiguration?
     /// The operators' credential for `/admin/*`; nil: no admin API.
     public var adminSecrets: BackendSecrets?
     /// Per-user and per-address limits on challenge, attest and register-pooled.

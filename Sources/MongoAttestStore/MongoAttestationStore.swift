@@ -413,6 +413,9 @@ public final class MongoAttestationStore: AttestationStore, Sendable {
             ("reattestationRequired", .bool(key.reattestationRequired)),
         ] + Self.optionalDate("revokedAt", key.revokedAt)
         if let signals = key.lastSignals.flatMap(Self.signalsDocument) { fields.append(("lastSignals", signals)) }
+        if let attestation = key.attestation {
+            fields.append(("attestation", .document([("object", .binary(attestation.object)), ("clientDataHash", .binary(attestation.clientDataHash))])))
+        }
         let command = BSONValue.document([("insert", .string(self.keys)), ("documents", .array([.document(fields)]))])
         // A plain catch: `catch where` here crashes Swift 6.3.1's SILGen (an ownership error on
         // the typed MongoError) once the document is built before the `do`.
@@ -461,6 +464,13 @@ public final class MongoAttestationStore: AttestationStore, Sendable {
         return signals.isEmpty ? nil : signals
     }
 
+    private static func attestation(_ document: Any?) -> KeyAttestation? {
+        guard let document = document as? [String: Any], let object = ExtendedJSON.binary(document["object"]),
+            let hash = ExtendedJSON.binary(document["clientDataHash"])
+        else { return nil }
+        return KeyAttestation(object: object, clientDataHash: hash)
+    }
+
     private func keyExists(_ keyID: [UInt8]) throws -> Bool {
         let reply = try self.pool.command(
             .document([("find", .string(self.keys)), ("filter", .document([("_id", .binary(keyID))])), ("limit", .int32(1))])
@@ -482,7 +492,9 @@ public final class MongoAttestationStore: AttestationStore, Sendable {
             reattestationRequired: document["reattestationRequired"] as? Bool ?? false,
             revokedAt: ExtendedJSON.date(document["revokedAt"]),
             // Absent until a key's attestation or assertion carries signals.
-            lastSignals: Self.signals(document["lastSignals"])
+            lastSignals: Self.signals(document["lastSignals"]),
+            // Absent for keys registered before FormAttest kept it.
+            attestation: Self.attestation(document["attestation"])
         )
     }
 

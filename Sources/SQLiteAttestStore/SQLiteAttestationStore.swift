@@ -114,6 +114,15 @@ public final class SQLiteAttestationStore: AttestationStore {
                     """
             )
         }
+        migrator.registerMigration("v5: the attestation that registered each key") { db in
+            // NULL for keys registered before: no evidence record can carry their attestation.
+            try db.execute(
+                sql: """
+                    ALTER TABLE keys ADD COLUMN attestation_object BLOB;
+                    ALTER TABLE keys ADD COLUMN attestation_client_data_hash BLOB;
+                    """
+            )
+        }
         return migrator
     }
 
@@ -286,14 +295,17 @@ public final class SQLiteAttestationStore: AttestationStore {
             try db.execute(
                 sql: """
                     INSERT INTO keys (key_id, username, public_key, counter, app_id, environment, receipt, created_at, last_used,
-                        reattestation_required, revoked_at, validation_category, bundle_version, cd_hash, cd_hash_type)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        reattestation_required, revoked_at, validation_category, bundle_version, cd_hash, cd_hash_type,
+                        attestation_object, attestation_client_data_hash)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
                     Data(key.keyID), key.username, Data(key.publicKey), Int64(key.counter), key.appID, key.environment,
                     Data(key.receipt), key.createdAt.timeIntervalSince1970, key.lastUsed.timeIntervalSince1970,
                     key.reattestationRequired, key.revokedAt?.timeIntervalSince1970,
-                ] + Self.signalArguments(key.lastSignals)
+                ] + Self.signalArguments(key.lastSignals) + [
+                    key.attestation.map { Data($0.object) }, key.attestation.map { Data($0.clientDataHash) },
+                ]
             )
         } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
             throw StoreError(code: .duplicateKey, reason: "the keyId is registered")
@@ -366,8 +378,15 @@ public final class SQLiteAttestationStore: AttestationStore {
             lastUsed: Date(timeIntervalSince1970: row["last_used"]),
             reattestationRequired: row["reattestation_required"],
             revokedAt: (row["revoked_at"] as Double?).map(Date.init(timeIntervalSince1970:)),
-            lastSignals: Self.signals(row)
+            lastSignals: Self.signals(row),
+            attestation: Self.attestation(row)
         )
+    }
+
+    /// attestation_object and attestation_client_data_hash (both NULL for keys registered before v5).
+    private static func attestation(_ row: Row) -> KeyAttestation? {
+        guard let object = row["attestation_object"] as Data?, let hash = row["attestation_client_data_hash"] as Data? else { return nil }
+        return KeyAttestation(object: Array(object), clientDataHash: Array(hash))
     }
 
     /// validation_category, bundle_version, cd_hash, cd_hash_type (all NULL without signals).

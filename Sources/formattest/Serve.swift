@@ -82,6 +82,8 @@ struct Serve: AsyncParsableCommand {
 
     @OptionGroup var packed: PackedOptions
 
+    @OptionGroup var evidence: EvidenceOptions
+
     @Flag(name: .customLong("dev-simulator"), help: "DEVELOPMENT ONLY: trust the simulator's CA and serve /api/dev/simulate.")
     var devSimulator = false
 
@@ -176,6 +178,7 @@ struct Serve: AsyncParsableCommand {
         configuration.callerAuthentication = try await self.caller.authentication(logger: logger)
         configuration.adminSecrets = try self.caller.adminSecrets()
         configuration.packedAttestation = try self.packed.packed()
+        configuration.evidence = try self.evidence.configuration(environment: ProcessInfo.processInfo.environment)
         configuration.issuer = self.signing.issuer
         configuration.audience = self.signing.audience
         configuration.devSimulator = self.devSimulator

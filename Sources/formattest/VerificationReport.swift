@@ -140,6 +140,10 @@ struct Rejection: Encodable {
         self.error = Detail(code: error.code.identifier, message: error.reason)
     }
 
+    init(code: String, message: String) {
+        self.error = Detail(code: code, message: message)
+    }
+
     func jsonString() throws -> String {
         try JSONOutput.string(self)
     }

@@ -78,6 +78,7 @@ public enum StoreContract {
         ("commitRegistration is all or nothing", registrationAtomicity),
         ("commitAssertion is all or nothing", assertionAtomicity),
         ("the last signals round-trip and move with the counter, all or nothing", lastSignals),
+        ("a key's registering attestation round-trips and outlives every update", keyAttestation),
         ("reads ignore expired records; purge deletes only them", expiry),
         ("N concurrent submissions of one form: exactly one accepted", concurrentSameForm),
         ("concurrent distinct counters: the maximum wins, none accepted twice", concurrentCounters),
@@ -303,6 +304,28 @@ public enum StoreContract {
             try await store.commitAssertion(AssertionCommit(keyID: key(1).keyID, counter: 7, replay: ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [], now: now))
         }
         #expect(try await store.loadKey(keyID: key(1).keyID)?.counter == 6)
+    }
+
+    static func keyAttestation(_ make: Factory) async throws {
+        let store = try await make()
+        let now = t0.addingTimeInterval(1)
+        var stored = key(1)
+        stored.attestation = KeyAttestation(object: [UInt8](repeating: 0xA0, count: 5_000) + [0x01], clientDataHash: hash(9))
+        try await store.insertKey(stored)
+        #expect(try await store.loadKey(keyID: stored.keyID) == stored)
+        // A key without one (registered before stores kept it) reads back without one.
+        try await store.insertKey(key(2))
+        #expect(try await store.loadKey(keyID: key(2).keyID)?.attestation == nil)
+
+        // Through a registration commit too, and the key's later updates leave it as it was.
+        var registered = key(3)
+        registered.attestation = KeyAttestation(object: [0xA5, 0x00, 0xFF], clientDataHash: hash(3))
+        try await store.commitRegistration(
+            RegistrationCommit(key: registered, replay: ReplayRecord(formHash: hash(3), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [], now: t0)
+        )
+        try await store.commitAssertion(AssertionCommit(keyID: registered.keyID, counter: 1, replay: ReplayRecord(formHash: hash(4), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [], now: now))
+        try await store.revokeKey(keyID: registered.keyID, at: now)
+        #expect(try await store.loadKey(keyID: registered.keyID)?.attestation == registered.attestation)
     }
 
     static func lastSignals(_ make: Factory) async throws {

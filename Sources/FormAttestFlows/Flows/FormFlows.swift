@@ -169,7 +169,10 @@ public struct FormFlows: Sendable {
             let attestation = try await self.verifyAttestation(request.attestationObject, keyID: request.keyID, clientDataHash: form.clientDataHash, now: now)
             try await self.commit(
                 RegistrationCommit(
-                    key: Self.storedKey(attestation, username: request.username, counter: 0, now: now),
+                    key: Self.storedKey(
+                        attestation, KeyAttestation(object: request.attestationObject, clientDataHash: form.clientDataHash),
+                        username: request.username, counter: 0, now: now
+                    ),
                     replay: ReplayRecord(formHash: form.clientDataHash, expiresAt: self.configuration.replayExpiry(for: form, now: now)),
                     challenges: claims,
                     now: now,
@@ -288,7 +291,10 @@ public struct FormFlows: Sendable {
             } catch {
                 throw Self.verificationError(error)
             }
-            var key = Self.storedKey(attestation, username: request.username, counter: verified.counter, now: now)
+            var key = Self.storedKey(
+                attestation, KeyAttestation(object: request.attestationObject, clientDataHash: request.poolChallenge),
+                username: request.username, counter: verified.counter, now: now
+            )
             key.lastSignals = Self.signals(verified.extensions) ?? key.lastSignals
             try await self.commit(
                 RegistrationCommit(
@@ -385,7 +391,7 @@ public struct FormFlows: Sendable {
         }
     }
 
-    private static func storedKey(_ attestation: VerifiedAttestation, username: String, counter: UInt32, now: Date) -> StoredKey {
+    private static func storedKey(_ attestation: VerifiedAttestation, _ object: KeyAttestation, username: String, counter: UInt32, now: Date) -> StoredKey {
         StoredKey(
             keyID: attestation.keyID,
             username: username,
@@ -396,7 +402,8 @@ public struct FormFlows: Sendable {
             receipt: attestation.receipt,
             createdAt: now,
             lastUsed: now,
-            lastSignals: Self.signals(attestation.extensions)
+            lastSignals: Self.signals(attestation.extensions),
+            attestation: object
         )
     }
 

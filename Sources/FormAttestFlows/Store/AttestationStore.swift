@@ -111,6 +111,10 @@ public struct StoredKey: Sendable, Hashable, Codable {
     /// The iOS 27 signals of the last attestation or assertion of this key that carried any
     /// (`nil`: none yet, such as every key of a device before iOS 27).
     public var lastSignals: KeySignals?
+    /// The attestation that registered the key, as the device sent it: what an evidence record
+    /// carries so that the key can be proven Apple-attested offline, years later. `nil` for keys
+    /// registered before FormAttest kept it.
+    public var attestation: KeyAttestation?
 
     public init(
         keyID: [UInt8],
@@ -124,7 +128,8 @@ public struct StoredKey: Sendable, Hashable, Codable {
         lastUsed: Date,
         reattestationRequired: Bool = false,
         revokedAt: Date? = nil,
-        lastSignals: KeySignals? = nil
+        lastSignals: KeySignals? = nil,
+        attestation: KeyAttestation? = nil
     ) {
         self.keyID = keyID
         self.username = username
@@ -138,6 +143,21 @@ public struct StoredKey: Sendable, Hashable, Codable {
         self.reattestationRequired = reattestationRequired
         self.revokedAt = revokedAt
         self.lastSignals = lastSignals
+        self.attestation = attestation
+    }
+}
+
+/// The attestation that registered a key: the CBOR attestation object and the clientDataHash it
+/// was made over (a form's hash, or a pool challenge). With the key's ``StoredKey/createdAt`` (the
+/// time it was verified at), it is everything needed to verify it again.
+public struct KeyAttestation: Sendable, Hashable, Codable {
+    public var object: [UInt8]
+    /// 32 bytes.
+    public var clientDataHash: [UInt8]
+
+    public init(object: [UInt8], clientDataHash: [UInt8]) {
+        self.object = object
+        self.clientDataHash = clientDataHash
     }
 }
 

@@ -1,0 +1,67 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+/// The one error type of the `FormAttestEvidence` module: a ``Code`` naming the step that failed,
+/// and a reason. Two errors compare equal when their codes are equal.
+public struct EvidenceError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What failed, in the order ``SignedEvidence/verify(_:signers:trustAnchors:receiptTrustAnchors:clientData:)`` checks.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        fileprivate enum Backing: String, Hashable, Sendable {
+            case malformedEnvelope = "evidence_malformed_envelope"
+            case unknownSigner = "evidence_unknown_signer"
+            case serverSignatureInvalid = "evidence_server_signature_invalid"
+            case malformedRecord = "evidence_malformed_record"
+            case policyMismatch = "evidence_policy_mismatch"
+            case formInvalid = "evidence_form_invalid"
+            case keyAttestationInvalid = "evidence_key_attestation_invalid"
+            case formNotSigned = "evidence_form_not_signed"
+            case counterMismatch = "evidence_counter_mismatch"
+        }
+
+        fileprivate let backing: Backing
+        fileprivate init(_ backing: Backing) { self.backing = backing }
+
+        /// The stable `snake_case` identifier.
+        public var identifier: String { self.backing.rawValue }
+        public var description: String { self.backing.rawValue }
+
+        /// Not a JWS in flattened JSON serialization with an ES256 protected header.
+        public static let malformedEnvelope = Code(.malformedEnvelope)
+        /// The header's `kid` names no key of the given JWKS (or a key whose thumbprint differs).
+        public static let unknownSigner = Code(.unknownSigner)
+        /// The server's signature does not verify: some byte of the record or header changed.
+        public static let serverSignatureInvalid = Code(.serverSignatureInvalid)
+        /// The payload is not a canonical record of this version.
+        public static let malformedRecord = Code(.malformedRecord)
+        /// The record's app id, environment or trust anchors are outside its own policy.
+        public static let policyMismatch = Code(.policyMismatch)
+        /// The form is not canonical, not a form, or is for another user.
+        public static let formInvalid = Code(.formInvalid)
+        /// The key's attestation does not verify at its recorded time (``EvidenceError/verifierCode`` says which step).
+        public static let keyAttestationInvalid = Code(.keyAttestationInvalid)
+        /// The key's attestation or assertion does not sign the form's hash.
+        public static let formNotSigned = Code(.formNotSigned)
+        /// The assertion's counter is not the recorded one.
+        public static let counterMismatch = Code(.counterMismatch)
+    }
+
+    public let code: Code
+    public let reason: String
+    /// The verifier's own code, when an App Attest step failed.
+    public let verifierCode: String?
+
+    public init(code: Code, reason: String, verifierCode: String? = nil) {
+        self.code = code
+        self.reason = reason
+        self.verifierCode = verifierCode
+    }
+
+    public var description: String { "\(self.code.identifier): \(self.reason)" }
+
+    public static func == (lhs: Self, rhs: Self) -> Bool { lhs.code == rhs.code }
+    public func hash(into hasher: inout Hasher) { hasher.combine(self.code) }
+
+    static func malformed(_ reason: String) -> Self { Self(code: .malformedRecord, reason: reason) }
+}

@@ -1,0 +1,321 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+public import AppAttest
+public import CanonicalJSON
+import Crypto
+import FormAttestClient
+public import Foundation
+import RFC3339
+import SwiftASN1
+public import X509
+
+/// Evidence that one form was accepted: everything needed to prove, offline and years later, that
+/// an Apple-attested key signed exactly these bytes (schemas/evidence-record.schema.json).
+///
+/// The device's own signatures are the evidence: the key's attestation (its certificate chain to
+/// Apple's root, made over ``KeyAttestationEvidence/clientDataHash``) and, for a form signed by
+/// an assertion, the assertion over SHA-256 of ``form``. What only the server can say (when it
+/// verified, under which policy, for which user) is covered by the server's signature over the
+/// whole record (``SignedEvidence``).
+public struct EvidenceRecord: Sendable, Hashable {
+    /// How the form was signed.
+    public enum Kind: String, Sendable, Hashable, CaseIterable {
+        /// The form's hash was the clientDataHash of the key's attestation (a registering form).
+        case attestation
+        /// An assertion of a registered key signed the form.
+        case assertion
+        /// A pooled key: its attestation was made over a pool challenge, an assertion signed the form.
+        case pooled
+    }
+
+    /// The attestation that registered the key.
+    public struct KeyAttestationEvidence: Sendable, Hashable {
+        /// The CBOR attestation object, as the device sent it.
+        public var object: [UInt8]
+        /// The 32 bytes it was made over.
+        public var clientDataHash: [UInt8]
+        /// When the server verified it (its certificate chain is checked again at this time).
+        public var verifiedAt: Date
+
+        public init(object: [UInt8], clientDataHash: [UInt8], verifiedAt: Date) {
+            self.object = object
+            self.clientDataHash = clientDataHash
+            self.verifiedAt = EvidenceRecord.recordable(verifiedAt)
+        }
+    }
+
+    /// The policy in force when the form was accepted.
+    public struct Policy: Sendable, Hashable {
+        public var appIDs: [String]
+        public var environments: [AppAttestEnvironment]
+        /// SHA-256 of each trust anchor's DER.
+        public var trustAnchorDigests: [[UInt8]]
+        /// The form's accepted age and future skew, in seconds.
+        public var formMaximumAge: Int
+        public var formMaximumFutureSkew: Int
+        /// Whether forms had to answer a server challenge.
+        public var requireServerChallenge: Bool
+        /// Whether the form's session was bound to the caller's (an identity token's `sid`).
+        public var sessionBound: Bool
+
+        public init(
+            appIDs: [String], environments: [AppAttestEnvironment], trustAnchorDigests: [[UInt8]], formMaximumAge: Int,
+            formMaximumFutureSkew: Int, requireServerChallenge: Bool, sessionBound: Bool
+        ) {
+            self.appIDs = appIDs
+            self.environments = environments.sorted { $0.rawValue < $1.rawValue }
+            self.trustAnchorDigests = trustAnchorDigests
+            self.formMaximumAge = formMaximumAge
+            self.formMaximumFutureSkew = formMaximumFutureSkew
+            self.requireServerChallenge = requireServerChallenge
+            self.sessionBound = sessionBound
+        }
+
+        /// SHA-256 of a certificate's DER: how a policy names its trust anchors.
+        public static func digest(of anchor: Certificate) throws -> [UInt8] {
+            var serializer = DER.Serializer()
+            try serializer.serialize(anchor)
+            return Array(SHA256.hash(data: serializer.serializedBytes))
+        }
+    }
+
+    /// The format's version; a reader refuses any other.
+    public static let version = 1
+
+    public var kind: Kind
+    /// When the server accepted the form (milliseconds).
+    public var verifiedAt: Date
+    /// The user the form was accepted for.
+    public var username: String
+    /// The form's canonical (RFC 8785) bytes: exactly what the device signed the hash of.
+    public var form: [UInt8]
+    public var keyID: [UInt8]
+    public var appID: String
+    public var environment: AppAttestEnvironment
+    /// The signed counter: 0 for ``Kind/attestation``.
+    public var counter: UInt32
+    public var keyAttestation: KeyAttestationEvidence
+    /// The assertion that signed the form (``Kind/assertion`` and ``Kind/pooled``).
+    public var assertion: [UInt8]?
+    public var policy: Policy
+
+    public init(
+        kind: Kind, verifiedAt: Date, username: String, form: [UInt8], keyID: [UInt8], appID: String,
+        environment: AppAttestEnvironment, counter: UInt32, keyAttestation: KeyAttestationEvidence, assertion: [UInt8]?, policy: Policy
+    ) {
+        self.kind = kind
+        self.verifiedAt = Self.recordable(verifiedAt)
+        self.username = username
+        self.form = form
+        self.keyID = keyID
+        self.appID = appID
+        self.environment = environment
+        self.counter = counter
+        self.keyAttestation = keyAttestation
+        self.assertion = assertion
+        self.policy = policy
+    }
+
+    /// SHA-256 of ``form``: the clientDataHash the device signed.
+    public var formHash: [UInt8] { Array(SHA256.hash(data: self.form)) }
+
+    /// A time as a record keeps it: whole milliseconds, so that it reads back equal.
+    static func recordable(_ date: Date) -> Date {
+        RFC3339UTC.parse(RFC3339UTC.format(date)) ?? date
+    }
+
+    // MARK: - JSON
+
+    /// The record as JSON (its canonical bytes are what the server signs).
+    public var json: JSONValue {
+        func text(_ string: String) -> JSONValue { .string(JSONString(string)) }
+        func binary(_ bytes: [UInt8]) -> JSONValue { text(Base64URL.encode(bytes)) }
+        var members: [(name: String, value: JSONValue)] = [
+            ("type", text(Self.type)),
+            ("version", .number(Double(Self.version))),
+            ("kind", text(self.kind.rawValue)),
+            ("verifiedAt", text(RFC3339UTC.format(self.verifiedAt))),
+            ("username", text(self.username)),
+            ("form", binary(self.form)),
+            ("formHash", binary(self.formHash)),
+            ("keyId", binary(self.keyID)),
+            ("appId", text(self.appID)),
+            ("environment", text(self.environment.rawValue)),
+            ("counter", .number(Double(self.counter))),
+            (
+                "keyAttestation",
+                .object(
+                    JSONObject(constantMembers: [
+                        ("object", binary(self.keyAttestation.object)),
+                        ("clientDataHash", binary(self.keyAttestation.clientDataHash)),
+                        ("verifiedAt", text(RFC3339UTC.format(self.keyAttestation.verifiedAt))),
+                    ])
+                )
+            ),
+            (
+                "policy",
+                .object(
+                    JSONObject(constantMembers: [
+                        ("appIds", .array(self.policy.appIDs.map(text))),
+                        ("environments", .array(self.policy.environments.map { text($0.rawValue) })),
+                        ("trustAnchorDigests", .array(self.policy.trustAnchorDigests.map(binary))),
+                        ("formMaximumAge", .number(Double(self.policy.formMaximumAge))),
+                        ("formMaximumFutureSkew", .number(Double(self.policy.formMaximumFutureSkew))),
+                        ("requireServerChallenge", .bool(self.policy.requireServerChallenge)),
+                        ("sessionBound", .bool(self.policy.sessionBound)),
+                    ])
+                )
+            ),
+        ]
+        if let assertion = self.assertion { members.append(("assertion", binary(assertion))) }
+        return .object(JSONObject(constantMembers: members))
+    }
+
+    /// The record's `type` member.
+    public static let type = "formattest-evidence"
+
+    /// Reads a record, strictly: every member present with its type, no other member, binary
+    /// fields in canonical base64url, times in RFC 3339 UTC, and `formHash` equal to SHA-256 of
+    /// `form`.
+    /// - Throws: ``EvidenceError/Code/malformedRecord`` naming the member.
+    public init(json: JSONValue) throws(EvidenceError) {
+        var reader = try MemberReader(json, path: "record")
+        guard try reader.string("type") == Self.type else { throw .malformed("record.type is not \(Self.type)") }
+        guard try reader.integer("version", maximum: 1_000) == Self.version else {
+            throw .malformed("record.version is not \(Self.version)")
+        }
+        guard let kind = Kind(rawValue: try reader.string("kind")) else { throw .malformed("record.kind is unknown") }
+        self.kind = kind
+        self.verifiedAt = try reader.time("verifiedAt")
+        self.username = try reader.string("username")
+        self.form = try reader.binary("form")
+        let formHash = try reader.binary("formHash")
+        self.keyID = try reader.binary("keyId")
+        self.appID = try reader.string("appId")
+        guard let environment = AppAttestEnvironment(rawValue: try reader.string("environment")) else {
+            throw .malformed("record.environment is unknown")
+        }
+        self.environment = environment
+        self.counter = UInt32(try reader.integer("counter", maximum: Int(UInt32.max)))
+        var attestation = try MemberReader(try reader.member("keyAttestation"), path: "record.keyAttestation")
+        self.keyAttestation = KeyAttestationEvidence(
+            object: try attestation.binary("object"),
+            clientDataHash: try attestation.binary("clientDataHash"),
+            verifiedAt: try attestation.time("verifiedAt")
+        )
+        try attestation.finish()
+        var policy = try MemberReader(try reader.member("policy"), path: "record.policy")
+        let environments = try policy.strings("environments").map { name throws(EvidenceError) -> AppAttestEnvironment in
+            guard let environment = AppAttestEnvironment(rawValue: name) else { throw .malformed("record.policy.environments has an unknown environment") }
+            return environment
+        }
+        self.policy = Policy(
+            appIDs: try policy.strings("appIds"),
+            environments: environments,
+            trustAnchorDigests: try policy.binaries("trustAnchorDigests"),
+            formMaximumAge: try policy.integer("formMaximumAge", maximum: Int(Int32.max)),
+            formMaximumFutureSkew: try policy.integer("formMaximumFutureSkew", maximum: Int(Int32.max)),
+            requireServerChallenge: try policy.bool("requireServerChallenge"),
+            sessionBound: try policy.bool("sessionBound")
+        )
+        try policy.finish()
+        self.assertion = try reader.optionalBinary("assertion")
+        try reader.finish()
+        guard formHash == self.formHash else { throw .malformed("record.formHash is not SHA-256 of record.form") }
+        guard (kind == .attestation) == (self.assertion == nil) else {
+            throw .malformed(kind == .attestation ? "an attestation record carries no assertion" : "record.assertion is missing")
+        }
+    }
+}
+
+/// Reads an object's members strictly, remembering which were read so that ``finish()`` can
+/// refuse any other.
+struct MemberReader {
+    private let object: JSONObject
+    private let path: String
+    private var read: Set<String> = []
+
+    init(_ value: JSONValue, path: String) throws(EvidenceError) {
+        guard case .object(let object) = value else { throw .malformed("\(path) is not an object") }
+        self.object = object
+        self.path = path
+    }
+
+    mutating func member(_ name: String) throws(EvidenceError) -> JSONValue {
+        guard let value = self.object[name] else { throw .malformed("\(self.path).\(name) is missing") }
+        self.read.insert(name)
+        return value
+    }
+
+    mutating func string(_ name: String) throws(EvidenceError) -> String {
+        guard let string = try self.member(name).stringValue else { throw .malformed("\(self.path).\(name) is not a string") }
+        return string
+    }
+
+    mutating func bool(_ name: String) throws(EvidenceError) -> Bool {
+        guard case .bool(let value) = try self.member(name) else { throw .malformed("\(self.path).\(name) is not a boolean") }
+        return value
+    }
+
+    mutating func integer(_ name: String, maximum: Int) throws(EvidenceError) -> Int {
+        guard case .number(let number) = try self.member(name), number >= 0, number <= Double(maximum), number.rounded(.towardZero) == number else {
+            throw .malformed("\(self.path).\(name) is not an integer from 0 to \(maximum)")
+        }
+        return Int(number)
+    }
+
+    mutating func time(_ name: String) throws(EvidenceError) -> Date {
+        guard let time = RFC3339UTC.parse(try self.string(name)) else { throw .malformed("\(self.path).\(name) is not an RFC 3339 UTC time") }
+        return time
+    }
+
+    mutating func binary(_ name: String) throws(EvidenceError) -> [UInt8] {
+        guard let bytes = StrictBase64URL.decode(try self.string(name)) else {
+            throw .malformed("\(self.path).\(name) is not canonical base64url")
+        }
+        return bytes
+    }
+
+    mutating func optionalBinary(_ name: String) throws(EvidenceError) -> [UInt8]? {
+        self.object[name] == nil ? nil : try self.binary(name)
+    }
+
+    mutating func strings(_ name: String) throws(EvidenceError) -> [String] {
+        guard case .array(let values) = try self.member(name) else { throw .malformed("\(self.path).\(name) is not an array") }
+        var strings: [String] = []
+        for value in values {
+            guard let string = value.stringValue else { throw .malformed("\(self.path).\(name) holds a non-string") }
+            strings.append(string)
+        }
+        return strings
+    }
+
+    mutating func binaries(_ name: String) throws(EvidenceError) -> [[UInt8]] {
+        var values: [[UInt8]] = []
+        for string in try self.strings(name) {
+            guard let bytes = StrictBase64URL.decode(string) else { throw .malformed("\(self.path).\(name) holds non-canonical base64url") }
+            values.append(bytes)
+        }
+        return values
+    }
+
+    /// Refuses members that were not read.
+    func finish() throws(EvidenceError) {
+        for member in self.object.members where !self.read.contains(member.name.string) {
+            throw .malformed("\(self.path) has an unknown member \(member.name.string)")
+        }
+    }
+}
+
+/// base64url without padding, in its one canonical spelling: a text that decodes but would be
+/// encoded differently (unused bits set, padding, the standard alphabet) is refused, so that no
+/// two texts carry the same bytes.
+enum StrictBase64URL {
+    static func decode(_ text: String) -> [UInt8]? {
+        guard let bytes = Base64URL.decode(text), Base64URL.encode(bytes) == text else { return nil }
+        return bytes
+    }
+}

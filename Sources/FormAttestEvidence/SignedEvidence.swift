@@ -1,0 +1,261 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+public import AppAttest
+import CanonicalJSON
+public import Crypto
+import FormAttestClient
+import FormAttestTokens
+import Foundation
+public import X509
+
+/// An ``EvidenceRecord`` signed by the server: a JWS (RFC 7515) in flattened JSON serialization,
+/// ES256, whose payload is the record's RFC 8785 bytes.
+///
+/// Any JOSE library holding the server's JWKS can check the server's signature; ``verify(_:signers:trustAnchors:receiptTrustAnchors:clientData:)``
+/// checks it and then re-verifies, at the recorded times, everything the device signed. A record's
+/// id is base64url(SHA-256 of its payload): the same record always has the same id.
+public enum SignedEvidence {
+    /// The protected header's `typ`.
+    public static let type = "formattest-evidence+json"
+    /// The largest envelope read (a record is about 7 KiB: the attestation object is most of it).
+    public static let maximumSize = 1 << 20
+
+    /// A record with its server signature.
+    public struct Signed: Sendable {
+        /// The envelope's bytes (canonical JSON, then a newline): what an archive file holds.
+        public var bytes: [UInt8]
+        /// base64url(SHA-256 of the payload).
+        public var id: String
+    }
+
+    /// A server public key, as ``signers(jwks:)`` returns them by `kid`.
+    public typealias SignerKey = P256.Signing.PublicKey
+
+    /// What the signed client data must be.
+    public enum ClientData: Sendable {
+        /// A FormAttest form (what the service records): canonical, for the record's user, its
+        /// timestamp within the record's policy window.
+        case form
+        /// Any bytes: only the device's signature over their hash is checked (a record assembled
+        /// from another App Attest deployment's recordings, whose client data is not a form).
+        case opaque
+    }
+
+    /// A verified record.
+    public struct Verified: Sendable {
+        public var record: EvidenceRecord
+        public var id: String
+        /// The `kid` (RFC 7638 thumbprint) of the server key that signed it.
+        public var signer: String
+        /// Whether the client data was checked as a form (``ClientData/form``).
+        public var formChecked: Bool
+    }
+
+    /// Signs a record with the server's current key.
+    public static func sign(_ record: EvidenceRecord, with key: P256.Signing.PrivateKey) throws -> Signed {
+        let payload = record.json.canonicalBytes
+        let header = JSONValue.object(
+            JSONObject(constantMembers: [
+                ("alg", .string(JSONString("ES256"))),
+                ("kid", .string(JSONString(SigningKeys.thumbprint(key.publicKey)))),
+                ("typ", .string(JSONString(Self.type))),
+            ])
+        )
+        let protected = Base64URL.encode(header.canonicalBytes)
+        let encodedPayload = Base64URL.encode(payload)
+        let signature = try key.signature(for: Array("\(protected).\(encodedPayload)".utf8))
+        let envelope = JSONValue.object(
+            JSONObject(constantMembers: [
+                ("payload", .string(JSONString(encodedPayload))),
+                ("protected", .string(JSONString(protected))),
+                ("signature", .string(JSONString(Base64URL.encode(signature.rawRepresentation)))),
+            ])
+        )
+        return Signed(bytes: envelope.canonicalBytes + [0x0A], id: Self.id(ofPayload: payload))
+    }
+
+    static func id(ofPayload payload: [UInt8]) -> String {
+        Base64URL.encode(SHA256.hash(data: payload))
+    }
+
+    /// The server keys of a JWKS document (as `formattest keys jwks` prints it), by `kid`. Only
+    /// P-256 keys whose `kid` is their own thumbprint are taken: a `kid` cannot be borrowed.
+    /// - Throws: ``EvidenceError/Code/unknownSigner`` when the document is not a JWKS.
+    public static func signers(jwks bytes: some Collection<UInt8>) throws(EvidenceError) -> [String: P256.Signing.PublicKey] {
+        let document: JSONValue
+        do {
+            document = try CanonicalJSON.parse(bytes, limits: CanonicalJSON.Limits(maximumSize: Self.maximumSize, maximumDepth: 8))
+        } catch {
+            throw EvidenceError(code: .unknownSigner, reason: "the JWKS is not JSON: \(error)")
+        }
+        guard case .array(let keys)? = document["keys"] else {
+            throw EvidenceError(code: .unknownSigner, reason: "the JWKS has no keys array")
+        }
+        var signers: [String: P256.Signing.PublicKey] = [:]
+        for key in keys {
+            guard key["kty"]?.stringValue == "EC", key["crv"]?.stringValue == "P-256", let kid = key["kid"]?.stringValue,
+                let x = key["x"]?.stringValue.flatMap(StrictBase64URL.decode), let y = key["y"]?.stringValue.flatMap(StrictBase64URL.decode),
+                x.count == 32, y.count == 32, let publicKey = try? P256.Signing.PublicKey(x963Representation: [0x04] + x + y),
+                SigningKeys.thumbprint(publicKey) == kid
+            else { continue }
+            signers[kid] = publicKey
+        }
+        return signers
+    }
+
+    /// Verifies a signed record offline: the server's signature, the record's form, the key's
+    /// attestation to one of `trustAnchors` at its recorded time, and that the device signed the
+    /// form's hash (the attestation itself, or the assertion at the recorded counter).
+    ///
+    /// - Parameters:
+    ///   - envelope: the file's bytes.
+    ///   - signers: the server's public keys by `kid` (``signers(jwks:)``): every key that ever
+    ///     signed records must be kept, as old tokens' keys leave the published JWKS.
+    ///   - trustAnchors: the roots to verify attestations against (Apple's App Attestation root);
+    ///     only those the record's policy names are used.
+    ///   - receiptTrustAnchors: the roots the key's receipt must verify to (Apple Root CA - G3).
+    ///     The receipt is the one part of an attestation object that its certificate's nonce does
+    ///     not cover; Apple's own signature on it does, so it must verify too.
+    ///   - clientData: whether the signed bytes must be a FormAttest form (the default).
+    /// - Throws: ``EvidenceError`` naming the first step that failed.
+    public static func verify(
+        _ envelope: some Collection<UInt8>,
+        signers: [String: P256.Signing.PublicKey],
+        trustAnchors: [Certificate] = [AppleAppAttestationRoot.certificate],
+        receiptTrustAnchors: [Certificate] = [AppleRootCAG3.certificate],
+        clientData: ClientData = .form
+    ) async throws(EvidenceError) -> Verified {
+        let (payload, signer) = try Self.checkServerSignature(envelope, signers: signers)
+        let record = try Self.record(payload: payload)
+        let anchors = try Self.checkPolicy(record, trustAnchors: trustAnchors)
+        if case .form = clientData { try Self.checkForm(record) }
+        try await Self.checkDeviceSignatures(record, anchors: anchors, receiptAnchors: receiptTrustAnchors)
+        return Verified(record: record, id: Self.id(ofPayload: payload), signer: signer, formChecked: clientData == .form)
+    }
+
+    // MARK: - Steps
+
+    private static func checkServerSignature(
+        _ envelope: some Collection<UInt8>,
+        signers: [String: P256.Signing.PublicKey]
+    ) throws(EvidenceError) -> (payload: [UInt8], signer: String) {
+        func malformed(_ reason: String) -> EvidenceError { EvidenceError(code: .malformedEnvelope, reason: reason) }
+        let document: JSONValue
+        do {
+            document = try CanonicalJSON.parse(envelope, limits: CanonicalJSON.Limits(maximumSize: Self.maximumSize, maximumDepth: 4))
+        } catch {
+            throw malformed("the evidence is not JSON: \(error)")
+        }
+        guard case .object(let members) = document, members.members.count == 3,
+            let protected = document["protected"]?.stringValue, let encodedPayload = document["payload"]?.stringValue,
+            let encodedSignature = document["signature"]?.stringValue
+        else { throw malformed("the evidence is not a flattened JWS {protected, payload, signature}") }
+        guard let headerBytes = StrictBase64URL.decode(protected),
+            case .object(let header)? = try? CanonicalJSON.parse(headerBytes, limits: CanonicalJSON.Limits(maximumSize: 4096, maximumDepth: 2)),
+            header.members.count == 3, header["alg"]?.stringValue == "ES256", header["typ"]?.stringValue == Self.type,
+            let kid = header["kid"]?.stringValue
+        else { throw malformed("the protected header is not {alg: ES256, kid, typ: \(Self.type)}") }
+        guard let signer = signers[kid] else {
+            throw EvidenceError(code: .unknownSigner, reason: "no server key with kid \(kid) is given (pass the JWKS that held it)")
+        }
+        guard let signatureBytes = StrictBase64URL.decode(encodedSignature), let payload = StrictBase64URL.decode(encodedPayload),
+            let signature = try? P256.Signing.ECDSASignature(rawRepresentation: signatureBytes),
+            signer.isValidSignature(signature, for: Array("\(protected).\(encodedPayload)".utf8))
+        else {
+            throw EvidenceError(code: .serverSignatureInvalid, reason: "the server's signature over the record does not verify with key \(kid)")
+        }
+        return (payload, kid)
+    }
+
+    private static func record(payload: [UInt8]) throws(EvidenceError) -> EvidenceRecord {
+        let json: JSONValue
+        do {
+            json = try CanonicalJSON.parse(payload, limits: CanonicalJSON.Limits(maximumSize: Self.maximumSize, maximumDepth: 4, exactNumbers: true))
+        } catch {
+            throw .malformed("the payload is not JSON: \(error)")
+        }
+        guard json.canonicalBytes == payload else { throw .malformed("the payload is not in its RFC 8785 form") }
+        return try EvidenceRecord(json: json)
+    }
+
+    /// The anchors to verify with: those given that the record's policy names.
+    private static func checkPolicy(_ record: EvidenceRecord, trustAnchors: [Certificate]) throws(EvidenceError) -> [Certificate] {
+        func mismatch(_ reason: String) -> EvidenceError { EvidenceError(code: .policyMismatch, reason: reason) }
+        guard record.policy.appIDs.contains(record.appID) else { throw mismatch("the app id \(record.appID) is not in the record's policy") }
+        guard record.policy.environments.contains(record.environment) else {
+            throw mismatch("the \(record.environment.rawValue) environment is not in the record's policy")
+        }
+        guard record.keyAttestation.verifiedAt <= record.verifiedAt else {
+            throw mismatch("the key's attestation was verified after the form was accepted")
+        }
+        let anchors = trustAnchors.filter { anchor in
+            (try? EvidenceRecord.Policy.digest(of: anchor)).map(record.policy.trustAnchorDigests.contains) ?? false
+        }
+        guard !anchors.isEmpty else { throw mismatch("none of the given trust anchors is one the record's policy names") }
+        return anchors
+    }
+
+    private static func checkForm(_ record: EvidenceRecord) throws(EvidenceError) {
+        func invalid(_ reason: String) -> EvidenceError { EvidenceError(code: .formInvalid, reason: reason) }
+        let form: SignedForm
+        do {
+            form = try SignedForm(jsonBytes: record.form)
+        } catch {
+            throw invalid("the form is not a signed form: \(error)")
+        }
+        guard form.canonicalBytes == record.form else { throw invalid("the form is not in its RFC 8785 form") }
+        if let username = form.username, Array(username.utf8) != Array(record.username.utf8) {
+            throw invalid("the form is for another user than the record's")
+        }
+        let age = record.verifiedAt.timeIntervalSince(form.timestamp)
+        guard age <= Double(record.policy.formMaximumAge), -age <= Double(record.policy.formMaximumFutureSkew) else {
+            throw invalid("the form's timestamp is outside the policy's window at the record's time")
+        }
+    }
+
+    private static func checkDeviceSignatures(_ record: EvidenceRecord, anchors: [Certificate], receiptAnchors: [Certificate]) async throws(EvidenceError) {
+        let verifier: AppAttestVerifier
+        do {
+            verifier = try AppAttestVerifier(
+                policy: AppAttestPolicy(
+                    appIDs: [record.appID], environments: [record.environment], trustAnchors: anchors, receiptTrustAnchors: receiptAnchors,
+                    requireValidReceipt: true
+                )
+            )
+        } catch {
+            throw .malformed("the record's app id makes no policy: \(error)")
+        }
+        let attestation: VerifiedAttestation
+        do {
+            attestation = try await verifier.verifyAttestation(
+                record.keyAttestation.object,
+                keyID: record.keyID,
+                clientDataHash: record.keyAttestation.clientDataHash,
+                at: record.keyAttestation.verifiedAt
+            )
+        } catch {
+            let code = (error as? AppAttest.AppAttestError)?.code.identifier
+            throw EvidenceError(code: .keyAttestationInvalid, reason: "the key's attestation does not verify: \(error)", verifierCode: code)
+        }
+        guard let assertion = record.assertion else {
+            guard record.keyAttestation.clientDataHash == record.formHash else {
+                throw EvidenceError(code: .formNotSigned, reason: "the key's attestation was not made over the form's hash")
+            }
+            guard record.counter == 0 else { throw EvidenceError(code: .counterMismatch, reason: "an attestation record's counter is 0") }
+            return
+        }
+        let verified: VerifiedAssertion
+        do {
+            verified = try verifier.verifyAssertion(assertion, publicKey: attestation.publicKey, clientDataHash: record.formHash, previousCounter: 0, appID: record.appID)
+        } catch {
+            let code = (error as? AppAttest.AppAttestError)?.code.identifier
+            throw EvidenceError(code: .formNotSigned, reason: "the assertion does not sign the form's hash with the attested key: \(error)", verifierCode: code)
+        }
+        guard verified.counter == record.counter else {
+            throw EvidenceError(code: .counterMismatch, reason: "the assertion's counter is \(verified.counter), the record says \(record.counter)")
+        }
+    }
+}

@@ -1,0 +1,140 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+import AppAttest
+import CanonicalJSON
+import Crypto
+import FormAttestClient
+import FormAttestEvidence
+import FormAttestFlows
+import Foundation
+import Logging
+import Metrics
+import NIOPosix
+
+/// Where evidence records go (``ServerConfiguration/evidence``).
+public struct EvidenceConfiguration: Sendable {
+    /// A directory that receives one file per accepted form (`<id>.json`), never overwritten.
+    public var archiveDirectory: String?
+    /// Whether each answer carries the signed record itself (`evidence`), not only its id.
+    public var inAnswer: Bool
+
+    public init(archiveDirectory: String? = nil, inAnswer: Bool = false) {
+        self.archiveDirectory = archiveDirectory
+        self.inAnswer = inAnswer
+    }
+}
+
+/// Builds, signs and archives the evidence record of each accepted form.
+///
+/// The record is made after the store's commit (only an accepted form has one). If the archive
+/// cannot take it, the form stays accepted (its state is committed: refusing now would only turn
+/// the client's retry into a replay), the answer carries the whole record instead so that the
+/// caller can keep it, and the failure is logged and counted.
+struct EvidenceRecorder: Sendable {
+    let configuration: EvidenceConfiguration
+    let signingKey: P256.Signing.PrivateKey
+    let policy: EvidenceRecord.Policy
+
+    init(configuration: EvidenceConfiguration, signingKey: P256.Signing.PrivateKey, verifierPolicy: AppAttestPolicy, flows: FlowConfiguration) throws {
+        self.configuration = configuration
+        self.signingKey = signingKey
+        self.policy = EvidenceRecord.Policy(
+            appIDs: verifierPolicy.appIDs,
+            environments: Array(verifierPolicy.environments),
+            trustAnchorDigests: try verifierPolicy.trustAnchors.map(EvidenceRecord.Policy.digest(of:)),
+            formMaximumAge: Int(flows.formPolicy.maximumAge.rounded(.up)),
+            formMaximumFutureSkew: Int(flows.formPolicy.maximumFutureSkew.rounded(.up)),
+            requireServerChallenge: flows.requireServerChallenge,
+            sessionBound: false
+        )
+    }
+
+    /// The policy of one request (whether its session was bound).
+    func policy(sessionBound: Bool) -> EvidenceRecord.Policy {
+        var policy = self.policy
+        policy.sessionBound = sessionBound
+        return policy
+    }
+
+    /// Signs and archives `record`; returns the answer's members (`evidenceId`, and `evidence`
+    /// when asked for or when the archive failed).
+    func answerMembers(for record: EvidenceRecord, logger: Logger) async -> [(name: String, value: JSONValue)] {
+        let signed: SignedEvidence.Signed
+        do {
+            signed = try SignedEvidence.sign(record, with: self.signingKey)
+        } catch {
+            // ECDSA signing does not fail with a valid key; if it ever does, the form stays accepted.
+            logger.error("evidence record not signed", metadata: ["reason": "\(error)"])
+            Counter(label: "formattest_evidence_failures_total", dimensions: [("step", "sign")]).increment()
+            return []
+        }
+        var inAnswer = self.configuration.inAnswer
+        var members: [(name: String, value: JSONValue)] = [("evidenceId", .string(JSONString(signed.id)))]
+        if let directory = self.configuration.archiveDirectory {
+            do {
+                try await EvidenceArchive(directory: directory).write(signed)
+                members.append(("evidenceArchived", .bool(true)))
+            } catch {
+                logger.error("evidence record not archived", metadata: ["id": "\(signed.id)", "reason": "\(error)"])
+                Counter(label: "formattest_evidence_failures_total", dimensions: [("step", "archive")]).increment()
+                members.append(("evidenceArchived", .bool(false)))
+                inAnswer = true
+            }
+        }
+        if inAnswer, let envelope = try? CanonicalJSON.parse(signed.bytes) {
+            members.append(("evidence", envelope))
+        }
+        return members
+    }
+}
+
+/// A directory of evidence records, one file per record, named `<id>.json`, written once: a file
+/// is created exclusively (an existing one is never replaced), synced, and its directory synced,
+/// before the answer goes out.
+struct EvidenceArchive: Sendable {
+    struct WriteError: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    let directory: String
+
+    func write(_ signed: SignedEvidence.Signed) async throws {
+        let directory = self.directory
+        try await NIOThreadPool.singleton.runIfActive {
+            try Self.writeExclusively(signed.bytes, to: directory + "/" + signed.id + ".json", directory: directory)
+        }
+    }
+
+    private static func writeExclusively(_ bytes: [UInt8], to path: String, directory: String) throws {
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o640)
+        guard descriptor >= 0 else { throw WriteError(description: "cannot create \(path): \(String(cString: strerror(errno)))") }
+        var written = 0
+        var failure: String?
+        bytes.withUnsafeBytes { buffer in
+            while written < buffer.count {
+                let count = Foundation.write(descriptor, buffer.baseAddress! + written, buffer.count - written)
+                if count < 0 {
+                    if errno == EINTR { continue }
+                    failure = "cannot write \(path): \(String(cString: strerror(errno)))"
+                    return
+                }
+                written += count
+            }
+        }
+        if failure == nil, fsync(descriptor) != 0 { failure = "cannot sync \(path): \(String(cString: strerror(errno)))" }
+        close(descriptor)
+        if let failure {
+            // A partial file is not a record: remove it (the name stays free for nothing else, as
+            // the id is the record's digest).
+            unlink(path)
+            throw WriteError(description: failure)
+        }
+        let directoryDescriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard directoryDescriptor >= 0 else { throw WriteError(description: "cannot open \(directory) to sync it") }
+        defer { close(directoryDescriptor) }
+        guard fsync(directoryDescriptor) == 0 else { throw WriteError(description: "cannot sync \(directory)") }
+    }
+}

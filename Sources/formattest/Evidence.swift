@@ -1,0 +1,166 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+import AppAttest
+import ArgumentParser
+import CanonicalJSON
+import FormAttestClient
+import FormAttestEvidence
+import FormAttestServer
+import Foundation
+import RFC3339
+
+/// `serve`'s evidence settings.
+struct EvidenceOptions: ParsableArguments {
+    @Option(
+        name: .customLong("evidence-dir"),
+        help: "Archive an evidence record of every accepted form here, one file each, never overwritten (an existing, writable directory; FORMATTEST_EVIDENCE_DIR)."
+    )
+    var directory: String?
+
+    @Flag(name: .customLong("evidence-in-answer"), help: "Return each accepted form's signed evidence record in its answer (FORMATTEST_EVIDENCE_IN_ANSWER=true).")
+    var inAnswer = false
+
+    /// The evidence configuration, nil when neither is asked for. The directory must exist and be
+    /// writable: a mistyped path stops the service rather than losing records.
+    func configuration(environment variables: [String: String]) throws -> EvidenceConfiguration? {
+        let directory = try self.directory ?? Setting.text(variables, "FORMATTEST_EVIDENCE_DIR")
+        let inAnswer = try self.inAnswer || (Setting.boolean(variables, "FORMATTEST_EVIDENCE_IN_ANSWER") ?? false)
+        guard directory != nil || inAnswer else { return nil }
+        if let directory {
+            try Setting.checkText(directory, "--evidence-dir")
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
+                throw UsageError("--evidence-dir \(directory) is not an existing directory")
+            }
+            guard access(directory, W_OK | X_OK) == 0 else {
+                throw UsageError("--evidence-dir \(directory) is not writable by this process")
+            }
+        }
+        return EvidenceConfiguration(archiveDirectory: directory, inAnswer: inAnswer)
+    }
+}
+
+/// `formattest evidence verify FILE`.
+struct EvidenceCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "evidence",
+        abstract: "Evidence records of accepted forms.",
+        subcommands: [EvidenceVerify.self]
+    )
+}
+
+struct EvidenceVerify: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "verify",
+        abstract: "Re-verify an evidence record offline, at its recorded time.",
+        discussion: """
+            Checks the server's signature (with --jwks), then the form (canonical, for the record's \
+            user, within the policy's time window), then what the device signed: the key's \
+            attestation to Apple's root at the time it was verified, and the attestation or the \
+            assertion over SHA-256 of the record's form. No store and no network. Exit 0 when \
+            every step holds, 1 with the failing step's code, 2 on a usage or I/O error.
+            """
+    )
+
+    @Argument(help: "The evidence record (as written to --evidence-dir); '-' reads stdin.")
+    var file: String
+
+    @Option(help: "The server's JWKS (formattest keys jwks, or /.well-known/jwks.json), with every key that ever signed records.")
+    var jwks: String
+
+    @Option(name: .customLong("root"), help: "A PEM trust anchor instead of Apple's App Attestation root (repeatable).")
+    var roots: [String] = []
+
+    @Option(name: .customLong("receipt-root"), help: "A PEM receipt trust anchor instead of Apple Root CA - G3 (repeatable).")
+    var receiptRoots: [String] = []
+
+    @Flag(
+        name: .customLong("opaque-client-data"),
+        help: "The signed client data need not be a FormAttest form: check only the device's signature over its hash (records assembled from other deployments' recordings)."
+    )
+    var opaqueClientData = false
+
+    @Flag(name: .long, help: "Print one JSON object instead of text.")
+    var json = false
+
+    func run() async throws {
+        let envelope = try InputFile.readBytes(self.file)
+        let anchors = try self.roots.isEmpty ? [AppleAppAttestationRoot.certificate] : self.roots.map(InputFile.readCertificate)
+        let receiptAnchors = try self.receiptRoots.isEmpty ? [AppleRootCAG3.certificate] : self.receiptRoots.map(InputFile.readCertificate)
+        let signers: [String: SignedEvidence.SignerKey]
+        do {
+            signers = try SignedEvidence.signers(jwks: try InputFile.readBytes(self.jwks))
+        } catch let error as EvidenceError {
+            throw UsageError("--jwks \(self.jwks): \(error.reason)")
+        }
+        let verified: SignedEvidence.Verified
+        do {
+            verified = try await SignedEvidence.verify(envelope, signers: signers, trustAnchors: anchors, receiptTrustAnchors: receiptAnchors, clientData: self.opaqueClientData ? .opaque : .form)
+        } catch {
+            var message = error.reason
+            if let code = error.verifierCode { message += " [\(code)]" }
+            let rejection = Rejection(code: error.code.identifier, message: message)
+            print(self.json ? try rejection.jsonString() : rejection.text)
+            throw ExitCode(1)
+        }
+        let report = EvidenceReport(verified)
+        print(self.json ? try JSONOutput.string(report) : report.text)
+    }
+}
+
+/// What `evidence verify` prints for a record that verified.
+struct EvidenceReport: Encodable {
+    var verified = true
+    var id: String
+    var kind: String
+    var username: String
+    var keyId: String
+    var appId: String
+    var environment: String
+    var counter: UInt32
+    var verifiedAt: String
+    var keyAttestedAt: String
+    var formHash: String
+    /// The form's canonical text.
+    var form: String
+    /// The `kid` of the server key that signed the record.
+    var signer: String
+    /// Whether the client data was checked as a FormAttest form (not with --opaque-client-data).
+    var formChecked: Bool
+
+    init(_ verified: SignedEvidence.Verified) {
+        let record = verified.record
+        self.id = verified.id
+        self.kind = record.kind.rawValue
+        self.username = record.username
+        self.keyId = Base64URL.encode(record.keyID)
+        self.appId = record.appID
+        self.environment = record.environment.rawValue
+        self.counter = record.counter
+        self.verifiedAt = RFC3339UTC.format(record.verifiedAt)
+        self.keyAttestedAt = RFC3339UTC.format(record.keyAttestation.verifiedAt)
+        self.formHash = Base64URL.encode(record.formHash)
+        self.form = String(decoding: record.form, as: UTF8.self)
+        self.signer = verified.signer
+        self.formChecked = verified.formChecked
+    }
+
+    var text: String {
+        """
+        verified: true
+        id: \(self.id)
+        kind: \(self.kind)
+        username: \(self.username)
+        keyId: \(self.keyId)
+        appId: \(self.appId) (\(self.environment))
+        counter: \(self.counter)
+        verifiedAt: \(self.verifiedAt) (key attested \(self.keyAttestedAt))
+        formHash: \(self.formHash)
+        form: \(self.form)\(self.formChecked ? "" : " (not checked as a form: --opaque-client-data)")
+        signer: \(self.signer)
+        """
+    }
+}
