@@ -333,7 +333,7 @@ let package = Package(
             name: "FormAttestServerTests",
             dependencies: [
                 "FormAttestServer", "FormAttestFlows", "FormAttestTokens", "FormAttestClient", "CanonicalJSON", "AppAttest",
-                "AppAttestSimulator", "FormAttestTestSupport", "RFC3339",
+                "AppAttestSimulator", "FormAttestTestSupport", "RFC3339", "FormAttestEvidence",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

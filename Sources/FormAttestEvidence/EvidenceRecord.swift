@@ -9,7 +9,6 @@ import Crypto
 import FormAttestClient
 public import Foundation
 import RFC3339
-import SwiftASN1
 public import X509
 
 /// Evidence that one form was accepted: everything needed to prove, offline and years later, that
@@ -51,8 +50,9 @@ public struct EvidenceRecord: Sendable, Hashable {
     public struct Policy: Sendable, Hashable {
         public var appIDs: [String]
         public var environments: [AppAttestEnvironment]
-        /// SHA-256 of each trust anchor's DER.
-        public var trustAnchorDigests: [[UInt8]]
+        /// SHA-256 of each trust anchor's SubjectPublicKeyInfo: the anchor's key, which a
+        /// re-issued root keeps (a chain is validated to a name and a key, not to certificate bytes).
+        public var trustAnchorKeyDigests: [[UInt8]]
         /// The form's accepted age and future skew, in seconds.
         public var formMaximumAge: Int
         public var formMaximumFutureSkew: Int
@@ -62,23 +62,21 @@ public struct EvidenceRecord: Sendable, Hashable {
         public var sessionBound: Bool
 
         public init(
-            appIDs: [String], environments: [AppAttestEnvironment], trustAnchorDigests: [[UInt8]], formMaximumAge: Int,
+            appIDs: [String], environments: [AppAttestEnvironment], trustAnchorKeyDigests: [[UInt8]], formMaximumAge: Int,
             formMaximumFutureSkew: Int, requireServerChallenge: Bool, sessionBound: Bool
         ) {
             self.appIDs = appIDs
             self.environments = environments.sorted { $0.rawValue < $1.rawValue }
-            self.trustAnchorDigests = trustAnchorDigests
+            self.trustAnchorKeyDigests = trustAnchorKeyDigests
             self.formMaximumAge = formMaximumAge
             self.formMaximumFutureSkew = formMaximumFutureSkew
             self.requireServerChallenge = requireServerChallenge
             self.sessionBound = sessionBound
         }
 
-        /// SHA-256 of a certificate's DER: how a policy names its trust anchors.
-        public static func digest(of anchor: Certificate) throws -> [UInt8] {
-            var serializer = DER.Serializer()
-            try serializer.serialize(anchor)
-            return Array(SHA256.hash(data: serializer.serializedBytes))
+        /// SHA-256 of a certificate's SubjectPublicKeyInfo: how a policy names its trust anchors.
+        public static func keyDigest(of anchor: Certificate) -> [UInt8] {
+            Array(SHA256.hash(data: anchor.publicKey.subjectPublicKeyInfoBytes))
         }
     }
 
@@ -161,7 +159,7 @@ public struct EvidenceRecord: Sendable, Hashable {
                     JSONObject(constantMembers: [
                         ("appIds", .array(self.policy.appIDs.map(text))),
                         ("environments", .array(self.policy.environments.map { text($0.rawValue) })),
-                        ("trustAnchorDigests", .array(self.policy.trustAnchorDigests.map(binary))),
+                        ("trustAnchorKeyDigests", .array(self.policy.trustAnchorKeyDigests.map(binary))),
                         ("formMaximumAge", .number(Double(self.policy.formMaximumAge))),
                         ("formMaximumFutureSkew", .number(Double(self.policy.formMaximumFutureSkew))),
                         ("requireServerChallenge", .bool(self.policy.requireServerChallenge)),
@@ -215,7 +213,7 @@ public struct EvidenceRecord: Sendable, Hashable {
         self.policy = Policy(
             appIDs: try policy.strings("appIds"),
             environments: environments,
-            trustAnchorDigests: try policy.binaries("trustAnchorDigests"),
+            trustAnchorKeyDigests: try policy.binaries("trustAnchorKeyDigests"),
             formMaximumAge: try policy.integer("formMaximumAge", maximum: Int(Int32.max)),
             formMaximumFutureSkew: try policy.integer("formMaximumFutureSkew", maximum: Int(Int32.max)),
             requireServerChallenge: try policy.bool("requireServerChallenge"),

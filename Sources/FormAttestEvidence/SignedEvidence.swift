@@ -192,7 +192,7 @@ public enum SignedEvidence {
             throw mismatch("the key's attestation was verified after the form was accepted")
         }
         let anchors = trustAnchors.filter { anchor in
-            (try? EvidenceRecord.Policy.digest(of: anchor)).map(record.policy.trustAnchorDigests.contains) ?? false
+            record.policy.trustAnchorKeyDigests.contains(EvidenceRecord.Policy.keyDigest(of: anchor))
         }
         guard !anchors.isEmpty else { throw mismatch("none of the given trust anchors is one the record's policy names") }
         return anchors

@@ -38,13 +38,13 @@ struct EvidenceRecorder: Sendable {
     let signingKey: P256.Signing.PrivateKey
     let policy: EvidenceRecord.Policy
 
-    init(configuration: EvidenceConfiguration, signingKey: P256.Signing.PrivateKey, verifierPolicy: AppAttestPolicy, flows: FlowConfiguration) throws {
+    init(configuration: EvidenceConfiguration, signingKey: P256.Signing.PrivateKey, verifierPolicy: AppAttestPolicy, flows: FlowConfiguration) {
         self.configuration = configuration
         self.signingKey = signingKey
         self.policy = EvidenceRecord.Policy(
             appIDs: verifierPolicy.appIDs,
             environments: Array(verifierPolicy.environments),
-            trustAnchorDigests: try verifierPolicy.trustAnchors.map(EvidenceRecord.Policy.digest(of:)),
+            trustAnchorKeyDigests: verifierPolicy.trustAnchors.map(EvidenceRecord.Policy.keyDigest(of:)),
             formMaximumAge: Int(flows.formPolicy.maximumAge.rounded(.up)),
             formMaximumFutureSkew: Int(flows.formPolicy.maximumFutureSkew.rounded(.up)),
             requireServerChallenge: flows.requireServerChallenge,

@@ -37,7 +37,7 @@ struct EvidenceTests {
 
     func policy(appIDs: [String] = [Self.appID], environments: [AppAttestEnvironment] = [.production]) throws -> EvidenceRecord.Policy {
         EvidenceRecord.Policy(
-            appIDs: appIDs, environments: environments, trustAnchorDigests: [try EvidenceRecord.Policy.digest(of: self.authority.rootCertificate)],
+            appIDs: appIDs, environments: environments, trustAnchorKeyDigests: [EvidenceRecord.Policy.keyDigest(of: self.authority.rootCertificate)],
             formMaximumAge: 300, formMaximumFutureSkew: 60, requireServerChallenge: false, sessionBound: true
         )
     }
@@ -180,7 +180,7 @@ struct EvidenceTests {
         }
         changed("username", .formInvalid) { $0.username = "mallory" }
         changed("verifiedAt, a day later", .formInvalid) { $0.verifiedAt = $0.verifiedAt.addingTimeInterval(86_400) }
-        changed("trust anchors", .policyMismatch) { $0.policy.trustAnchorDigests = [[UInt8](repeating: 1, count: 32)] }
+        changed("trust anchors", .policyMismatch) { $0.policy.trustAnchorKeyDigests = [[UInt8](repeating: 1, count: 32)] }
         for (name, code, changedRecord) in cases {
             #expect(changedRecord != record, "\(name)")
             await self.expect(code, try SignedEvidence.sign(changedRecord, with: self.serverKey).bytes, "\(name)")
@@ -247,7 +247,7 @@ struct EvidenceTests {
             keyAttestation: .init(object: attestation, clientDataHash: try #require(sample.clientDataHash), verifiedAt: attestedAt),
             assertion: assertion.assertion,
             policy: EvidenceRecord.Policy(
-                appIDs: [sample.appID], environments: [environment], trustAnchorDigests: [try EvidenceRecord.Policy.digest(of: AppleAppAttestationRoot.certificate)],
+                appIDs: [sample.appID], environments: [environment], trustAnchorKeyDigests: [EvidenceRecord.Policy.keyDigest(of: AppleAppAttestationRoot.certificate)],
                 formMaximumAge: 300, formMaximumFutureSkew: 60, requireServerChallenge: false, sessionBound: false
             )
         )
