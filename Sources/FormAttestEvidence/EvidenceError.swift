@@ -6,7 +6,7 @@
 /// The one error type of the `FormAttestEvidence` module: a ``Code`` naming the step that failed,
 /// and a reason. Two errors compare equal when their codes are equal.
 public struct EvidenceError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// What failed, in the order ``SignedEvidence/verify(_:signers:trustAnchors:receiptTrustAnchors:clientData:)`` checks.
+    /// What failed, in the order ``SignedEvidence/verify(_:signers:trustAnchors:receiptTrustAnchors:clientData:expecting:)`` checks.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         fileprivate enum Backing: String, Hashable, Sendable {
             case malformedEnvelope = "evidence_malformed_envelope"
@@ -35,9 +35,11 @@ public struct EvidenceError: Error, Sendable, Hashable, CustomStringConvertible 
         public static let serverSignatureInvalid = Code(.serverSignatureInvalid)
         /// The payload is not a canonical record of this version.
         public static let malformedRecord = Code(.malformedRecord)
-        /// The record's app id, environment or trust anchors are outside its own policy.
+        /// The record's app id, environment or trust anchors are outside its own policy or the
+        /// verifier's expectations.
         public static let policyMismatch = Code(.policyMismatch)
-        /// The form is not canonical, not a form, or is for another user.
+        /// The form is not canonical, not a form, not for the record's user, outside the policy's
+        /// time window, or lacks the session or challenge the policy required.
         public static let formInvalid = Code(.formInvalid)
         /// The key's attestation does not verify at its recorded time (``EvidenceError/verifierCode`` says which step).
         public static let keyAttestationInvalid = Code(.keyAttestationInvalid)

@@ -122,7 +122,7 @@ public struct EvidenceRecord: Sendable, Hashable {
 
     /// A time as a record keeps it: whole milliseconds, so that it reads back equal.
     static func recordable(_ date: Date) -> Date {
-        RFC3339UTC.parse(RFC3339UTC.format(date)) ?? date
+        RFC3339UTC.millisecondPrecision(date)
     }
 
     // MARK: - JSON

@@ -14,7 +14,7 @@ public import X509
 /// An ``EvidenceRecord`` signed by the server: a JWS (RFC 7515) in flattened JSON serialization,
 /// ES256, whose payload is the record's RFC 8785 bytes.
 ///
-/// Any JOSE library holding the server's JWKS can check the server's signature; ``verify(_:signers:trustAnchors:receiptTrustAnchors:clientData:)``
+/// Any JOSE library holding the server's JWKS can check the server's signature; ``verify(_:signers:trustAnchors:receiptTrustAnchors:clientData:expecting:)``
 /// checks it and then re-verifies, at the recorded times, everything the device signed. A record's
 /// id is base64url(SHA-256 of its payload): the same record always has the same id.
 public enum SignedEvidence {
@@ -42,6 +42,19 @@ public enum SignedEvidence {
         /// Any bytes: only the device's signature over their hash is checked (a record assembled
         /// from another App Attest deployment's recordings, whose client data is not a form).
         case opaque
+    }
+
+    /// What the verifying party expects, beyond what the record says of itself.
+    public struct Expectations: Sendable {
+        /// The record's app id must be one of these (nil: any).
+        public var appIDs: [String]?
+        /// The record's environment must be one of these (nil: any).
+        public var environments: Set<AppAttestEnvironment>?
+
+        public init(appIDs: [String]? = nil, environments: Set<AppAttestEnvironment>? = nil) {
+            self.appIDs = appIDs
+            self.environments = environments
+        }
     }
 
     /// A verified record.
@@ -120,17 +133,20 @@ public enum SignedEvidence {
     ///     The receipt is the one part of an attestation object that its certificate's nonce does
     ///     not cover; Apple's own signature on it does, so it must verify too.
     ///   - clientData: whether the signed bytes must be a FormAttest form (the default).
+    ///   - expectations: the app ids and environments the verifying party accepts. The record's
+    ///     own policy is the server's statement; these are the verifier's.
     /// - Throws: ``EvidenceError`` naming the first step that failed.
     public static func verify(
         _ envelope: some Collection<UInt8>,
         signers: [String: P256.Signing.PublicKey],
         trustAnchors: [Certificate] = [AppleAppAttestationRoot.certificate],
         receiptTrustAnchors: [Certificate] = [AppleRootCAG3.certificate],
-        clientData: ClientData = .form
+        clientData: ClientData = .form,
+        expecting expectations: Expectations = Expectations()
     ) async throws(EvidenceError) -> Verified {
         let (payload, signer) = try Self.checkServerSignature(envelope, signers: signers)
         let record = try Self.record(payload: payload)
-        let anchors = try Self.checkPolicy(record, trustAnchors: trustAnchors)
+        let anchors = try Self.checkPolicy(record, trustAnchors: trustAnchors, expectations: expectations)
         if case .form = clientData { try Self.checkForm(record) }
         try await Self.checkDeviceSignatures(record, anchors: anchors, receiptAnchors: receiptTrustAnchors)
         return Verified(record: record, id: Self.id(ofPayload: payload), signer: signer, formChecked: clientData == .form)
@@ -182,8 +198,14 @@ public enum SignedEvidence {
     }
 
     /// The anchors to verify with: those given that the record's policy names.
-    private static func checkPolicy(_ record: EvidenceRecord, trustAnchors: [Certificate]) throws(EvidenceError) -> [Certificate] {
+    private static func checkPolicy(_ record: EvidenceRecord, trustAnchors: [Certificate], expectations: Expectations) throws(EvidenceError) -> [Certificate] {
         func mismatch(_ reason: String) -> EvidenceError { EvidenceError(code: .policyMismatch, reason: reason) }
+        if let appIDs = expectations.appIDs, !appIDs.contains(record.appID) {
+            throw mismatch("the app id \(record.appID) is not one the verifier expects")
+        }
+        if let environments = expectations.environments, !environments.contains(record.environment) {
+            throw mismatch("the \(record.environment.rawValue) environment is not one the verifier expects")
+        }
         guard record.policy.appIDs.contains(record.appID) else { throw mismatch("the app id \(record.appID) is not in the record's policy") }
         guard record.policy.environments.contains(record.environment) else {
             throw mismatch("the \(record.environment.rawValue) environment is not in the record's policy")
@@ -207,8 +229,16 @@ public enum SignedEvidence {
             throw invalid("the form is not a signed form: \(error)")
         }
         guard form.canonicalBytes == record.form else { throw invalid("the form is not in its RFC 8785 form") }
-        if let username = form.username, Array(username.utf8) != Array(record.username.utf8) {
-            throw invalid("the form is for another user than the record's")
+        // The service requires a form's username to be the caller's: a form without one was not
+        // accepted by it.
+        guard let username = form.username, Array(username.utf8) == Array(record.username.utf8) else {
+            throw invalid("the form is not for the record's user")
+        }
+        if record.policy.sessionBound, form.value[SignedForm.Field.session]?.stringValue == nil {
+            throw invalid("the policy bound sessions, and the form names none")
+        }
+        if record.policy.requireServerChallenge, form.challenge == nil {
+            throw invalid("the policy required a server challenge, and the form answers none")
         }
         let age = record.verifiedAt.timeIntervalSince(form.timestamp)
         guard age <= Double(record.policy.formMaximumAge), -age <= Double(record.policy.formMaximumFutureSkew) else {

@@ -23,7 +23,22 @@ struct AppAttestController {
     let formatter: TokenFormatter
     let rateLimiter: RateLimiter
     let evidence: EvidenceRecorder?
-    let now: @Sendable () -> Date
+    let clock: @Sendable () -> Date
+
+    init(flows: FormFlows, formatter: TokenFormatter, rateLimiter: RateLimiter, evidence: EvidenceRecorder?, now: @escaping @Sendable () -> Date) {
+        self.flows = flows
+        self.formatter = formatter
+        self.rateLimiter = rateLimiter
+        self.evidence = evidence
+        self.clock = now
+    }
+
+    /// The request's time, in whole milliseconds: the precision records and tokens keep, so that
+    /// a form is judged at exactly the instant its evidence record states (a form accepted at
+    /// 299.9998 s of age must not read 300.0003 s in its record).
+    func now() -> Date {
+        RFC3339UTC.millisecondPrecision(self.clock())
+    }
 
     func addRoutes(to group: RouterGroup<AppRequestContext>) {
         group.get("challenge", use: self.challenge)

@@ -15,7 +15,19 @@ import Metrics
 import NIOPosix
 
 /// Where evidence records go (``ServerConfiguration/evidence``).
+///
+/// Evidence needs the policy's `requireValidReceipt`: a record carries the key's whole
+/// attestation object, and its offline verification checks the receipt too (the one part the
+/// certificate's nonce does not cover, which a client could otherwise break at will so that
+/// every record of its key fails to verify later: a way to deny its own payments).
 public struct EvidenceConfiguration: Sendable {
+    /// The service refuses to start with evidence but without valid receipts required.
+    public struct ReceiptsNotRequired: Error, CustomStringConvertible {
+        public var description: String {
+            "evidence records need valid receipts required (AppAttestPolicy.requireValidReceipt): an attestation with a broken receipt would make every record of its key fail to verify"
+        }
+    }
+
     /// A directory that receives one file per accepted form (`<id>.json`), never overwritten.
     public var archiveDirectory: String?
     /// Whether each answer carries the signed record itself (`evidence`), not only its id.
@@ -38,7 +50,8 @@ struct EvidenceRecorder: Sendable {
     let signingKey: P256.Signing.PrivateKey
     let policy: EvidenceRecord.Policy
 
-    init(configuration: EvidenceConfiguration, signingKey: P256.Signing.PrivateKey, verifierPolicy: AppAttestPolicy, flows: FlowConfiguration) {
+    init(configuration: EvidenceConfiguration, signingKey: P256.Signing.PrivateKey, verifierPolicy: AppAttestPolicy, flows: FlowConfiguration) throws {
+        guard verifierPolicy.requireValidReceipt else { throw EvidenceConfiguration.ReceiptsNotRequired() }
         self.configuration = configuration
         self.signingKey = signingKey
         self.policy = EvidenceRecord.Policy(

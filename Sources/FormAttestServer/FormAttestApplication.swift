@@ -75,8 +75,8 @@ public enum FormAttestApplication {
             flows: flows,
             formatter: TokenFormatter(signer: signer, packed: configuration.packedAttestation),
             rateLimiter: RateLimiter(limits: configuration.rateLimits, store: store),
-            evidence: configuration.evidence.map {
-                EvidenceRecorder(configuration: $0, signingKey: signingKeys.current, verifierPolicy: configuration.policy, flows: configuration.flows)
+            evidence: try configuration.evidence.map {
+                try EvidenceRecorder(configuration: $0, signingKey: signingKeys.current, verifierPolicy: configuration.policy, flows: configuration.flows)
             },
             now: configuration.now
         )

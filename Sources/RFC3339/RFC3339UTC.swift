@@ -51,6 +51,12 @@ public enum RFC3339UTC {
         return Date(timeIntervalSince1970: Double(seconds) + Double(nanoseconds) / 1e9)
     }
 
+    /// `date` at the precision ``format(_:fractionDigits:)`` keeps (the millisecond): the instant
+    /// that reads back from its own text, so that a time judged and a time recorded are one.
+    public static func millisecondPrecision(_ date: Date) -> Date {
+        Self.parse(Self.format(date)) ?? date
+    }
+
     /// Formats as `YYYY-MM-DDTHH:MM:SS.mmmZ` (rounded to the millisecond, which absorbs a
     /// double's representation error), or, with `fractionDigits` 0, that instant's whole second
     /// (the fraction dropped, never rounded up into the next second). Years outside 0000–9999

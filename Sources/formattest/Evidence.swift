@@ -16,7 +16,7 @@ import RFC3339
 struct EvidenceOptions: ParsableArguments {
     @Option(
         name: .customLong("evidence-dir"),
-        help: "Archive an evidence record of every accepted form here, one file each, never overwritten (an existing, writable directory; FORMATTEST_EVIDENCE_DIR)."
+        help: "Archive an evidence record of every accepted form here, one file each, never overwritten (an existing, writable directory; FORMATTEST_EVIDENCE_DIR). Evidence implies --require-valid-receipt."
     )
     var directory: String?
 
@@ -74,6 +74,12 @@ struct EvidenceVerify: AsyncParsableCommand {
     @Option(name: .customLong("root"), help: "A PEM trust anchor instead of Apple's App Attestation root (repeatable).")
     var roots: [String] = []
 
+    @Option(name: .customLong("app-id"), help: "An app id (TEAMID.bundleID) the record must be for (repeatable; default: any).")
+    var appIDs: [String] = []
+
+    @Option(help: "The environment the record must be in: development, production or any (default any).")
+    var environment: EnvironmentChoice = .any
+
     @Option(name: .customLong("receipt-root"), help: "A PEM receipt trust anchor instead of Apple Root CA - G3 (repeatable).")
     var receiptRoots: [String] = []
 
@@ -98,7 +104,10 @@ struct EvidenceVerify: AsyncParsableCommand {
         }
         let verified: SignedEvidence.Verified
         do {
-            verified = try await SignedEvidence.verify(envelope, signers: signers, trustAnchors: anchors, receiptTrustAnchors: receiptAnchors, clientData: self.opaqueClientData ? .opaque : .form)
+            verified = try await SignedEvidence.verify(
+                envelope, signers: signers, trustAnchors: anchors, receiptTrustAnchors: receiptAnchors, clientData: self.opaqueClientData ? .opaque : .form,
+                expecting: SignedEvidence.Expectations(appIDs: self.appIDs.isEmpty ? nil : self.appIDs, environments: self.environment.environments)
+            )
         } catch {
             var message = error.reason
             if let code = error.verifierCode { message += " [\(code)]" }
@@ -148,18 +157,34 @@ struct EvidenceReport: Encodable {
         self.formChecked = verified.formChecked
     }
 
+    /// A text for a terminal: control and format characters (C0, C1, bidi overrides and isolates,
+    /// zero-width ones) as `\u{…}`, so that a hostile username or form cannot reorder or hide
+    /// what the report shows. `--json` gives the exact text.
+    static func terminalSafe(_ text: String) -> String {
+        var result = ""
+        for scalar in text.unicodeScalars {
+            switch scalar.properties.generalCategory {
+            case .control, .format, .lineSeparator, .paragraphSeparator, .privateUse, .surrogate, .unassigned:
+                result += "\\u{\(String(scalar.value, radix: 16, uppercase: true))}"
+            default:
+                result.unicodeScalars.append(scalar)
+            }
+        }
+        return result
+    }
+
     var text: String {
         """
         verified: true
         id: \(self.id)
         kind: \(self.kind)
-        username: \(self.username)
+        username: \(Self.terminalSafe(self.username))
         keyId: \(self.keyId)
         appId: \(self.appId) (\(self.environment))
         counter: \(self.counter)
         verifiedAt: \(self.verifiedAt) (key attested \(self.keyAttestedAt))
         formHash: \(self.formHash)
-        form: \(self.form)\(self.formChecked ? "" : " (not checked as a form: --opaque-client-data)")
+        form: \(Self.terminalSafe(self.form))\(self.formChecked ? "" : " (not checked as a form: --opaque-client-data)")
         signer: \(self.signer)
         """
     }

@@ -153,12 +153,17 @@ struct Serve: AsyncParsableCommand {
             logger.warning("\(banner)")
         }
 
+        let evidence = try self.evidence.configuration(environment: ProcessInfo.processInfo.environment)
+        if evidence != nil, !self.requireValidReceipt {
+            logger.notice("evidence records are on: attestations whose receipt does not verify are refused (as with --require-valid-receipt)")
+        }
         var policy = AppAttestPolicy(
             appIDs: self.appIDs,
             environments: (self.environment ?? .any).environments,
             trustAnchors: anchors,
             receiptTrustAnchors: receiptAnchors,
-            requireValidReceipt: self.requireValidReceipt
+            // Evidence records carry the key's whole attestation, its receipt included.
+            requireValidReceipt: self.requireValidReceipt || evidence != nil
         )
         try self.signalPolicy.apply(to: &policy)
         var configuration = ServerConfiguration(policy: policy)
@@ -178,7 +183,7 @@ struct Serve: AsyncParsableCommand {
         configuration.callerAuthentication = try await self.caller.authentication(logger: logger)
         configuration.adminSecrets = try self.caller.adminSecrets()
         configuration.packedAttestation = try self.packed.packed()
-        configuration.evidence = try self.evidence.configuration(environment: ProcessInfo.processInfo.environment)
+        configuration.evidence = evidence
         configuration.issuer = self.signing.issuer
         configuration.audience = self.signing.audience
         configuration.devSimulator = self.devSimulator

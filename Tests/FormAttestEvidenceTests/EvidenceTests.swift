@@ -38,12 +38,13 @@ struct EvidenceTests {
     func policy(appIDs: [String] = [Self.appID], environments: [AppAttestEnvironment] = [.production]) throws -> EvidenceRecord.Policy {
         EvidenceRecord.Policy(
             appIDs: appIDs, environments: environments, trustAnchorKeyDigests: [EvidenceRecord.Policy.keyDigest(of: self.authority.rootCertificate)],
-            formMaximumAge: 300, formMaximumFutureSkew: 60, requireServerChallenge: false, sessionBound: true
+            formMaximumAge: 300, formMaximumFutureSkew: 60, requireServerChallenge: false, sessionBound: false
         )
     }
 
-    func form(amount: String = "10.00", user: String = "alice", at time: Date? = nil) throws -> [UInt8] {
-        let text = #"{"to": "bob", "amount": "\#(amount)", "username": "\#(user)", "timestamp": "\#(RFC3339UTC.format(time ?? self.now))"}"#
+    func form(amount: String = "10.00", user: String? = "alice", at time: Date? = nil, extra: String = "") throws -> [UInt8] {
+        let username = user.map { #", "username": "\#($0)""# } ?? ""
+        let text = #"{"to": "bob", "amount": "\#(amount)"\#(username), "timestamp": "\#(RFC3339UTC.format(time ?? self.now))"\#(extra)}"#
         return try SignedForm(jsonBytes: Array(text.utf8)).canonicalBytes
     }
 
@@ -179,11 +180,21 @@ struct EvidenceTests {
             $0.counter = 0
         }
         changed("username", .formInvalid) { $0.username = "mallory" }
+        try changed("a form without a username", .formInvalid) { $0.form = try self.form(user: nil) }
+        changed("sessions bound, the form names none", .formInvalid) { $0.policy.sessionBound = true }
+        changed("server challenge required, the form answers none", .formInvalid) { $0.policy.requireServerChallenge = true }
         changed("verifiedAt, a day later", .formInvalid) { $0.verifiedAt = $0.verifiedAt.addingTimeInterval(86_400) }
         changed("trust anchors", .policyMismatch) { $0.policy.trustAnchorKeyDigests = [[UInt8](repeating: 1, count: 32)] }
         for (name, code, changedRecord) in cases {
             #expect(changedRecord != record, "\(name)")
             await self.expect(code, try SignedEvidence.sign(changedRecord, with: self.serverKey).bytes, "\(name)")
+        }
+        // With the session and challenge the policy asks for, the form's signature is what fails
+        // (the device signed the form without them), not the policy.
+        try changed("a session and challenge added to the form", .formNotSigned) {
+            $0.form = try self.form(extra: #", "session": "s-1", "challenge": "AAAA""#)
+            $0.policy.sessionBound = true
+            $0.policy.requireServerChallenge = true
         }
         // The unchanged record, signed the same way, verifies: each refusal above is its change's.
         #expect(try await self.verify(try SignedEvidence.sign(record, with: self.serverKey).bytes).record == record)
@@ -227,6 +238,20 @@ struct EvidenceTests {
         // Not JSON, or not a flattened JWS.
         await self.expect(.malformedEnvelope, Array("not json".utf8), "not JSON")
         await self.expect(.malformedEnvelope, Array(#"{"payload":"e30"}"#.utf8), "no signature")
+    }
+
+    @Test("the verifier's own expectations: an app id or environment it does not accept is refused, whatever the record's policy says")
+    func expectations() async throws {
+        let signed = try SignedEvidence.sign(try self.assertionRecord(), with: self.serverKey)
+        func verify(_ expectations: SignedEvidence.Expectations) async throws(EvidenceError) {
+            _ = try await SignedEvidence.verify(
+                signed.bytes, signers: self.signers, trustAnchors: self.anchors, receiptTrustAnchors: [self.authority.receiptAuthority.rootCertificate],
+                expecting: expectations
+            )
+        }
+        try await verify(SignedEvidence.Expectations(appIDs: [Self.appID], environments: [.production]))
+        await #expect(throws: EvidenceError(code: .policyMismatch, reason: "")) { try await verify(SignedEvidence.Expectations(appIDs: ["ABCDE12345.com.other"])) }
+        await #expect(throws: EvidenceError(code: .policyMismatch, reason: "")) { try await verify(SignedEvidence.Expectations(environments: [.development])) }
     }
 
     // MARK: - A real device

@@ -43,4 +43,22 @@ struct KeyAttestationFlowTests {
         _ = try await harness.flows.registerPooled(request, now: FlowHarness.now)
         #expect(try await harness.store.loadKey(keyID: key.keyID)?.attestation == KeyAttestation(object: attestation, clientDataHash: challenge.value))
     }
+
+    @Test("a pooled key's assertion must name the key's own app id, not another app id of the deployment (app_id_mismatch)")
+    func pooledAssertionAppID() async throws {
+        let other = "ABCDE12345.com.example.other"
+        let harness = try FlowHarness(appIDs: [FlowHarness.appID, other])
+        let challenge = try await harness.flows.issueChallenge(purpose: .pool, username: "alice", now: FlowHarness.now)
+        let key = harness.device.key(4)
+        let form = FlowHarness.form(nonce: "pooled-other")
+        var options = SimulatedDevice.AssertionOptions()
+        options.relyingPartyID = other
+        let request = FormFlows.PooledRequest(
+            username: "alice", keyID: key.keyID, attestationObject: try harness.device.attest(key, clientDataHash: challenge.value, at: FlowHarness.now),
+            poolChallenge: challenge.value,
+            assertion: try harness.device.assert(key, clientDataHash: try FlowHarness.hash(form), counter: 1, options: options), form: form
+        )
+        await expectFlowError("app_id_mismatch") { try await harness.flows.registerPooled(request, now: FlowHarness.now) }
+        #expect(try await harness.store.loadKey(keyID: key.keyID) == nil)
+    }
 }

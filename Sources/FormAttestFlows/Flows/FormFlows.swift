@@ -287,7 +287,10 @@ public struct FormFlows: Sendable {
             let attestation = try await self.verifyAttestation(request.attestationObject, keyID: request.keyID, clientDataHash: request.poolChallenge, now: now)
             let verified: VerifiedAssertion
             do {
-                verified = try self.verifier.verifyAssertion(request.assertion, publicKey: attestation.publicKey, clientDataHash: form.clientDataHash, previousCounter: 0)
+                // The attested key's own app id, as for every assertion: not any app id the policy accepts.
+                verified = try self.verifier.verifyAssertion(
+                    request.assertion, publicKey: attestation.publicKey, clientDataHash: form.clientDataHash, previousCounter: 0, appID: attestation.appID
+                )
             } catch {
                 throw Self.verificationError(error)
             }
