@@ -7,7 +7,7 @@ import AppAttest
 import CanonicalJSON
 import Crypto
 import FormAttestClient
-import FormAttestEvidence
+public import FormAttestEvidence
 import FormAttestFlows
 import Foundation
 import Logging
@@ -107,14 +107,19 @@ struct EvidenceRecorder: Sendable {
 /// A directory of evidence records, one file per record, named `<id>.json`, written once: a file
 /// is created exclusively (an existing one is never replaced), synced, and its directory synced,
 /// before the answer goes out.
-struct EvidenceArchive: Sendable {
-    struct WriteError: Error, CustomStringConvertible {
-        var description: String
+public struct EvidenceArchive: Sendable {
+    public struct WriteError: Error, CustomStringConvertible {
+        public var description: String
     }
 
-    let directory: String
+    public let directory: String
 
-    func write(_ signed: SignedEvidence.Signed) async throws {
+    public init(directory: String) {
+        self.directory = directory
+    }
+
+    /// Writes `signed` as `<directory>/<id>.json`, on NIO's blocking-IO thread pool.
+    public func write(_ signed: SignedEvidence.Signed) async throws {
         let directory = self.directory
         try await NIOThreadPool.singleton.runIfActive {
             try Self.writeExclusively(signed.bytes, to: directory + "/" + signed.id + ".json", directory: directory)

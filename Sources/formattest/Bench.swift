@@ -28,7 +28,7 @@ struct Bench: AsyncParsableCommand {
     var duration: Double = 2
 
     @Option(help: "Comma-separated groups to run: jcs, attestation, assertion, flow, limit (default: all).")
-    var only: String = "jcs,attestation,assertion,flow,limit"
+    var only: String = "jcs,attestation,assertion,flow,limit,evidence"
 
     @Option(name: .customLong("flow-store"), help: "Stores for the flow cases: memory, sqlite, and a MongoDB URI (repeatable).")
     var flowStores: [String] = ["memory", "sqlite"]
@@ -75,6 +75,7 @@ struct Bench: AsyncParsableCommand {
             for store in self.flowStores { cases.append(try await self.flowCase(store: store)) }
         }
         if groups.contains("limit") { cases += try self.limitCases() }
+        if groups.contains("evidence") { cases += try await self.evidenceCases() }
         #if DEBUG
         let build = "debug"
         #else
@@ -261,7 +262,7 @@ struct Bench: AsyncParsableCommand {
 
     // MARK: - Measurement
 
-    private func measure(_ name: String, bytesPerOperation: Int? = nil, _ operation: () throws -> Void) throws -> CaseResult {
+    func measure(_ name: String, bytesPerOperation: Int? = nil, _ operation: () throws -> Void) throws -> CaseResult {
         try operation()  // warm up, and fail early on a broken case
         var batch = 1
         var samples: [Double] = []
@@ -281,7 +282,7 @@ struct Bench: AsyncParsableCommand {
         return Self.result(name, operations: operations, seconds: Self.seconds(start.duration(to: clock.now)), samples: samples, bytes: bytesPerOperation)
     }
 
-    private func measureAsync(_ name: String, _ operation: () async throws -> Void) async throws -> CaseResult {
+    func measureAsync(_ name: String, _ operation: () async throws -> Void) async throws -> CaseResult {
         try await operation()
         var samples: [Double] = []
         let clock = ContinuousClock()
