@@ -23,6 +23,8 @@ import Hummingbird
 /// `{os: "ios26" | "ios27" | "macos27", validationCategory: name or number, bundleVersion, cdHash:
 /// hex, spelling: "apple" | "documentation" | "both", assertionMap: bool, assertionFlags: 0-255}`.
 /// Without it the device is the server's (iOS 14–26 unless configured otherwise).
+///
+/// A keyId the device does not hold is 404 `simulator_unknown_key` (``unknownKey``).
 struct DevSimulatorController {
     let service: SimulatedAppAttestService
 
@@ -68,11 +70,22 @@ struct DevSimulatorController {
             throw APIError(status: .badRequest, code: "simulator_error", message: "\(error)")
         } catch let error as APIError {
             throw error
+        } catch let error where DCErrorCode(error) == .invalidKey {
+            throw Self.unknownKey
         } catch {
-            throw APIError(status: .badRequest, code: "simulator_error", message: "the simulated device refused: unknown keyId")
+            throw APIError(status: .badRequest, code: "simulator_error", message: "the simulated device refused to sign")
         }
         return JSONResponse.make(.object(JSONObject(constantMembers: members)))
     }
+
+    /// The answer for a keyId the simulated device does not hold (DeviceCheck's `invalidKey`):
+    /// its keys live in memory, so after a server restart every key a page remembers is unknown,
+    /// and the page must attest a new one.
+    static let unknownKey = APIError(
+        status: .notFound,
+        code: "simulator_unknown_key",
+        message: "the simulated device holds no key with this keyId (it keeps its keys in memory, so a server restart forgets them): attest a new key"
+    )
 
     /// Reads `device` strictly: unknown members and values of another type are refused.
     static func profile(_ value: JSONValue) throws(APIError) -> SimulatedDevice.Profile {

@@ -214,6 +214,24 @@ struct RouteTests {
         try await OpenAPIConformance.check(harness.recorder)
     }
 
+    @Test("the simulated device names a keyId it does not hold (as after a server restart): 404 simulator_unknown_key; a key it holds signs")
+    func simulatorUnknownKey() async throws {
+        let harness = try ServiceHarness()
+        try await harness.run { client in
+            let attested = try await client.post("/api/dev/simulate", [("action", Self.text("attest")), ("form", ServiceHarness.form())])
+            let keyID = try #require(attested.json?["keyId"]?.stringValue)
+            let held = try await client.post("/api/dev/simulate", [("action", Self.text("assert")), ("keyId", Self.text(keyID)), ("form", ServiceHarness.form())])
+            #expect(held.status == 200 && held.json?["assertion"]?.stringValue != nil, "\(held.status) \(held.errorCode ?? "")")
+            // The same request with a keyId of the same length that the device never made.
+            let unknownID = Base64URL.encode([UInt8](repeating: 7, count: try #require(Base64URL.decode(keyID)).count))
+            let unknown = try await client.post("/api/dev/simulate", [("action", Self.text("assert")), ("keyId", Self.text(unknownID)), ("form", ServiceHarness.form())])
+            #expect(unknown.status == 404)
+            #expect(unknown.errorCode == "simulator_unknown_key")
+            #expect(unknown.json?["error"]?["message"]?.stringValue?.contains("server restart") == true)
+        }
+        try await OpenAPIConformance.check(harness.recorder)
+    }
+
     @Test("without --dev-simulator there is no simulate endpoint")
     func noSimulator() async throws {
         let harness = try ServiceHarness(devSimulator: false)
