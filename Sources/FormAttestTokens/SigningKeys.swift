@@ -7,8 +7,9 @@ public import CanonicalJSON
 public import Crypto
 import FormAttestClient
 
-/// The server's JWS signing keys: the current P-256 key, and the public keys of earlier ones,
-/// still published so that tokens signed before a rotation verify until they expire.
+/// The server's JWS signing keys: the current P-256 key, and the public key of the previous one
+/// (``SigningKeyDirectory`` keeps one), still published so that tokens signed before a rotation
+/// verify until they expire.
 public struct SigningKeys: Sendable {
     public var current: P256.Signing.PrivateKey
     public var previous: [P256.Signing.PublicKey]
@@ -37,7 +38,7 @@ public struct SigningKeys: Sendable {
         return .object(JSONObject(constantMembers: members))
     }
 
-    /// The JWKS document: the current key first, then the previous ones.
+    /// The JWKS document: the current key first, then the previous one.
     public var jwks: JSONValue {
         let keys = [self.current.publicKey] + self.previous
         return .object(JSONObject(constantMembers: [("keys", .array(keys.map(Self.jwk)))]))

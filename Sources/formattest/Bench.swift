@@ -19,7 +19,21 @@ import X509
 /// Each case runs in batches for `--duration` seconds on the calling thread (one core); a batch's
 /// time divided by its size is one latency sample, so clock overhead never dominates operations
 /// that take a microsecond. Build with `-c release` for figures worth quoting.
+///
+/// It runs from any directory: the default fixtures are found in the package this executable was
+/// built from (not the working directory), the SQLite flow store lives in a temporary directory
+/// removed at the end, and each case's name is written to stderr as it starts.
 struct Bench: AsyncParsableCommand {
+    /// The package's root, from this source file's place in it (Sources/formattest/Bench.swift).
+    static let packageDirectory = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent()
+        .deletingLastPathComponent()
+        .deletingLastPathComponent()
+
+    static func packageFile(_ relativePath: String) -> String {
+        Self.packageDirectory.appendingPathComponent(relativePath).path
+    }
+
     static let configuration = CommandConfiguration(
         abstract: "Measure canonicalization, verification and the cryptographic limit; print JSON."
     )
@@ -27,20 +41,20 @@ struct Bench: AsyncParsableCommand {
     @Option(help: "Seconds per case.")
     var duration: Double = 2
 
-    @Option(help: "Comma-separated groups to run: jcs, attestation, assertion, flow, limit (default: all).")
+    @Option(help: "Comma-separated groups to run: jcs, attestation, assertion, flow, limit, evidence (default: all).")
     var only: String = "jcs,attestation,assertion,flow,limit,evidence"
 
-    @Option(name: .customLong("flow-store"), help: "Stores for the flow cases: memory, sqlite, and a MongoDB URI (repeatable).")
+    @Option(name: .customLong("flow-store"), help: "Stores for the flow cases: memory, sqlite (in a temporary directory, removed), and a MongoDB URI (a bench_* database, not dropped) (repeatable).")
     var flowStores: [String] = ["memory", "sqlite"]
 
-    @Option(help: "A real sample (JSON, as in Tests/Fixtures/appattest/samples) for attestation cases.")
-    var sample = "Tests/Fixtures/appattest/samples/uebelack_production.json"
+    @Option(help: "A real sample (JSON, as in Tests/Fixtures/appattest/samples) for attestation cases (default: the package's).")
+    var sample = Bench.packageFile("Tests/Fixtures/appattest/samples/uebelack_production.json")
 
-    @Option(name: .customLong("form"), help: "The small form for the jcs cases.")
-    var formPath = "benchmarks/jcs/form-small.json"
+    @Option(name: .customLong("form"), help: "The small form for the jcs cases (default: the package's).")
+    var formPath = Bench.packageFile("benchmarks/jcs/form-small.json")
 
-    @Option(name: .customLong("document"), help: "The large document for the jcs cases.")
-    var documentPath = "benchmarks/jcs/doc-1mb.json"
+    @Option(name: .customLong("document"), help: "The large document for the jcs cases (default: the package's).")
+    var documentPath = Bench.packageFile("benchmarks/jcs/doc-1mb.json")
 
     struct CaseResult: Encodable {
         var name: String
@@ -67,12 +81,16 @@ struct Bench: AsyncParsableCommand {
 
     func run() async throws {
         let groups = Set(self.only.split(separator: ",").map { String($0) })
+        // Every file the bench writes (the SQLite flow store) goes here, and goes with it.
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("formattest-bench-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        defer { try? FileManager.default.removeItem(at: scratch) }
         var cases: [CaseResult] = []
         if groups.contains("jcs") { cases += try self.jcsCases() }
         if groups.contains("attestation") { cases += try await self.attestationCases() }
         if groups.contains("assertion") { cases += try self.assertionCases() }
         if groups.contains("flow") {
-            for store in self.flowStores { cases.append(try await self.flowCase(store: store)) }
+            for store in self.flowStores { cases.append(try await self.flowCase(store: store, scratch: scratch)) }
         }
         if groups.contains("limit") { cases += try self.limitCases() }
         if groups.contains("evidence") { cases += try await self.evidenceCases() }
@@ -96,7 +114,7 @@ struct Bench: AsyncParsableCommand {
 
     private func jcsCases() throws -> [CaseResult] {
         let form = try InputFile.readBytes(self.formPath)
-        let document = Array(try Data(contentsOf: URL(fileURLWithPath: self.documentPath)))
+        let document = try InputFile.readBytes(self.documentPath, limit: 1 << 30)
         return [
             try self.measure("jcs.canonicalize.form-small", bytesPerOperation: form.count) {
                 _ = try CanonicalJSON.canonicalize(form)
@@ -166,8 +184,10 @@ struct Bench: AsyncParsableCommand {
     /// One complete assertion flow (form parse and policy, key load, verification, atomic commit)
     /// through a store, in process. The assertions are signed beforehand, each over its own form
     /// with the next counter, so that only the server's work is measured.
-    private func flowCase(store location: String) async throws -> CaseResult {
-        var options = try StoreOptions.parse(["--store", location == "sqlite" ? "sqlite:" + FileManager.default.temporaryDirectory.appendingPathComponent("bench-\(UUID().uuidString).sqlite").path : location])
+    private func flowCase(store location: String, scratch: URL) async throws -> CaseResult {
+        let name = location.hasPrefix("mongodb") ? "mongodb" : location
+        Self.progress("flow.assert.\(name): registering a key and pre-signing the requests")
+        var options = try StoreOptions.parse(["--store", location == "sqlite" ? "sqlite:" + scratch.appendingPathComponent("bench.sqlite").path : location])
         options.mongoDatabase = "bench_\(UUID().uuidString.prefix(8))"
         let store = try await options.open()
         let authority = try SimulatedAttestationAuthority()
@@ -212,7 +232,6 @@ struct Bench: AsyncParsableCommand {
             )
         }
         var next = 0
-        let name = location.hasPrefix("mongodb") ? "mongodb" : location
         return try await self.measureAsync("flow.assert.\(name)") {
             guard next < requests.count else { throw UsageError("ran out of pre-signed requests") }
             do {
@@ -262,7 +281,13 @@ struct Bench: AsyncParsableCommand {
 
     // MARK: - Measurement
 
+    /// One line on stderr, so that a run on a terminal shows where it is (stdout stays the JSON).
+    static func progress(_ text: String) {
+        FileHandle.standardError.write(Data("bench: \(text)\n".utf8))
+    }
+
     func measure(_ name: String, bytesPerOperation: Int? = nil, _ operation: () throws -> Void) throws -> CaseResult {
+        Self.progress(name)
         try operation()  // warm up, and fail early on a broken case
         var batch = 1
         var samples: [Double] = []
@@ -283,6 +308,7 @@ struct Bench: AsyncParsableCommand {
     }
 
     func measureAsync(_ name: String, _ operation: () async throws -> Void) async throws -> CaseResult {
+        Self.progress(name)
         try await operation()
         var samples: [Double] = []
         let clock = ContinuousClock()

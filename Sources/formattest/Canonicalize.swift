@@ -9,14 +9,27 @@ import Crypto
 import FormAttestClient
 import Foundation
 
-/// Reads a JSON document and canonicalizes it, or exits 1 with a one-line reason on stderr.
-private func canonicalBytes(of path: String) throws -> [UInt8] {
-    let input = try InputFile.readBytes(path)
-    do {
-        return try CanonicalJSON.canonicalize(input)
-    } catch {
-        FileHandle.standardError.write(Data("invalid JSON: \(error.description)\n".utf8))
-        throw ExitCode(1)
+/// `--max-bytes`: the largest document `canonicalize` and `hash` read. The nesting limit stays
+/// the parser's (64): size is what a large legitimate document needs, depth is not.
+struct DocumentSizeOption: ParsableArguments {
+    @Option(name: .customLong("max-bytes"), help: "The largest document accepted, in bytes (default 16 MiB).")
+    var maximumBytes = CanonicalJSON.Limits.default.maximumSize
+
+    func validate() throws {
+        guard self.maximumBytes > 0 else { throw ValidationError("--max-bytes must be positive.") }
+    }
+
+    /// Reads a JSON document and canonicalizes it, or exits 1 with a one-line reason on stderr.
+    func canonicalBytes(of path: String) throws -> [UInt8] {
+        let input = try InputFile.readBytes(path, limit: self.maximumBytes)
+        var limits = CanonicalJSON.Limits.default
+        limits.maximumSize = self.maximumBytes
+        do {
+            return try CanonicalJSON.canonicalize(input, limits: limits)
+        } catch {
+            FileHandle.standardError.write(Data("invalid JSON: \(error.description)\n".utf8))
+            throw ExitCode(1)
+        }
     }
 }
 
@@ -28,8 +41,10 @@ struct Canonicalize: ParsableCommand {
     @Argument(help: "The JSON document; '-' or nothing reads stdin.")
     var path: String = "-"
 
+    @OptionGroup var size: DocumentSizeOption
+
     func run() throws {
-        FileHandle.standardOutput.write(Data(try canonicalBytes(of: self.path)))
+        FileHandle.standardOutput.write(Data(try self.size.canonicalBytes(of: self.path)))
     }
 }
 
@@ -48,8 +63,10 @@ struct Hash: ParsableCommand {
     @Option(help: "hex (default) or base64url.")
     var encoding: Encoding = .hex
 
+    @OptionGroup var size: DocumentSizeOption
+
     func run() throws {
-        let digest = Array(SHA256.hash(data: try canonicalBytes(of: self.path)))
+        let digest = Array(SHA256.hash(data: try self.size.canonicalBytes(of: self.path)))
         switch self.encoding {
         case .hex: print(HexCoding.encode(digest))
         case .base64url: print(Base64URL.encode(digest))

@@ -20,35 +20,63 @@ struct Keys: ParsableCommand {
 
     struct Generate: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Create the signing key, or rotate it (the previous key stays in the JWKS); print its kid."
+            abstract: "Create a signing key and print its kid.",
+            discussion: """
+                With --signing-key PATH: write a new P-256 key to PATH (PKCS#8 PEM, mode 0600); an \
+                existing file is refused unless --overwrite is given. Otherwise: create the data \
+                directory's key, or rotate it (the previous key stays in the JWKS until the next \
+                rotation: the JWKS holds the current and the previous key).
+                """
         )
         @OptionGroup var signing: SigningOptions
 
+        @Flag(help: "With --signing-key: replace the file if it exists.")
+        var overwrite = false
+
+        func validate() throws {
+            if self.overwrite && self.signing.signingKeyPath == nil {
+                throw ValidationError("--overwrite applies to --signing-key only (the data directory's key is rotated, never lost).")
+            }
+        }
+
         func run() throws {
-            let directory = self.signing.keyDirectory
-            let keys = FileManager.default.fileExists(atPath: directory.currentKeyFile.path)
-                ? try directory.rotate() : try directory.loadOrCreate()
+            let keys: SigningKeys
+            if let path = self.signing.signingKeyPath {
+                do {
+                    keys = try SigningKeyDirectory.generate(privateKeyPEM: path, overwrite: self.overwrite)
+                } catch {
+                    throw UsageError("\(error)")
+                }
+            } else {
+                let directory = self.signing.keyDirectory
+                do {
+                    keys = FileManager.default.fileExists(atPath: directory.currentKeyFile.path)
+                        ? try directory.rotate() : try directory.loadOrCreate()
+                } catch {
+                    throw UsageError("cannot create the signing key in \(directory.directory.path): \(error)")
+                }
+            }
             print(keys.currentKeyID)
         }
     }
 
     struct Show: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Print the current key's kid and public key.")
+        static let configuration = CommandConfiguration(abstract: "Print the current key's kid and public key (never creates a key).")
         @OptionGroup var signing: SigningOptions
 
         func run() throws {
-            let keys = try self.signing.keys()
+            let keys = try self.signing.existingKeys()
             print("kid: \(keys.currentKeyID)")
             print(keys.current.publicKey.pemRepresentation)
         }
     }
 
     struct JWKS: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Print the JWKS document (current and previous keys).")
+        static let configuration = CommandConfiguration(abstract: "Print the JWKS document: the current key, then the previous one (never creates a key).")
         @OptionGroup var signing: SigningOptions
 
         func run() throws {
-            FileHandle.standardOutput.write(Data(try self.signing.keys().jwks.canonicalBytes + [0x0A]))
+            FileHandle.standardOutput.write(Data(try self.signing.existingKeys().jwks.canonicalBytes + [0x0A]))
         }
     }
 

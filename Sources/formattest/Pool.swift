@@ -65,7 +65,7 @@ struct Pool: AsyncParsableCommand {
 
     struct Take: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Take keys as an extension does; print each keyId on its own line."
+            abstract: "Take keys as an extension does; print each keyId (base64url) on its own line."
         )
 
         @OptionGroup var location: Location
@@ -80,7 +80,9 @@ struct Pool: AsyncParsableCommand {
             let pool = try self.location.pool()
             repeat {
                 guard let entry = try pool.take() else { break }
-                print(entry.keyId)
+                // The entry keeps App Attest's own spelling (standard base64, what the device API
+                // takes back); what the CLI prints is base64url, as everywhere.
+                print(Base64URL.decode(entry.keyId).map(Base64URL.encode) ?? entry.keyId)
                 if self.markUsed { try pool.markUsed(entry) }
             } while self.all
         }

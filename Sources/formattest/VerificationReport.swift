@@ -5,6 +5,7 @@
 
 import AppAttest
 import Crypto
+import FormAttestClient
 import Foundation
 import RFC3339
 import X509
@@ -42,6 +43,7 @@ struct VerificationReport: Encodable {
     }
 
     var verified = true
+    /// base64url without padding, as everywhere (docs/formats.md, Encodings).
     var keyId: String
     var publicKey: String
     var appId: String
@@ -55,9 +57,11 @@ struct VerificationReport: Encodable {
     var macosAccessControl: String?
     var verifiedAt: String?
     var certificateChain: [CertificateSummary]?
+    /// The clientDataHash that was checked, and where it came from.
+    var clientData: CheckedClientData?
 
     init(_ result: VerifiedAttestation) throws {
-        self.keyId = Data(result.keyID).base64EncodedString()
+        self.keyId = Base64URL.encode(result.keyID)
         self.publicKey = result.publicKey.pemRepresentation
         self.appId = result.appID
         self.environment = result.environment.rawValue
@@ -79,7 +83,7 @@ struct VerificationReport: Encodable {
     }
 
     init(_ result: VerifiedAssertion, publicKey: P256.Signing.PublicKey) throws {
-        self.keyId = Data(result.keyID).base64EncodedString()
+        self.keyId = Base64URL.encode(result.keyID)
         self.publicKey = publicKey.pemRepresentation
         self.appId = result.appID
         self.counter = result.counter
@@ -121,6 +125,7 @@ struct VerificationReport: Encodable {
             lines.append(line)
         }
         if let macosAccessControl { lines.append("macosAccessControl: \(macosAccessControl)") }
+        if let clientData { lines.append(clientData.text) }
         lines.append(self.publicKey)
         return lines.joined(separator: "\n")
     }
@@ -135,9 +140,11 @@ struct Rejection: Encodable {
 
     var verified = false
     var error: Detail
+    var clientData: CheckedClientData?
 
-    init(error: AppAttestError) {
+    init(error: AppAttest.AppAttestError, clientData: CheckedClientData? = nil) {
         self.error = Detail(code: error.code.identifier, message: error.reason)
+        self.clientData = clientData
     }
 
     init(code: String, message: String) {
@@ -149,7 +156,33 @@ struct Rejection: Encodable {
     }
 
     var text: String {
-        "verified: false\nerror: \(self.error.code): \(self.error.message)"
+        "verified: false\nerror: \(self.error.code): \(self.error.message)" + (self.clientData.map { "\n" + $0.text } ?? "")
+    }
+}
+
+/// The clientDataHash a verdict is about (hex) and its source: `hash`, `challenge`,
+/// `client-data` or `form` (then the SHA-256 of the form's RFC 8785 bytes).
+struct CheckedClientData: Encodable {
+    var source: String
+    var clientDataHash: String
+
+    init(_ clientData: ClientData) {
+        switch clientData {
+        case .hash: self.source = "hash"
+        case .challenge: self.source = "challenge"
+        case .bytes: self.source = "client-data"
+        case .form: self.source = "form"
+        }
+        self.clientDataHash = HexCoding.encode(clientData.clientDataHash)
+    }
+
+    var text: String {
+        let origin = switch self.source {
+        case "form": "SHA-256 of the form's RFC 8785 bytes"
+        case "hash": "as given"
+        default: "SHA-256 of the --\(self.source) bytes"
+        }
+        return "clientDataHash: \(self.clientDataHash) (\(origin))"
     }
 }
 

@@ -35,13 +35,16 @@ struct OutputOptions: ParsableArguments {
     @Flag(name: .long, help: "Print one JSON object instead of text.")
     var json = false
 
-    /// Prints a verdict and exits 0 (verified) or 1 (rejected).
-    func finish(_ verdict: Result<VerificationReport, AppAttest.AppAttestError>) throws {
+    /// Prints a verdict and exits 0 (verified) or 1 (rejected). Both name the clientDataHash
+    /// that was checked and, for a form, that it is the hash of the form's RFC 8785 bytes.
+    func finish(_ verdict: Result<VerificationReport, AppAttest.AppAttestError>, clientData: ClientData) throws {
+        let checked = CheckedClientData(clientData)
         switch verdict {
-        case .success(let report):
+        case .success(var report):
+            report.clientData = checked
             print(self.json ? try report.jsonString() : report.text)
         case .failure(let error):
-            let rejection = Rejection(error: error)
+            let rejection = Rejection(error: error, clientData: checked)
             print(self.json ? try rejection.jsonString() : rejection.text)
             throw ExitCode(1)
         }
@@ -53,7 +56,7 @@ struct AttestationOptions: ParsableArguments {
     @Option(help: "The attestation object: raw CBOR or base64/base64url text; '-' reads stdin.")
     var attestation: String
 
-    @Option(name: .customLong("key-id"), help: "The keyId the app reported, base64 or base64url.")
+    @Option(name: .customLong("key-id"), help: "The keyId the app reported: base64url, or standard base64 as DCAppAttestService returns it.")
     var keyID: String
 
     @Option(name: .customLong("app-id"), help: "TEAMID.bundleID.")
@@ -113,14 +116,21 @@ struct VerifyAttestation: AsyncParsableCommand {
     @OptionGroup var output: OutputOptions
 
     func validate() throws {
-        try self.clientData.validate(allowed: [.hash, .challenge])
+        try self.clientData.validateOne()
+        guard !(self.attestation.attestation == "-" && self.clientData.readsStandardInput) else {
+            throw ValidationError("Only one input can be read from stdin.")
+        }
     }
 
     func run() async throws {
-        let (_, result) = try await self.attestation.verify(clientDataHash: try self.clientData.clientDataHash())
-        try self.output.finish(result.flatMap { verified in
-            Result { try VerificationReport(verified) }.mapError { _ in AppAttest.AppAttestError(code: .malformedAttestation, reason: "unreportable result") }
-        })
+        let clientData = try self.clientData.clientData()
+        let (_, result) = try await self.attestation.verify(clientDataHash: clientData.clientDataHash)
+        try self.output.finish(
+            result.flatMap { verified in
+                Result { try VerificationReport(verified) }.mapError { _ in AppAttest.AppAttestError(code: .malformedAttestation, reason: "unreportable result") }
+            },
+            clientData: clientData
+        )
     }
 }
 
@@ -159,15 +169,17 @@ struct VerifyAssertion: AsyncParsableCommand {
         guard (self.publicKey == nil) != (self.attestation == nil) else {
             throw ValidationError("Give exactly one of --public-key and --attestation.")
         }
-        guard !(self.assertion == "-" && self.attestation == "-") else {
+        let stdinReaders = [self.assertion == "-", self.attestation == "-", self.clientData.readsStandardInput].filter { $0 }.count
+        guard stdinReaders <= 1 else {
             throw ValidationError("Only one input can be read from stdin.")
         }
-        try self.clientData.validate(allowed: [.hash, .challenge, .clientDataFile])
+        try self.clientData.validateOne()
     }
 
     func run() async throws {
         let assertionBytes = try InputFile.readBinaryDocument(self.assertion)
-        let clientDataHash = try self.clientData.clientDataHash()
+        let clientData = try self.clientData.clientData()
+        let clientDataHash = clientData.clientDataHash
 
         var policy = AppAttestPolicy(appIDs: [self.appID], environments: Set(AppAttestEnvironment.allCases))
         try self.signals.apply(to: &policy)
@@ -186,7 +198,7 @@ struct VerifyAssertion: AsyncParsableCommand {
         } catch let error as AppAttest.AppAttestError {
             verdict = .failure(error)
         }
-        try self.output.finish(verdict)
+        try self.output.finish(verdict, clientData: clientData)
     }
 
     /// The key from --public-key, or from the credential certificate of --attestation.
@@ -205,16 +217,10 @@ struct VerifyAssertion: AsyncParsableCommand {
     }
 }
 
-/// `--client-data-hash HEX | --challenge TEXT | --client-data PATH | --form PATH`: exactly one of
-/// those a command allows.
+/// `--client-data-hash HEX | --challenge TEXT | --client-data PATH | --form PATH`: exactly one,
+/// in every command that verifies (`verify attestation`, `verify assertion`, `wrap`). The hash
+/// itself is the library's ``ClientData``: one derivation for the CLI and the HTTP flows.
 struct ClientDataOptions: ParsableArguments {
-    enum Kind: String, CaseIterable {
-        case hash = "--client-data-hash"
-        case challenge = "--challenge"
-        case clientDataFile = "--client-data"
-        case form = "--form"
-    }
-
     @Option(name: .customLong("client-data-hash"), help: "The exact clientDataHash bytes, in hex.")
     var clientDataHashHex: String?
 
@@ -224,45 +230,41 @@ struct ClientDataOptions: ParsableArguments {
     @Option(name: .customLong("client-data"), help: "A file; clientDataHash = SHA256(its bytes).")
     var clientDataPath: String?
 
-    @Option(name: .customLong("form"), help: "A JSON form; clientDataHash = SHA256(RFC 8785 form).")
+    @Option(name: .customLong("form"), help: "A JSON form; clientDataHash = SHA256(RFC 8785 form), as the service computes it.")
     var formPath: String?
 
-    private var given: [Kind] {
-        var kinds: [Kind] = []
-        if self.clientDataHashHex != nil { kinds.append(.hash) }
-        if self.challenge != nil { kinds.append(.challenge) }
-        if self.clientDataPath != nil { kinds.append(.clientDataFile) }
-        if self.formPath != nil { kinds.append(.form) }
-        return kinds
-    }
+    static let names = "--client-data-hash, --challenge, --client-data and --form"
 
-    func validate(allowed: [Kind]) throws {
-        let names = allowed.map(\.rawValue).joined(separator: ", ")
-        if let refused = self.given.first(where: { !allowed.contains($0) }) {
-            throw ValidationError("\(refused.rawValue) is not accepted here; use one of \(names).")
-        }
-        guard self.given.count == 1 else {
-            throw ValidationError("Give exactly one of \(names).")
+    /// Exactly one source must be given.
+    func validateOne() throws {
+        let given = [self.clientDataHashHex, self.challenge, self.clientDataPath, self.formPath].compactMap { $0 }.count
+        guard given == 1 else {
+            throw ValidationError("Give exactly one of \(Self.names).")
         }
     }
 
-    func clientDataHash() throws -> [UInt8] {
+    /// Whether a source reads standard input.
+    var readsStandardInput: Bool { self.clientDataPath == "-" || self.formPath == "-" }
+
+    /// The client data named on the command line (a form is parsed and canonicalized here).
+    func clientData() throws -> ClientData {
         if let hex = self.clientDataHashHex {
             guard let bytes = HexCoding.decode(hex) else {
                 throw UsageError("--client-data-hash is not hexadecimal")
             }
-            return bytes
+            return .hash(bytes)
         }
         if let challenge = self.challenge {
-            return Array(SHA256.hash(data: Array(challenge.utf8)))
+            return .challenge(challenge)
         }
-        if let form = self.formPath {
+        if let path = self.formPath {
+            let bytes = try InputFile.readBytes(path)
             do {
-                return try SignedForm(jsonBytes: try InputFile.readBytes(form)).clientDataHash
-            } catch let error as FormError {
-                throw UsageError("--form: \(error.description)")
+                return .form(try SignedForm(jsonBytes: bytes))
+            } catch {
+                throw UsageError("--form \(path): \(error)")
             }
         }
-        return Array(SHA256.hash(data: try InputFile.readBytes(self.clientDataPath ?? "-")))
+        return .bytes(try InputFile.readBytes(self.clientDataPath ?? "-"))
     }
 }

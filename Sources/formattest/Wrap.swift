@@ -6,7 +6,6 @@
 import AppAttest
 import ArgumentParser
 import CanonicalJSON
-import Crypto
 import FormAttestClient
 import FormAttestTokens
 import Foundation
@@ -30,13 +29,14 @@ struct FormatChoice: ExpressibleByArgument {
     static var allValueStrings: [String] { TokenFormat.allCases.map(\.rawValue) }
 }
 
-/// Where the JWS signing key comes from: `--signing-key PEM`, else the data directory's key
-/// (generated on first use, mode 0600).
+/// Where the JWS signing key comes from: `--signing-key PEM`, else the data directory's key.
+/// Commands that sign or show keys never create one (``existingKeys()``); `keys generate`
+/// creates it, and `serve` creates the data directory's key on its first start (``keys()``).
 struct SigningOptions: ParsableArguments {
     @Option(name: .customLong("data-dir"), help: "The data directory (signing keys live here).")
     var dataDirectory = "./formattest-data"
 
-    @Option(name: .customLong("signing-key"), help: "A PEM P-256 private key to sign tokens with.")
+    @Option(name: .customLong("signing-key"), help: "A PEM P-256 private key (PKCS#8 or SEC1 'EC PRIVATE KEY') to sign tokens with.")
     var signingKeyPath: String?
 
     @Option(help: "The tokens' issuer (iss).")
@@ -49,17 +49,33 @@ struct SigningOptions: ParsableArguments {
         SigningKeyDirectory(directory: URL(fileURLWithPath: self.dataDirectory))
     }
 
+    /// The keys, the data directory's created on first use (the service's start).
     func keys() throws -> SigningKeys {
+        if self.signingKeyPath != nil { return try self.existingKeys() }
         do {
-            if let path = self.signingKeyPath { return try SigningKeyDirectory.load(privateKeyPEM: path) }
             return try self.keyDirectory.loadOrCreate()
         } catch {
             throw UsageError("cannot load the signing key: \(error)")
         }
     }
 
+    /// The keys that exist: a missing, unreadable or unusable key is a one-line usage error that
+    /// names the file and the command that creates a key. Nothing is created.
+    func existingKeys() throws -> SigningKeys {
+        do {
+            if let path = self.signingKeyPath { return try SigningKeyDirectory.load(privateKeyPEM: path) }
+            return try self.keyDirectory.load()
+        } catch let error where error.isMissing {
+            let create = self.signingKeyPath.map { "formattest keys generate --signing-key \($0)" } ?? "formattest keys generate --data-dir \(self.dataDirectory)"
+            throw UsageError("signing key: \(error) (create one with '\(create)')")
+        } catch {
+            throw UsageError("signing key: \(error)")
+        }
+    }
+
+    /// A signer with the existing keys (see ``existingKeys()``).
     func signer() async throws -> ServerAttestationSigner {
-        try await ServerAttestationSigner(keys: try self.keys(), issuer: self.issuer, audience: self.audience)
+        try await ServerAttestationSigner(keys: try self.existingKeys(), issuer: self.issuer, audience: self.audience)
     }
 }
 
@@ -69,9 +85,13 @@ struct Wrap: AsyncParsableCommand {
         discussion: """
             Nothing that fails verification is wrapped (exit 1 with the reason). The output is one \
             JSON object (RFC 8785) with a member per format: fido2Wrapper, serverAttestation, \
-            packedLikeUnsafe. Batch: --batch INPUT.jsonl --out-dir DIR, one request object per line \
-            with the flags' fields: attestation (base64), keyId, appId, clientDataHash (hex) | \
-            challenge | form (an object), at, environment, formats, username, name.
+            packedLikeUnsafe. The jws format needs an existing signing key ('keys generate'). \
+            Batch: --batch INPUT.jsonl --out-dir DIR, one request object per line with the flags' \
+            fields: attestation (base64), keyId, appId, clientDataHash (hex) | challenge | form (an \
+            object), at, environment, formats, username, name. The file is streamed (any size; \
+            '-' reads stdin), each line at most --max-line-bytes; every line is its own item: a bad, \
+            over-long or refused line is reported by its number and the others are still wrapped; \
+            the exit status is 1 when any line failed. Keys are read only when a line asks for jws.
             """
     )
 
@@ -81,12 +101,7 @@ struct Wrap: AsyncParsableCommand {
     var keyID: String?
     @Option(name: .customLong("app-id"))
     var appID: String?
-    @Option(name: .customLong("client-data-hash"))
-    var clientDataHashHex: String?
-    @Option
-    var challenge: String?
-    @Option(name: .customLong("form"), help: "A JSON form; clientDataHash = SHA256(RFC 8785 form).")
-    var formPath: String?
+    @OptionGroup var clientData: ClientDataOptions
     @Option
     var at: String?
     @Option
@@ -104,6 +119,11 @@ struct Wrap: AsyncParsableCommand {
     var batch: String?
     @Option(name: .customLong("out-dir"), help: "Batch mode: one <name>.json per request here.")
     var outDirectory: String?
+    @Option(name: .customLong("max-line-bytes"), help: "Batch mode: the longest line accepted, in bytes.")
+    var maximumLineBytes = Wrap.defaultMaximumLineBytes
+
+    /// 1 MiB: an attestation line is about 10 KB, a form at most 64 KiB.
+    static let defaultMaximumLineBytes = 1 << 20
 
     @OptionGroup var signing: SigningOptions
     @OptionGroup var packed: PackedOptions
@@ -117,12 +137,15 @@ struct Wrap: AsyncParsableCommand {
             guard self.attestation == nil, self.out == nil else {
                 throw ValidationError("--batch replaces --attestation and --out.")
             }
+            guard self.maximumLineBytes > 0 else { throw ValidationError("--max-line-bytes must be positive.") }
         } else {
             guard self.attestation != nil, self.keyID != nil, self.appID != nil else {
                 throw ValidationError("Give --attestation, --key-id and --app-id (or --batch).")
             }
-            let given = [self.clientDataHashHex, self.challenge, self.formPath].compactMap { $0 }.count
-            guard given == 1 else { throw ValidationError("Give exactly one of --client-data-hash, --challenge and --form.") }
+            try self.clientData.validateOne()
+            guard !(self.attestation == "-" && self.clientData.readsStandardInput) else {
+                throw ValidationError("Only one input can be read from stdin.")
+            }
         }
     }
 
@@ -135,7 +158,7 @@ struct Wrap: AsyncParsableCommand {
             attestation: try InputFile.readBinaryDocument(self.attestation ?? "-"),
             keyID: try InputFile.decodeBase64(self.keyID ?? "", what: "--key-id"),
             appID: self.appID ?? "",
-            clientDataHash: try self.clientDataHash(),
+            clientDataHash: try self.clientData.clientData().clientDataHash,
             at: try self.at.map(RFC3339UTC.argument) ?? Date(),
             environments: self.environment.environments,
             formats: Set(self.formats.isEmpty ? [.fido2] : self.formats.map(\.format)),
@@ -152,19 +175,6 @@ struct Wrap: AsyncParsableCommand {
         case .failure(let error):
             FileHandle.standardError.write(Data("not wrapped: \(error.code.identifier): \(error.reason)\n".utf8))
             throw ExitCode(1)
-        }
-    }
-
-    private func clientDataHash() throws -> [UInt8] {
-        if let hex = self.clientDataHashHex {
-            guard let bytes = HexCoding.decode(hex) else { throw UsageError("--client-data-hash is not hexadecimal") }
-            return bytes
-        }
-        if let challenge = self.challenge { return Array(SHA256.hash(data: Array(challenge.utf8))) }
-        do {
-            return try SignedForm(jsonBytes: try InputFile.readBytes(self.formPath ?? "-")).clientDataHash
-        } catch let error as FormError {
-            throw UsageError("--form: \(error.description)")
         }
     }
 
@@ -196,25 +206,59 @@ struct Wrap: AsyncParsableCommand {
         var failures: [Failure] = []
     }
 
+    /// Streams the JSON Lines file: each line is read, verified, written and forgotten before the
+    /// next, so memory is bounded by one line (``maximumLineBytes``) whatever the file's size.
     private func runBatch(_ path: String, outDirectory: String) async throws {
-        let lines = String(decoding: try InputFile.readBytes(path), as: UTF8.self)
-            .split(separator: "\n", omittingEmptySubsequences: false)
-            .enumerated()
-            .filter { !$0.element.trimmingCharacters(in: .whitespaces).isEmpty }
+        var reader = try JSONLinesReader(path: path, maximumLineBytes: self.maximumLineBytes)
         let directory = URL(fileURLWithPath: outDirectory)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let formatter = TokenFormatter(signer: try? await self.signing.signer(), packed: try self.packed.packed())
+        let packed = try self.packed.packed()
+        let unsigned = TokenFormatter(signer: nil, packed: packed)
+        // The signing key is read when a line first asks for jws, and only then.
+        var signed: Result<TokenFormatter, UsageError>?
         let anchors = try self.anchors()
-        let progress = ProgressBar(total: lines.count)
+        let progress = ProgressBar(totalBytes: reader.totalBytes)
         var summary = Summary()
-        for (index, line) in lines {
+        while let line = try reader.next() {
+            let item = "line \(line.number)"
+            defer { progress.update(bytes: reader.bytesRead, items: summary.total) }
+            let bytes: [UInt8]
+            switch line.content {
+            case .blank:
+                continue
+            case .tooLong:
+                summary.total += 1
+                summary.failed += 1
+                summary.failures.append(.init(item: item, code: "line_too_long", message: "line \(line.number) is longer than \(self.maximumLineBytes) bytes (--max-line-bytes)"))
+                continue
+            case .bytes(let content):
+                bytes = content
+            }
             summary.total += 1
-            let item = "line \(index + 1)"
             do {
-                let (name, request) = try WrapRequest.parse(jsonLine: Array(line.utf8), defaultName: "item-\(index + 1)")
+                let (name, request) = try WrapRequest.parse(jsonLine: bytes, defaultName: "item-\(line.number)")
                 let destination = directory.appendingPathComponent("\(name).json")
                 if FileManager.default.fileExists(atPath: destination.path) {
                     throw BatchItemError(code: "exists", message: "\(destination.lastPathComponent) exists and is not overwritten")
+                }
+                let formatter: TokenFormatter
+                if request.formats.contains(.jws) {
+                    if signed == nil {
+                        do {
+                            signed = .success(TokenFormatter(signer: try await self.signing.signer(), packed: packed))
+                        } catch let error as UsageError {
+                            signed = .failure(error)
+                        } catch {
+                            signed = .failure(UsageError("\(error)"))
+                        }
+                    }
+                    switch signed {
+                    case .success(let loaded): formatter = loaded
+                    case .failure(let error): throw BatchItemError(code: "no_signing_key", message: error.description)
+                    case nil: throw BatchItemError(code: "no_signing_key", message: "no signing key")
+                    }
+                } else {
+                    formatter = unsigned
                 }
                 switch try await request.run(formatter: formatter, anchors: anchors) {
                 case .success(let output):
@@ -232,9 +276,8 @@ struct Wrap: AsyncParsableCommand {
                 summary.failures.append(.init(item: item, code: error.code, message: error.message))
             } catch {
                 summary.failed += 1
-                summary.failures.append(.init(item: item, code: "invalid_request", message: "\(error)"))
+                summary.failures.append(.init(item: item, code: "invalid_request", message: "line \(line.number): \(error)"))
             }
-            progress.advance()
         }
         progress.finish()
         print(try JSONOutput.string(summary))
@@ -288,14 +331,14 @@ struct WrapRequest {
         guard let attestationText = string("attestation"), let keyIDText = string("keyId"), let appID = string("appId") else {
             throw Wrap.BatchItemError(code: "invalid_request", message: "attestation, keyId and appId are required")
         }
-        let clientDataHash: [UInt8]
+        let clientData: ClientData
         if let hex = string("clientDataHash") {
             guard let bytes = HexCoding.decode(hex) else { throw Wrap.BatchItemError(code: "invalid_request", message: "clientDataHash is not hex") }
-            clientDataHash = bytes
+            clientData = .hash(bytes)
         } else if let challenge = string("challenge") {
-            clientDataHash = Array(SHA256.hash(data: Array(challenge.utf8)))
+            clientData = .challenge(challenge)
         } else if let form = value["form"] {
-            clientDataHash = try SignedForm(value: form).clientDataHash
+            clientData = .form(try SignedForm(value: form))
         } else {
             throw Wrap.BatchItemError(code: "invalid_request", message: "one of clientDataHash, challenge and form is required")
         }
@@ -319,7 +362,7 @@ struct WrapRequest {
                 attestation: try InputFile.decodeBase64(attestationText, what: "attestation"),
                 keyID: try InputFile.decodeBase64(keyIDText, what: "keyId"),
                 appID: appID,
-                clientDataHash: clientDataHash,
+                clientDataHash: clientData.clientDataHash,
                 at: try string("at").map(RFC3339UTC.argument) ?? Date(),
                 environments: environment.environments,
                 formats: Set(formats),
@@ -329,26 +372,126 @@ struct WrapRequest {
     }
 }
 
-/// A one-line progress bar on a terminal's stderr; silent when stderr is not a terminal.
+/// A one-line progress bar on a terminal's stderr; silent when stderr is not a terminal. With a
+/// known size (a file) it shows the share of bytes read; otherwise (stdin) the items done.
 final class ProgressBar {
-    private let total: Int
-    private var done = 0
+    private let totalBytes: Int?
     private let enabled = isatty(STDERR_FILENO) == 1
 
-    init(total: Int) {
-        self.total = total
+    init(totalBytes: Int?) {
+        self.totalBytes = totalBytes
     }
 
-    func advance() {
-        self.done += 1
-        guard self.enabled, self.total > 0 else { return }
+    func update(bytes: Int, items: Int) {
+        guard self.enabled else { return }
+        guard let total = self.totalBytes, total > 0 else {
+            FileHandle.standardError.write(Data("\r\(items) items".utf8))
+            return
+        }
         let width = 30
-        let filled = width * self.done / self.total
+        let filled = width * min(bytes, total) / total
         let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
-        FileHandle.standardError.write(Data("\r[\(bar)] \(self.done)/\(self.total)".utf8))
+        FileHandle.standardError.write(Data("\r[\(bar)] \(items) items, \(min(bytes, total) * 100 / total)%".utf8))
     }
 
     func finish() {
         if self.enabled { FileHandle.standardError.write(Data("\n".utf8)) }
+    }
+}
+
+/// JSON Lines read from a file or stdin in 64 KiB chunks, one line at a time. A line longer than
+/// the limit is skipped to its end without being kept and reported as ``Line/Content/tooLong``.
+struct JSONLinesReader {
+    struct Line {
+        enum Content {
+            case bytes([UInt8])
+            case blank
+            case tooLong
+        }
+
+        /// 1-based, counting every line of the file.
+        var number: Int
+        var content: Content
+    }
+
+    private let handle: FileHandle
+    private let closesHandle: Bool
+    private let maximumLineBytes: Int
+    private var buffer: [UInt8] = []
+    private var start = 0
+    private var skipping = false
+    private var atEnd = false
+    private var number = 0
+    /// Bytes read so far.
+    private(set) var bytesRead = 0
+    /// The file's size, when it is a regular file.
+    let totalBytes: Int?
+
+    init(path: String, maximumLineBytes: Int) throws {
+        self.maximumLineBytes = maximumLineBytes
+        if path == "-" {
+            self.handle = FileHandle.standardInput
+            self.closesHandle = false
+            self.totalBytes = nil
+        } else {
+            guard let handle = FileHandle(forReadingAtPath: path) else { throw UsageError("cannot read \(path)") }
+            self.handle = handle
+            self.closesHandle = true
+            let attributes = try? FileManager.default.attributesOfItem(atPath: path)
+            self.totalBytes = attributes?[.type] as? FileAttributeType == .typeRegular ? (attributes?[.size] as? Int) : nil
+        }
+    }
+
+    /// The next line, or `nil` at the end of the input.
+    mutating func next() throws -> Line? {
+        while true {
+            if let newline = self.buffer[self.start...].firstIndex(of: 0x0A) {
+                let content = Array(self.buffer[self.start..<newline])
+                self.start = newline + 1
+                return self.line(content)
+            }
+            if self.buffer.count - self.start > self.maximumLineBytes {
+                // The line is already too long: forget it and skip to its end.
+                self.skipping = true
+                self.buffer.removeAll(keepingCapacity: true)
+                self.start = 0
+            }
+            if self.atEnd {
+                guard self.start < self.buffer.count || self.skipping else {
+                    if self.closesHandle { try? self.handle.close() }
+                    return nil
+                }
+                let content = Array(self.buffer[self.start...])
+                self.buffer = []
+                self.start = 0
+                return self.line(content)
+            }
+            if self.start > 0 {
+                self.buffer.removeFirst(self.start)
+                self.start = 0
+            }
+            let chunk: Data?
+            do {
+                chunk = try self.handle.read(upToCount: 64 * 1024)
+            } catch {
+                throw UsageError("cannot read the batch after line \(self.number)")
+            }
+            guard let chunk, !chunk.isEmpty else {
+                self.atEnd = true
+                continue
+            }
+            self.bytesRead += chunk.count
+            self.buffer += chunk
+        }
+    }
+
+    private mutating func line(_ content: [UInt8]) -> Line {
+        self.number += 1
+        if self.skipping || content.count > self.maximumLineBytes {
+            self.skipping = false
+            return Line(number: self.number, content: .tooLong)
+        }
+        let blank = content.allSatisfy { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }
+        return Line(number: self.number, content: blank ? .blank : .bytes(content))
     }
 }

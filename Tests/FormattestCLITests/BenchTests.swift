@@ -33,4 +33,29 @@ struct BenchTests {
             #expect((entry["opsPerSecond"] as? Double ?? 0) > 0, "\(entry)")
         }
     }
+
+    @Test("bench runs from any directory with the package's fixtures, names each case on stderr, and leaves no file behind")
+    func anyDirectory() async throws {
+        let files = try TemporaryFiles()
+        let workingDirectory = files.directory.appendingPathComponent("cwd")
+        let temporary = files.directory.appendingPathComponent("tmp")
+        for directory in [workingDirectory, temporary] {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        }
+        let result = try await Formattest.run(
+            ["bench", "--duration", "0.01", "--only", "jcs,attestation,flow"],
+            environment: ["TMPDIR": temporary.path],
+            currentDirectory: workingDirectory
+        )
+        #expect(result.status == 0, "\(result.stderr)")
+        let names = try #require(try result.jsonObject()["cases"] as? [[String: Any]]).compactMap { $0["name"] as? String }
+        #expect(names.contains("jcs.canonicalize.doc-1mb"))
+        #expect(names.contains("attestation.verify.real(uebelack_production)"))
+        #expect(names.contains("flow.assert.sqlite"))
+        for name in names {
+            #expect(result.stderr.contains("bench: \(name)\n"), "\(name)")
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: workingDirectory.path).isEmpty)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: temporary.path).isEmpty)
+    }
 }

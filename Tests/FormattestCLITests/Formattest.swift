@@ -75,16 +75,25 @@ enum Formattest {
         }
     }
 
-    static func start(_ arguments: [String], stdin: Data? = nil, environment: [String: String] = [:]) throws -> Running {
-        try self.start(arguments, stdin: stdin, keepStdinOpen: false, environment: environment)
+    static func start(_ arguments: [String], stdin: Data? = nil, environment: [String: String] = [:], currentDirectory: URL? = nil) throws -> Running {
+        try self.start(arguments, stdin: stdin, keepStdinOpen: false, environment: environment, currentDirectory: currentDirectory)
     }
 
-    /// - Parameter environment: variables set for the child on top of this process's, without
-    ///   any FORMATTEST_* setting of this process when given.
-    static func start(_ arguments: [String], stdin: Data?, keepStdinOpen: Bool, environment: [String: String] = [:]) throws -> Running {
+    /// - Parameters:
+    ///   - environment: variables set for the child on top of this process's, without any
+    ///     FORMATTEST_* setting of this process when given.
+    ///   - currentDirectory: the child's working directory (default: this process's).
+    static func start(
+        _ arguments: [String],
+        stdin: Data?,
+        keepStdinOpen: Bool,
+        environment: [String: String] = [:],
+        currentDirectory: URL? = nil
+    ) throws -> Running {
         let process = Process()
         process.executableURL = Self.executable
         process.arguments = arguments
+        if let currentDirectory { process.currentDirectoryURL = currentDirectory }
         if !environment.isEmpty {
             var variables = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("FORMATTEST_") }
             variables.merge(environment) { $1 }
@@ -104,10 +113,10 @@ enum Formattest {
 
     /// Runs the executable to completion, waiting on a dispatch thread so that the few concurrency
     /// threads stay free for the tests running beside it (their timers, their in-process servers).
-    static func run(_ arguments: [String], stdin: Data? = nil, environment: [String: String] = [:]) async throws -> Result {
+    static func run(_ arguments: [String], stdin: Data? = nil, environment: [String: String] = [:], currentDirectory: URL? = nil) async throws -> Result {
         try await withCheckedThrowingContinuation { continuation in
             DispatchQueue.global().async {
-                continuation.resume(with: Swift.Result { try self.start(arguments, stdin: stdin, environment: environment).finish() })
+                continuation.resume(with: Swift.Result { try self.start(arguments, stdin: stdin, environment: environment, currentDirectory: currentDirectory).finish() })
             }
         }
     }
@@ -161,6 +170,12 @@ enum Formattest {
             "--at", try #require(Self.rfc3339(sample.validAt)),
             "--json",
         ]
+    }
+
+    /// base64url without padding: how FormAttest writes key ids (docs/formats.md, Encodings).
+    static func base64url(_ bytes: [UInt8]) -> String {
+        Data(bytes).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
     }
 
     static func rfc3339(_ date: Date?) -> String? {

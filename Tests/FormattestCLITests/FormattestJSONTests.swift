@@ -67,6 +67,9 @@ struct FormattestPoolTests {
         let keysB = Set(b.stdout.split(separator: "\n"))
         #expect(keysA.isDisjoint(with: keysB), "both processes took \(keysA.intersection(keysB))")
         #expect(keysA.count + keysB.count == 40)
+        // Key ids are printed base64url without padding (32 bytes: 43 characters).
+        let alphabet = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+        #expect(keysA.union(keysB).allSatisfy { $0.count == 43 && $0.allSatisfy(alphabet.contains) })
         let status = try await Formattest.run(["pool", "status", "--container", container])
         #expect(status.stdout.contains(#""available":0"#))
         #expect(status.stdout.contains(#""inUse":0"#))

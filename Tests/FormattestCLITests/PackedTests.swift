@@ -43,7 +43,7 @@ struct PackedTests {
             ])
             #expect(result.status == 0, "\(sample.name): \(result.stderr)")
             let packed = try #require(try result.jsonObject()["packedAttestation"] as? [String: Any], "\(result.stdout)")
-            cases.append(["name": sample.name, "packed": packed, "keyId": Data(try #require(sample.keyID)).base64EncodedString()])
+            cases.append(["name": sample.name, "packed": packed, "keyId": Formattest.base64url(try #require(sample.keyID))])
         }
         // Without the authority, packed is refused before anything is verified.
         let missing = try await Formattest.run(["wrap", "--attestation", "x", "--key-id", "AA", "--app-id", "A.b", "--challenge", "c", "--format", "packed"])

@@ -35,6 +35,9 @@ struct WrapTests {
         let batch = try files.write(try samples.map { try Self.line($0) }.joined(separator: "\n") + "\n", named: "in.jsonl")
         let out = files.directory.appendingPathComponent("out").path
         let data = files.directory.appendingPathComponent("data").path
+        // The lines ask for jws: the signing key must exist (wrap never creates one).
+        let generated = try await Formattest.run(["keys", "generate", "--data-dir", data])
+        #expect(generated.status == 0, "\(generated.stderr)")
 
         let run = try await Formattest.run(["wrap", "--batch", batch, "--out-dir", out, "--data-dir", data])
         #expect(run.status == 0, "\(run.stdout) \(run.stderr)")
@@ -42,7 +45,7 @@ struct WrapTests {
         #expect(summary["total"] as? Int == samples.count)
         #expect(summary["wrapped"] as? Int == samples.count)
         let written = try FileManager.default.contentsOfDirectory(atPath: out).sorted()
-        #expect(written == samples.map { "\($0.name).json" }.sorted())
+        try #require(written == samples.map { "\($0.name).json" }.sorted())
         let before = try Data(contentsOf: URL(fileURLWithPath: out).appendingPathComponent(written[0]))
 
         // Again: every output exists, none is overwritten, every item fails, exit 1.
