@@ -303,6 +303,7 @@ let package = Package(
             dependencies: [
                 "FormAttestFlows", "SQLiteAttestStore", "AttestationStoreContract", "AppAttest", "AppAttestSimulator",
                 "FormAttestClient", "CanonicalJSON", .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -39,6 +39,13 @@ struct AppAttestController {
     func now() -> Date {
         RFC3339UTC.millisecondPrecision(self.clock())
     }
+    /// Each endpoint's `ok` outcome counter, made once with the controller (after the metrics
+    /// system's bootstrap): a handle per request would cost a registry lookup on the hot path.
+    private let accepted: [String: Counter] = Dictionary(
+        uniqueKeysWithValues: ["challenge", "attest", "assert", "register-pooled"].map {
+            ($0, Self.outcomeCounter(endpoint: $0, code: "ok"))
+        }
+    )
 
     func addRoutes(to group: RouterGroup<AppRequestContext>) {
         group.get("challenge", use: self.challenge)
@@ -48,14 +55,19 @@ struct AppAttestController {
         group.post("inspect", use: self.inspect)
     }
 
+    /// `formattest_flow_outcomes_total{endpoint, code}`.
+    private static func outcomeCounter(endpoint: String, code: String) -> Counter {
+        Counter(label: "formattest_flow_outcomes_total", dimensions: [("endpoint", endpoint), ("code", code)])
+    }
+
     /// Runs a flow, counting its outcome and turning a `FlowError` into an ``APIError``.
     private func outcome<T>(_ endpoint: String, context: AppRequestContext, _ body: () async throws(FlowError) -> T) async throws -> T {
         do {
             let value = try await body()
-            Counter(label: "formattest_flow_outcomes_total", dimensions: [("endpoint", endpoint), ("code", "ok")]).increment()
+            (self.accepted[endpoint] ?? Self.outcomeCounter(endpoint: endpoint, code: "ok")).increment()
             return value
         } catch {
-            Counter(label: "formattest_flow_outcomes_total", dimensions: [("endpoint", endpoint), ("code", error.code)]).increment()
+            Self.outcomeCounter(endpoint: endpoint, code: error.code).increment()
             // The code only: never request fields, attestation bytes or keys in logs.
             context.logger.info("rejected", metadata: ["endpoint": .string(endpoint), "code": .string(error.code)])
             if error.category == .storeUnavailable {

@@ -10,15 +10,21 @@ import GRDB
 /// The embedded default ``AttestationStore``: one SQLite file in WAL mode, created and migrated
 /// on first use.
 ///
-/// Each operation, and each commit as a whole, runs in one SQLite transaction (GRDB's `write`),
-/// so a failure rolls everything back. Conditions are written into the statements themselves
-/// (`UPDATE ... WHERE counter < ?`, `INSERT ... ON CONFLICT DO UPDATE ... WHERE expires_at <= ?`),
-/// never read-then-write, and SQLite serializes writers, also across processes sharing the file.
+/// Each operation, and each commit as a whole, runs in its own SQLite savepoint, so a failure
+/// rolls back everything it wrote and nothing else. Conditions are written into the statements
+/// themselves (`UPDATE ... WHERE counter < ?`, `INSERT ... ON CONFLICT DO UPDATE ... WHERE
+/// expires_at <= ?`), never read-then-write, and SQLite serializes writers, also across processes
+/// sharing the file.
+///
+/// Writes are committed in groups (see ``GroupCommit``): the writes that arrive while a commit is
+/// being synced share the next transaction and its one fsync. A caller is answered only after
+/// the COMMIT of its group returned (`synchronous = FULL`): what it was told is durable.
 public final class SQLiteAttestationStore: AttestationStore {
     /// The default location, relative to the working directory.
     public static let defaultPath = "./formattest-data/formattest.sqlite"
 
     private let database: DatabasePool
+    private let group: GroupCommit
 
     /// Opens (creating directories, file and tables as needed) the store at `path`.
     ///
@@ -46,6 +52,7 @@ public final class SQLiteAttestationStore: AttestationStore {
                 try db.execute(sql: "PRAGMA synchronous = FULL")
             }
             try Self.migrator.migrate(self.database)
+            self.group = GroupCommit(database: self.database)
         } catch {
             throw Self.storeError(error)
         }
@@ -135,7 +142,7 @@ public final class SQLiteAttestationStore: AttestationStore {
     public func loadKey(keyID: [UInt8]) async throws(StoreError) -> StoredKey? {
         do {
             return try await self.database.read { db in
-                try Row.fetchOne(db, sql: "SELECT * FROM keys WHERE key_id = ?", arguments: [Data(keyID)]).map(Self.key)
+                try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM keys WHERE key_id = ?"), arguments: [Data(keyID)]).map(Self.key)
             }
         } catch {
             throw Self.storeError(error)
@@ -271,6 +278,11 @@ public final class SQLiteAttestationStore: AttestationStore {
         }
     }
 
+    /// How many writes were submitted, and in how many groups they ran.
+    package func groupCommitStatistics() async -> GroupCommit.Statistics {
+        await self.group.statistics
+    }
+
     /// The writer's `PRAGMA synchronous` level (2 is FULL).
     package func synchronousLevel() async throws -> Int {
         try await self.database.write { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1 }
@@ -316,16 +328,16 @@ public final class SQLiteAttestationStore: AttestationStore {
         // The signals, when the assertion carried any, are written by the same conditional UPDATE
         // as the counter: both or neither.
         if let signals, !signals.isEmpty {
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     UPDATE keys SET counter = ?, last_used = ?, validation_category = ?, bundle_version = ?, cd_hash = ?, cd_hash_type = ?
                     WHERE key_id = ? AND counter < ?
-                    """,
+                    """
+            ).execute(
                 arguments: [Int64(counter), date.timeIntervalSince1970] + Self.signalArguments(signals) + [Data(keyID), Int64(counter)]
             )
         } else {
-            try db.execute(
-                sql: "UPDATE keys SET counter = ?, last_used = ? WHERE key_id = ? AND counter < ?",
+            try db.cachedStatement(sql: "UPDATE keys SET counter = ?, last_used = ? WHERE key_id = ? AND counter < ?").execute(
                 arguments: [Int64(counter), date.timeIntervalSince1970, Data(keyID), Int64(counter)]
             )
         }
@@ -339,11 +351,12 @@ public final class SQLiteAttestationStore: AttestationStore {
 
     private static func consume(_ claim: ChallengeClaim, now: Date, _ db: Database) throws {
         // SQLite compares TEXT with the BINARY collation: usernames match byte for byte.
-        try db.execute(
+        try db.cachedStatement(
             sql: """
                 UPDATE challenges SET used = 1
                 WHERE value = ? AND used = 0 AND purpose = ? AND expires_at > ? AND (username IS NULL OR username = ?)
-                """,
+                """
+        ).execute(
             arguments: [Data(claim.value), claim.purpose.rawValue, now.timeIntervalSince1970, claim.username]
         )
         guard db.changesCount == 1 else {
@@ -353,11 +366,12 @@ public final class SQLiteAttestationStore: AttestationStore {
 
     private static func record(_ record: ReplayRecord, now: Date, _ db: Database) throws {
         // Insert, or take over a record that has expired; an unexpired one is a replay.
-        try db.execute(
+        try db.cachedStatement(
             sql: """
                 INSERT INTO form_hashes (hash, expires_at) VALUES (?, ?)
                 ON CONFLICT (hash) DO UPDATE SET expires_at = excluded.expires_at WHERE form_hashes.expires_at <= ?
-                """,
+                """
+        ).execute(
             arguments: [Data(record.formHash), record.expiresAt.timeIntervalSince1970, now.timeIntervalSince1970]
         )
         guard db.changesCount == 1 else {
@@ -409,12 +423,19 @@ public final class SQLiteAttestationStore: AttestationStore {
 
     // MARK: - Errors
 
+    /// Runs `body` in its own savepoint of the next group transaction; returns once that
+    /// transaction committed (or throws, having changed nothing).
     private func write<T: Sendable>(_ body: @Sendable @escaping (Database) throws -> T) async throws(StoreError) -> T {
+        let value: any Sendable
         do {
-            return try await self.database.write(body)
+            value = try await self.group.submit { db in try body(db) }
         } catch {
             throw Self.storeError(error)
         }
+        guard let value = value as? T else {
+            throw StoreError(code: .unavailable, reason: "SQLite: a write returned \(type(of: value)), not \(T.self)")
+        }
+        return value
     }
 
     /// Our own errors pass through; every SQLite or file error means the store is unavailable

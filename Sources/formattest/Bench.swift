@@ -10,6 +10,7 @@ import CanonicalJSON
 import Crypto
 import FormAttestClient
 import FormAttestFlows
+import FormAttestTokens
 import Foundation
 import RFC3339
 import X509
@@ -41,8 +42,8 @@ struct Bench: AsyncParsableCommand {
     @Option(help: "Seconds per case.")
     var duration: Double = 2
 
-    @Option(help: "Comma-separated groups to run: jcs, attestation, assertion, flow, limit, evidence (default: all).")
-    var only: String = "jcs,attestation,assertion,flow,limit,evidence"
+    @Option(help: "Comma-separated groups to run: jcs, attestation, assertion, jws, flow, limit, evidence (default: all).")
+    var only: String = "jcs,attestation,assertion,jws,flow,limit,evidence"
 
     @Option(name: .customLong("flow-store"), help: "Stores for the flow cases: memory, sqlite (in a temporary directory, removed), and a MongoDB URI (a bench_* database, not dropped) (repeatable).")
     var flowStores: [String] = ["memory", "sqlite"]
@@ -65,6 +66,22 @@ struct Bench: AsyncParsableCommand {
         var p50Microseconds: Double
         var p90Microseconds: Double
         var p99Microseconds: Double
+        /// seconds / operations, in µs (what the ratios divide).
+        var meanMicroseconds: Double
+    }
+
+    /// One goal of the performance issue: a case's mean time over the sum of others', from the
+    /// same run.
+    struct Ratio: Encodable {
+        var name: String
+        var numerator: [String]
+        var denominator: [String]
+        var numeratorMicroseconds: Double
+        var denominatorMicroseconds: Double
+        var ratio: Double
+        /// The issue's bound on `ratio`, when it sets one.
+        var goal: Double?
+        var met: Bool?
     }
 
     struct Report: Encodable {
@@ -72,6 +89,10 @@ struct Bench: AsyncParsableCommand {
         var machine: Machine
         var durationPerCase: Double
         var cases: [CaseResult]
+        var ratios: [Ratio]
+        /// µs of one assertion verification plus one JWS signing (means): the server's CPU per
+        /// HTTP assert is compared with this by benchmarks/http/run.sh.
+        var cpuBudgetMicroseconds: Double?
     }
 
     struct Machine: Encodable {
@@ -89,6 +110,7 @@ struct Bench: AsyncParsableCommand {
         if groups.contains("jcs") { cases += try self.jcsCases() }
         if groups.contains("attestation") { cases += try await self.attestationCases() }
         if groups.contains("assertion") { cases += try self.assertionCases() }
+        if groups.contains("jws") { cases += try await self.jwsCases() }
         if groups.contains("flow") {
             for store in self.flowStores { cases.append(try await self.flowCase(store: store, scratch: scratch)) }
         }
@@ -103,7 +125,9 @@ struct Bench: AsyncParsableCommand {
             build: build,
             machine: Machine(cores: ProcessInfo.processInfo.activeProcessorCount, os: ProcessInfo.processInfo.operatingSystemVersionString),
             durationPerCase: self.duration,
-            cases: cases
+            cases: cases,
+            ratios: Self.ratios(cases),
+            cpuBudgetMicroseconds: Self.mean(of: ["assertion.verify", "jws.sign(server-attestation)"], in: cases)
         )
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
@@ -179,6 +203,63 @@ struct Bench: AsyncParsableCommand {
                 _ = try verifier.verifyAssertion(assertion, publicKey: key.publicKey, clientDataHash: hash, previousCounter: 0)
             },
         ]
+    }
+
+    /// Signing the token an accepted assertion answers with (`formats.serverAttestation`): the
+    /// server's own P-256 signature, through jwt-kit as the service signs it, and the bare
+    /// signature for comparison.
+    private func jwsCases() async throws -> [CaseResult] {
+        let device = SimulatedDevice(authority: try SimulatedAttestationAuthority(), appID: "ABCDE12345.com.formattest.bench")
+        let key = device.key(0)
+        let signing = P256.Signing.PrivateKey()
+        let signer = try await ServerAttestationSigner(keys: SigningKeys(current: signing), issuer: "https://formattest.example", audience: "bench")
+        let credential = AttestedCredential(keyID: key.keyID, publicKey: key.publicKey, appID: device.appID, environment: "development")
+        let formHash = Array(SHA256.hash(data: Array("form".utf8)))
+        let now = Date()
+        return [
+            try self.measure("limit.p256.sign") {
+                _ = try signing.signature(for: formHash)
+            },
+            try await self.measureAsync("jws.sign(server-attestation)") {
+                _ = try await signer.sign(username: "bench", credential: credential, formHash: formHash, counter: 1, now: now)
+            },
+        ]
+    }
+
+    /// The issue's ratios, each from this run's means; a ratio whose cases did not run is left out.
+    static func ratios(_ cases: [CaseResult]) -> [Ratio] {
+        let attestation = cases.first { $0.name.hasPrefix("attestation.verify.real(") }?.name ?? "attestation.verify.real"
+        let definitions: [(String, [String], [String], Double?)] = [
+            ("flow.assert.memory / (assertion.verify+form-hash)", ["flow.assert.memory"], ["assertion.verify+form-hash"], 1.5),
+            ("flow.assert.sqlite / (assertion.verify+form-hash)", ["flow.assert.sqlite"], ["assertion.verify+form-hash"], nil),
+            (
+                "(assertion.verify+form-hash) / (p256.verify + its hashes)", ["assertion.verify+form-hash"],
+                ["limit.p256.verify", "limit.sha256(authData+clientDataHash)+sha256(key)"], 1.2
+            ),
+            (
+                "attestation.verify.real / (p384.verify + p256.verify + hashes)", [attestation],
+                ["limit.p384.verify(leaf, sha256)", "limit.p256.verify", "limit.sha256(authData+clientDataHash)+sha256(key)"], 1.2
+            ),
+            ("jws.sign / p256.sign", ["jws.sign(server-attestation)"], ["limit.p256.sign"], nil),
+        ]
+        return definitions.compactMap { name, numerator, denominator, goal in
+            guard let top = Self.mean(of: numerator, in: cases), let bottom = Self.mean(of: denominator, in: cases), bottom > 0 else { return nil }
+            let ratio = (top / bottom * 1000).rounded() / 1000
+            return Ratio(
+                name: name, numerator: numerator, denominator: denominator, numeratorMicroseconds: top, denominatorMicroseconds: bottom,
+                ratio: ratio, goal: goal, met: goal.map { ratio <= $0 }
+            )
+        }
+    }
+
+    /// The sum of the named cases' means (µs), or `nil` when one did not run.
+    static func mean(of names: [String], in cases: [CaseResult]) -> Double? {
+        var total = 0.0
+        for name in names {
+            guard let found = cases.first(where: { $0.name == name }) else { return nil }
+            total += found.meanMicroseconds
+        }
+        return (total * 100).rounded() / 100
     }
 
     /// One complete assertion flow (form parse and policy, key load, verification, atomic commit)
@@ -343,7 +424,8 @@ struct Bench: AsyncParsableCommand {
             megabytesPerSecond: bytes.map { (Double($0) * opsPerSecond / 1e6 * 10).rounded() / 10 },
             p50Microseconds: (percentile(0.5) * 100).rounded() / 100,
             p90Microseconds: (percentile(0.9) * 100).rounded() / 100,
-            p99Microseconds: (percentile(0.99) * 100).rounded() / 100
+            p99Microseconds: (percentile(0.99) * 100).rounded() / 100,
+            meanMicroseconds: operations > 0 ? (seconds / Double(operations) * 1e8).rounded() / 100 : 0
         )
     }
 }

@@ -5,7 +5,7 @@
 
 public import FormAttestFlows
 import Foundation
-import Testing
+public import Testing
 
 /// The contract every ``AttestationStore`` must pass. Each check takes a fresh, empty store.
 ///
@@ -53,7 +53,8 @@ public enum StoreContract {
 
     static func hash(_ id: UInt8) -> [UInt8] { [UInt8](repeating: id, count: 31) + [0xFE] }
 
-    static func expect(_ code: StoreError.Code, _ body: () async throws -> Void, sourceLocation: SourceLocation = #_sourceLocation) async {
+    /// Expects `body` to throw a ``StoreError`` with `code`.
+    public static func expect(_ code: StoreError.Code, _ body: () async throws -> Void, sourceLocation: SourceLocation = #_sourceLocation) async {
         do {
             try await body()
             Issue.record("expected \(code), nothing was thrown", sourceLocation: sourceLocation)

@@ -1,30 +1,128 @@
 #!/usr/bin/env bash
 # HTTP load on POST /api/appattest/assert: a release server on SQLite (or MongoDB with
-# FORMATTEST_MONGODB_URI), pre-signed forms from `formattest simulate prepare-load`, and
-# loadgen.py in a second process with one connection per key.
-# usage: benchmarks/http/run.sh [CONNECTIONS] [SECONDS]
+# FORMATTEST_MONGODB_URI), pre-signed forms from `formattest simulate prepare-load`, and wrk
+# (assert.lua) with one connection per key, so each key's counters arrive in order. wrk is C: it
+# leaves the cores to the server (the former Python generator, loadgen.py, spent most of one).
+#
+# Also, in the same run: `formattest bench --only assertion,jws` for the budget the server's CPU
+# per request is compared with (one assertion verification + one JWS signing), and the server's
+# CPU time over the load from /proc/PID/stat.
+#
+# usage: benchmarks/http/run.sh [CONNECTIONS] [SECONDS]      (from any directory)
+# environment: FORMATTEST_BINARY (a built release formattest; default: build one),
+#   FORMATTEST_LOAD_RATE (bodies prepared per second of load, default 8000),
+#   FORMATTEST_MONGODB_URI (load MongoDB instead of SQLite), FORMATTEST_LOAD_PORT (default 18080).
+# Prints progress on stderr and one JSON report on stdout.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
 connections="${1:-2}"
 seconds="${2:-15}"
-swift build -c release --product formattest >/dev/null
-binary=.build/release/formattest
+rate="${FORMATTEST_LOAD_RATE:-8000}"
+port="${FORMATTEST_LOAD_PORT:-18080}"
+say() { printf '[http-bench] %s\n' "$*" >&2; }
+command -v wrk >/dev/null || { say "wrk is missing (Debian: apt-get install wrk)"; exit 1; }
+
+if [ -n "${FORMATTEST_BINARY:-}" ]; then
+    binary="$(cd "$(dirname "$FORMATTEST_BINARY")" && pwd)/$(basename "$FORMATTEST_BINARY")"
+else
+    say "building the release formattest (swift build -c release) ..."
+    (cd "$root" && swift build -c release --product formattest >/dev/null)
+    binary="$root/.build/release/formattest"
+fi
 work=$(mktemp -d)
+server=""
+trap '[ -n "$server" ] && kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
+cd "$root"
+
 store="sqlite:$work/store.sqlite"
 database=()
 if [ -n "${FORMATTEST_MONGODB_URI:-}" ]; then
     store="$FORMATTEST_MONGODB_URI"
     database=(--mongodb-database "load_$$")
 fi
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+
+say "budget: formattest bench --only assertion,jws --duration 2 ..."
+"$binary" bench --only assertion,jws --duration 2 > "$work/bench.json"
+
+per_key=$((seconds * rate / connections + 100))
+say "preparing $connections keys × $per_key pre-signed bodies ..."
 "$binary" simulate root > "$work/root.pem"
 "$binary" simulate prepare-load --store "$store" "${database[@]}" --keys "$connections" \
-    --per-key $((seconds * 1600 / connections)) --out "$work/bodies.jsonl"
-"$binary" serve --port 18080 --store "$store" "${database[@]}" --root "$work/root.pem" --data-dir "$work/data" \
-    --log-level warning --form-max-age 3600 &
+    --per-key "$per_key" --out "$work/bodies.jsonl"
+mkdir "$work/bodies"
+python3 - "$work/bodies.jsonl" "$work/bodies" <<'PY'
+import json, sys
+files = {}
+for line in open(sys.argv[1]):
+    entry = json.loads(line)
+    connection = int(entry["connection"])
+    if connection not in files:
+        files[connection] = open(f"{sys.argv[2]}/bodies-{connection}.json", "w")
+    files[connection].write(json.dumps(entry["body"], separators=(",", ":"), ensure_ascii=False) + "\n")
+PY
+
+say "starting the server on port $port ..."
+"$binary" serve --port "$port" --store "$store" "${database[@]}" --root "$work/root.pem" --data-dir "$work/data" \
+    --log-level warning --form-max-age 3600 --insecure-no-caller-auth &
 server=$!
-trap 'kill $server 2>/dev/null; rm -rf "$work"' EXIT
-for _ in $(seq 1 100); do
-    python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:18080/healthz')" 2>/dev/null && break
+ready=""
+for _ in $(seq 1 150); do
+    kill -0 "$server" 2>/dev/null || break
+    python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$port/healthz')" 2>/dev/null && { ready=1; break; }
     sleep 0.2
 done
-python3 benchmarks/http/loadgen.py --url http://127.0.0.1:18080 --bodies "$work/bodies.jsonl" --duration "$seconds" --rss-pid "$server"
+[ -n "$ready" ] || { say "the server did not start"; exit 1; }
+
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$server/stat"; }
+say "wrk: $connections connections for $seconds s ..."
+ticks_before=$(cpu_ticks)
+wrk -t "$connections" -c "$connections" -d "${seconds}s" -s "$here/assert.lua" "http://127.0.0.1:$port" -- "$work/bodies" \
+    | tee "$work/wrk.out" >&2
+ticks_after=$(cpu_ticks)
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+
+python3 - "$work/wrk.out" "$work/bench.json" "$((ticks_after - ticks_before))" "$(getconf CLK_TCK)" "$connections" \
+    "$load_before" "$load_after" "$store" <<'PY'
+import json, sys
+wrk_out, bench_path, ticks, hertz, connections, load_before, load_after, store = sys.argv[1:]
+result = next(json.loads(line) for line in open(wrk_out) if line.startswith('{"requests"'))
+bench = json.load(open(bench_path))
+requests = result["requests"]
+seconds = result["durationMicroseconds"] / 1e6
+errors = sum(result["errors"].values())
+cpu_us = int(ticks) / int(hertz) / requests * 1e6 if requests else None
+budget = bench.get("cpuBudgetMicroseconds")
+connections = int(connections)
+report = {
+    "store": "mongodb" if store.startswith("mongodb") else "sqlite",
+    "connections": connections,
+    "requests": requests,
+    "seconds": round(seconds, 2),
+    "requestsPerSecond": round(requests / seconds, 1),
+    "p50Milliseconds": result["p50Microseconds"] / 1000,
+    "p90Milliseconds": result["p90Microseconds"] / 1000,
+    "p99Milliseconds": result["p99Microseconds"] / 1000,
+    "maxMilliseconds": result["maxMicroseconds"] / 1000,
+    "errors": errors,
+    "wrkErrors": result["errors"],
+    "exhaustedConnections": result["exhaustedConnections"],
+    "serverCpuMicrosecondsPerRequest": round(cpu_us, 1) if cpu_us else None,
+    "budgetMicroseconds(assertion.verify+jws.sign)": budget,
+    "serverCpuPerRequestOverBudget": round(cpu_us / budget, 2) if cpu_us and budget else None,
+    "loadAverageBefore": load_before,
+    "loadAverageAfter": load_after,
+}
+goals = {}
+if report["store"] == "sqlite" and connections == 16:
+    goals["requestsPerSecond >= 5000"] = report["requestsPerSecond"] >= 5000
+    goals["p99 <= 10 ms"] = report["p99Milliseconds"] <= 10
+if report["store"] == "sqlite" and connections == 2:
+    goals["p99 <= 3 ms"] = report["p99Milliseconds"] <= 3
+goals["zero errors"] = errors == 0 and result["exhaustedConnections"] == 0
+if report["serverCpuPerRequestOverBudget"] is not None:
+    goals["server CPU per request <= 3 x budget"] = report["serverCpuPerRequestOverBudget"] <= 3
+report["goals"] = goals
+print(json.dumps(report, indent=2))
+PY

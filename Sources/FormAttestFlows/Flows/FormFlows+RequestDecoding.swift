@@ -90,6 +90,34 @@ extension FormFlows {
             }
             return form.canonicalBytes
         }
+
+        /// The `form` object's canonical bytes: `prepared`'s when there is one (built once).
+        func form(_ prepared: SignedForm?) throws(FlowError) -> [UInt8] {
+            if let prepared { return prepared.canonicalBytes }
+            return try self.form()
+        }
+
+        /// The `form` object as a ``SignedForm`` made from this parse (the form is not parsed
+        /// again, and its canonical bytes are built once), when it is a form that
+        /// `SignedForm(jsonBytes:)` accepts from those canonical bytes: within
+        /// ``SignedForm/limits`` (the canonical bytes' size, the nesting; the body's parse already
+        /// refused duplicate names, lone surrogates and inexact numbers) and with a valid
+        /// timestamp. `nil` otherwise: the flows then parse the bytes and name what is wrong.
+        func preparedForm() -> SignedForm? {
+            guard let form = self.value["form"], case .object = form, Self.nesting(form) <= SignedForm.limits.maximumDepth,
+                let signed = try? SignedForm(value: form), signed.canonicalBytes.count <= SignedForm.limits.maximumSize
+            else { return nil }
+            return signed
+        }
+
+        /// Nesting as the strict parser counts it: 1 for an object or array of scalars.
+        private static func nesting(_ value: JSONValue) -> Int {
+            switch value {
+            case .object(let object): 1 + (object.members.lazy.map { Self.nesting($0.value) }.max() ?? 0)
+            case .array(let elements): 1 + (elements.lazy.map(Self.nesting).max() ?? 0)
+            default: 0
+            }
+        }
     }
 }
 
@@ -98,13 +126,19 @@ extension FormFlows.AttestRequest {
     /// clientDataHash the client says it attested over (absent or `null`: not checked).
     public init(body: JSONValue) throws(FlowError) {
         let fields = FormFlows.RequestFields(body)
+        let prepared = fields.preparedForm()
+        let username = try fields.username()
+        let keyID = try fields.bytes("keyId")
+        let attestationObject = try fields.bytes("attestationObject")
+        let form = try fields.form(prepared)
         self.init(
-            username: try fields.username(),
-            keyID: try fields.bytes("keyId"),
-            attestationObject: try fields.bytes("attestationObject"),
-            form: try fields.form(),
+            username: username,
+            keyID: keyID,
+            attestationObject: attestationObject,
+            form: form,
             claimedClientDataHash: try fields.optionalBytes("localChallenge")
         )
+        self.preparedForm = prepared
     }
 }
 
@@ -112,12 +146,13 @@ extension FormFlows.AssertRequest {
     /// `{username, keyId, assertion, form}`.
     public init(body: JSONValue) throws(FlowError) {
         let fields = FormFlows.RequestFields(body)
-        self.init(
-            username: try fields.username(),
-            keyID: try fields.bytes("keyId"),
-            assertion: try fields.bytes("assertion"),
-            form: try fields.form()
-        )
+        let prepared = fields.preparedForm()
+        let username = try fields.username()
+        let keyID = try fields.bytes("keyId")
+        let assertion = try fields.bytes("assertion")
+        let form = try fields.form(prepared)
+        self.init(username: username, keyID: keyID, assertion: assertion, form: form)
+        self.preparedForm = prepared
     }
 }
 
@@ -125,13 +160,16 @@ extension FormFlows.PooledRequest {
     /// `{username, keyId, attestationObject, poolChallenge, assertion, form}`.
     public init(body: JSONValue) throws(FlowError) {
         let fields = FormFlows.RequestFields(body)
+        let prepared = fields.preparedForm()
+        let username = try fields.username()
+        let keyID = try fields.bytes("keyId")
+        let attestationObject = try fields.bytes("attestationObject")
+        let poolChallenge = try fields.bytes("poolChallenge")
+        let assertion = try fields.bytes("assertion")
+        let form = try fields.form(prepared)
         self.init(
-            username: try fields.username(),
-            keyID: try fields.bytes("keyId"),
-            attestationObject: try fields.bytes("attestationObject"),
-            poolChallenge: try fields.bytes("poolChallenge"),
-            assertion: try fields.bytes("assertion"),
-            form: try fields.form()
+            username: username, keyID: keyID, attestationObject: attestationObject, poolChallenge: poolChallenge, assertion: assertion, form: form
         )
+        self.preparedForm = prepared
     }
 }

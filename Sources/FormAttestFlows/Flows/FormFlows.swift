@@ -50,6 +50,9 @@ public struct FormFlows: Sendable {
         public var claimedClientDataHash: [UInt8]?
         /// The caller's session (an identity token's `sid`): the form's `session` must be it.
         public var session: String?
+        /// The form already parsed from a request body (`init(body:)`); used only while its
+        /// canonical bytes are still ``form``'s, so the form is parsed once.
+        var preparedForm: SignedForm? = nil
 
         public init(username: String, keyID: [UInt8], attestationObject: [UInt8], form: [UInt8], claimedClientDataHash: [UInt8]? = nil, session: String? = nil) {
             self.username = username
@@ -69,6 +72,9 @@ public struct FormFlows: Sendable {
         public var form: [UInt8]
         /// The caller's session (an identity token's `sid`): the form's `session` must be it.
         public var session: String?
+        /// The form already parsed from a request body (`init(body:)`); used only while its
+        /// canonical bytes are still ``form``'s, so the form is parsed once.
+        var preparedForm: SignedForm? = nil
 
         public init(username: String, keyID: [UInt8], assertion: [UInt8], form: [UInt8], session: String? = nil) {
             self.username = username
@@ -90,6 +96,9 @@ public struct FormFlows: Sendable {
         public var form: [UInt8]
         /// The caller's session (an identity token's `sid`): the form's `session` must be it.
         public var session: String?
+        /// The form already parsed from a request body (`init(body:)`); used only while its
+        /// canonical bytes are still ``form``'s, so the form is parsed once.
+        var preparedForm: SignedForm? = nil
 
         public init(
             username: String, keyID: [UInt8], attestationObject: [UInt8], poolChallenge: [UInt8], assertion: [UInt8], form: [UInt8],
@@ -155,7 +164,7 @@ public struct FormFlows: Sendable {
     /// Registers a key with an attestation over a form.
     public func attest(_ request: AttestRequest, now: Date) async throws(FlowError) -> AttestOutcome {
         try await self.rotating(username: request.username, now: now) { () async throws(FlowError) -> AttestOutcome in
-            let form = try self.acceptedForm(request.form, username: request.username, session: request.session, now: now)
+            let form = try self.acceptedForm(request.form, prepared: request.preparedForm, username: request.username, session: request.session, now: now)
             if let claimed = request.claimedClientDataHash, !constantTimeEquals(claimed, form.clientDataHash) {
                 throw FlowError(
                     code: "client_data_hash_mismatch",
@@ -190,7 +199,7 @@ public struct FormFlows: Sendable {
     /// Accepts a form signed by a registered key.
     public func assert(_ request: AssertRequest, now: Date) async throws(FlowError) -> AssertOutcome {
         try await self.rotating(username: request.username, now: now) { () async throws(FlowError) -> AssertOutcome in
-            let form = try self.acceptedForm(request.form, username: request.username, session: request.session, now: now)
+            let form = try self.acceptedForm(request.form, prepared: request.preparedForm, username: request.username, session: request.session, now: now)
             let claims = try self.formChallengeClaims(form, username: request.username)
             // An unknown keyId and another user's keyId get the same answer: who owns a key is
             // not for the caller to learn.
@@ -280,7 +289,7 @@ public struct FormFlows: Sendable {
     /// Registers a pooled key and accepts the form it signed, in one atomic commit.
     public func registerPooled(_ request: PooledRequest, now: Date) async throws(FlowError) -> AttestOutcome {
         try await self.rotating(username: request.username, now: now) { () async throws(FlowError) -> AttestOutcome in
-            let form = try self.acceptedForm(request.form, username: request.username, session: request.session, now: now)
+            let form = try self.acceptedForm(request.form, prepared: request.preparedForm, username: request.username, session: request.session, now: now)
             var claims = try self.formChallengeClaims(form, username: request.username)
             claims.append(ChallengeClaim(value: request.poolChallenge, purpose: .pool, username: request.username))
             // The main app attested the key over the pool challenge itself (32 random bytes).
@@ -324,10 +333,16 @@ public struct FormFlows: Sendable {
         return try? await self.store.keys(username: username).filter { $0.createdAt >= since }.count
     }
 
-    private func acceptedForm(_ bytes: [UInt8], username: String, session: String?, now: Date) throws(FlowError) -> SignedForm {
+    private func acceptedForm(_ bytes: [UInt8], prepared: SignedForm?, username: String, session: String?, now: Date) throws(FlowError) -> SignedForm {
         try Self.checkUsername(username)
         do {
-            let form = try SignedForm(jsonBytes: bytes)
+            // A form parsed with the request body stands for these bytes only while they are its own.
+            let form: SignedForm
+            if let prepared, prepared.canonicalBytes == bytes {
+                form = prepared
+            } else {
+                form = try SignedForm(jsonBytes: bytes)
+            }
             try self.configuration.formPolicy.validate(form, now: now, username: username, session: session)
             return form
         } catch {
