@@ -11,7 +11,8 @@
 # usage: benchmarks/http/run.sh [CONNECTIONS] [SECONDS]      (from any directory)
 # environment: FORMATTEST_BINARY (a built release formattest; default: build one),
 #   FORMATTEST_LOAD_RATE (bodies prepared per second of load, default 8000),
-#   FORMATTEST_MONGODB_URI (load MongoDB instead of SQLite), FORMATTEST_LOAD_PORT (default 18080).
+#   FORMATTEST_MONGODB_URI (load MongoDB instead of SQLite), FORMATTEST_LOAD_PORT (default 18080),
+#   FORMATTEST_PERF (a file: `perf record -g` samples the server over the load into it).
 # Prints progress on stderr and one JSON report on stdout.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -78,9 +79,15 @@ done
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$server/stat"; }
 say "wrk: $connections connections for $seconds s ..."
 ticks_before=$(cpu_ticks)
+profiler=""
+if [ -n "${FORMATTEST_PERF:-}" ]; then
+    perf record -q -F 499 -g -p "$server" -o "$FORMATTEST_PERF" -- sleep "$seconds" 2>/dev/null &
+    profiler=$!
+fi
 wrk -t "$connections" -c "$connections" -d "${seconds}s" -s "$here/assert.lua" "http://127.0.0.1:$port" -- "$work/bodies" \
     | tee "$work/wrk.out" >&2
 ticks_after=$(cpu_ticks)
+[ -n "$profiler" ] && wait "$profiler"
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
 python3 - "$work/wrk.out" "$work/bench.json" "$((ticks_after - ticks_before))" "$(getconf CLK_TCK)" "$connections" \
