@@ -83,4 +83,41 @@ struct DeploymentTests {
         )
         #expect(refused.status == 2 && refused.stderr.contains("\"trusted-proxy-hop\" is not a setting"), "\(refused.stderr)")
     }
+
+    /// Runs `sqlite3` with `arguments`: its status and standard output.
+    static func sqlite3(_ arguments: [String]) throws -> (status: Int32, output: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["sqlite3"] + arguments
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+
+    @Test("the backup of docs/deployment.md (sqlite3 .backup while serve runs) gives a consistent copy with every table")
+    func onlineBackup() async throws {
+        let files = try TemporaryFiles()
+        let dataDirectory = files.directory.appendingPathComponent("state")
+        let port = Formattest.freePort()
+        let server = try Formattest.start(
+            ["serve", "--insecure-no-caller-auth", "--data-dir", dataDirectory.path, "--port", String(port), "--log-level", "warning"],
+            environment: ["FORMATTEST_UNUSED": "1"]
+        )
+        defer { _ = server.terminate(within: 10) }
+        try #require(Formattest.waitForListener(port: port, process: server.process), "serve did not start")
+        #expect(try await LiveCallerTests.get(port, "/healthz").0 == 200)  // a write (the health probe)
+        let database = dataDirectory.appendingPathComponent("formattest.sqlite").path
+        let backup = files.directory.appendingPathComponent("backup.sqlite").path
+        let copied = try Self.sqlite3([database, ".backup '\(backup)'"])
+        #expect(copied.status == 0)
+        #expect(try Self.sqlite3([backup, "PRAGMA integrity_check"]).output == "ok\n")
+        let tables = try Self.sqlite3([backup, "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"]).output
+        for table in ["challenges", "form_hashes", "keys", "rate_limits"] {
+            #expect(tables.contains(table), "\(tables)")
+        }
+        #expect(try await LiveCallerTests.get(port, "/healthz").0 == 200)  // the service kept running
+    }
 }
