@@ -14,7 +14,7 @@
 public struct AppAttestError: Error, Sendable, Hashable, CustomStringConvertible {
     /// What failed. Compare with the static members, for example ``Code/nonceMismatch``.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
-        fileprivate enum Backing: String, Hashable, Sendable {
+        fileprivate enum Backing: String, Hashable, Sendable, CaseIterable {
             case malformedCBOR = "malformed_cbor"
             case malformedAttestation = "malformed_attestation"
             case attestationTooLarge = "attestation_too_large"
@@ -62,6 +62,9 @@ public struct AppAttestError: Error, Sendable, Hashable, CustomStringConvertible
         fileprivate init(_ backing: Backing) {
             self.backing = backing
         }
+
+        /// Every code of the verifier (the error table in docs/errors.md is generated from them).
+        public static var allCases: [Code] { Backing.allCases.map(Code.init) }
 
         /// The stable `snake_case` identifier, such as `nonce_mismatch`.
         public var identifier: String { self.backing.rawValue }

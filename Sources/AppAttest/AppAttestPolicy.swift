@@ -137,3 +137,23 @@ public struct AppAttestPolicy: Sendable {
         self.requireValidReceipt = requireValidReceipt
     }
 }
+
+extension AppAttestPolicy {
+    /// What is wrong with `appID` as an App ID, or `nil` when it is one: `TEAMID.bundleID`, a
+    /// 10-character team id of `A-Z` and `0-9`, a dot, and a bundle id that is not empty and holds
+    /// no space or control character. An App ID without its team prefix (`com.example.app`) can
+    /// never match an attestation, so a service configured with one would refuse every device.
+    public static func appIDProblem(_ appID: String) -> String? {
+        let scalars = Array(appID.unicodeScalars)
+        guard scalars.count > 11, scalars[10] == "." else {
+            return "\(appID.debugDescription) is not TEAMID.bundleID (a 10-character team id, a dot, the bundle id)"
+        }
+        guard scalars[..<10].allSatisfy({ ("A"..."Z").contains($0) || ("0"..."9").contains($0) }) else {
+            return "\(appID.debugDescription) does not start with a team id of 10 characters A-Z or 0-9"
+        }
+        guard !scalars[11...].contains(where: { $0.value <= 0x20 || (0x7F...0x9F).contains($0.value) }) else {
+            return "the bundle id of \(appID.debugDescription) holds a space or a control character"
+        }
+        return nil
+    }
+}

@@ -15,6 +15,7 @@ import Metrics
 import NIOCore
 import NIOHTTP1
 import Prometheus
+import ServiceLifecycle
 
 /// Builds the Hummingbird application: routes, middleware, and the background services.
 public enum FormAttestApplication {
@@ -41,13 +42,50 @@ public enum FormAttestApplication {
         logger: Logger
     ) async throws -> some ApplicationProtocol {
         let router = try await self.router(configuration: configuration, store: store, signingKeys: signingKeys, simulator: simulator)
+        var services: [any Service] = [PurgeService(store: store, interval: configuration.purgeInterval, now: configuration.now, logger: logger)]
+        if let admin = configuration.adminListener {
+            // The operators' listener runs beside the public one, in the same service group.
+            services.append(
+                Application(
+                    router: self.operatorRouter(configuration: configuration, store: store),
+                    server: .http1(configuration: .init(idleTimeout: TimeAmount(configuration.idleTimeout))),
+                    configuration: ApplicationConfiguration(address: .hostname(admin.host, port: admin.port), serverName: "formattest"),
+                    logger: logger
+                )
+            )
+        }
         return Application(
             router: router,
             server: .http1(configuration: .init(idleTimeout: TimeAmount(configuration.idleTimeout))),
             configuration: ApplicationConfiguration(address: .hostname(configuration.host, port: configuration.port), serverName: "formattest"),
-            services: [PurgeService(store: store, interval: configuration.purgeInterval, now: configuration.now, logger: logger)],
+            services: services,
             logger: logger
         )
+    }
+
+    /// The operators' router, for ``ServerConfiguration/adminListener``: `/metrics` and, with
+    /// admin secrets, `/admin/*`; nothing else.
+    public static func operatorRouter(configuration: ServerConfiguration, store: any AttestationStore) -> Router<AppRequestContext> {
+        _ = Self.metricsRegistry
+        let router = Router(context: AppRequestContext.self)
+        router.add(middleware: RequestLogMiddleware())
+        router.add(middleware: ErrorShapeMiddleware())
+        router.add(middleware: BodyDeadlineMiddleware(timeout: configuration.bodyTimeout))
+        self.addOperatorRoutes(to: router, configuration: configuration, store: store)
+        return router
+    }
+
+    /// `/metrics` and `/admin/*`, on whichever router serves them.
+    static func addOperatorRoutes(to router: Router<AppRequestContext>, configuration: ServerConfiguration, store: any AttestationStore) {
+        if let adminSecrets = configuration.adminSecrets {
+            AdminController(store: store, secrets: adminSecrets, registrationWindow: configuration.flows.registrationCountWindow, now: configuration.now)
+                .addRoutes(to: router.group("admin"))
+        }
+        router.get("metrics") { _, _ in
+            var headers = HTTPFields()
+            headers[.contentType] = "text/plain; version=0.0.4"
+            return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: Self.metricsRegistry.emitToBuffer())))
+        }
     }
 
     /// The router alone (the route tests drive it in process).
@@ -84,9 +122,8 @@ public enum FormAttestApplication {
             // request's path is spelled (`//api/appattest/assert`), if it reaches these handlers
             // it went through the caller authentication.
             .addRoutes(to: router.group("api/appattest").add(middleware: CallerAuthenticationMiddleware(authentication: configuration.callerAuthentication)))
-        if let adminSecrets = configuration.adminSecrets {
-            AdminController(store: store, secrets: adminSecrets, registrationWindow: configuration.flows.registrationCountWindow, now: configuration.now)
-                .addRoutes(to: router.group("admin"))
+        if configuration.adminListener == nil {
+            self.addOperatorRoutes(to: router, configuration: configuration, store: store)
         }
         if configuration.devSimulator, let simulator {
             DevSimulatorController(device: simulator).addRoutes(to: router.group("api/dev"))
@@ -103,11 +140,6 @@ public enum FormAttestApplication {
                 .object(JSONObject(constantMembers: [("status", .string(JSONString("store_unavailable")))])),
                 status: .serviceUnavailable
             )
-        }
-        router.get("metrics") { _, _ in
-            var headers = HTTPFields()
-            headers[.contentType] = "text/plain; version=0.0.4"
-            return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: Self.metricsRegistry.emitToBuffer())))
         }
         return router
     }

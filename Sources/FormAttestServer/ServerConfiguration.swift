@@ -12,6 +12,9 @@ public import Foundation
 public struct ServerConfiguration: Sendable {
     public var host: String = "127.0.0.1"
     public var port: Int = 8080
+    /// The operators' listener: `/metrics` and `/admin/*` on an address of their own, and no longer
+    /// on the public one. `nil`: both on the public listener.
+    public var adminListener: (host: String, port: Int)?
     /// Accepted app ids, environments, trust anchors.
     public var policy: AppAttestPolicy
     public var flows: FlowConfiguration = FlowConfiguration()

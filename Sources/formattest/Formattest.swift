@@ -15,7 +15,7 @@ struct Formattest: AsyncParsableCommand {
         commandName: "formattest",
         abstract: "Verify Apple App Attest attestations and assertions over signed forms.",
         version: "0.1.0",
-        subcommands: [Serve.self, Verify.self, Inspect.self, Receipt.self, Wrap.self, EvidenceCommand.self, Keys.self, DeviceKeys.self, Canonicalize.self, Hash.self, Pool.self, Simulate.self, Bench.self]
+        subcommands: [Serve.self, Docs.self, Verify.self, Inspect.self, Receipt.self, Wrap.self, EvidenceCommand.self, Keys.self, DeviceKeys.self, Canonicalize.self, Hash.self, Pool.self, Simulate.self, Bench.self]
     )
 }
 

@@ -6,146 +6,161 @@
 import AppAttest
 import AppAttestSimulator
 import ArgumentParser
+import Crypto
 import FormAttestClient
 import FormAttestFlows
 import FormAttestServer
 import Foundation
 import Hummingbird
 import Logging
+import SwiftASN1
+import X509
 
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run the HTTP service (and the demo page).",
         discussion: """
-            With no options: 127.0.0.1:8080, the SQLite store in ./formattest-data, Apple's App \
-            Attestation root alone, and a signing key generated in ./formattest-data. These \
-            settings may also come from environment variables (a flag wins): FORMATTEST_HOST, \
-            FORMATTEST_PORT, FORMATTEST_MONGODB_URI, FORMATTEST_APP_IDS (comma-separated), \
-            FORMATTEST_ENVIRONMENT, and the iOS 27 signal policy: FORMATTEST_VALIDATION_CATEGORIES, \
-            FORMATTEST_MINIMUM_BUNDLE_VERSION, FORMATTEST_ALLOWED_CDHASHES (comma-separated), \
-            FORMATTEST_ALLOWED_CDHASHES_FILE, FORMATTEST_REQUIRE_CDHASH and \
-            FORMATTEST_REQUIRE_EXTENSIONS (true or false), FORMATTEST_MACOS_ACCESS_CONTROL. Every \
-            setting is checked the same way from either source; a value that is not valid stops the \
-            service (exit 2) before it listens.
+            Every setting comes from its flag, its environment variable or the JSON configuration \
+            file (--config or FORMATTEST_CONFIG), in that order of precedence, else its default; \
+            docs/configuration.md lists them all. Every value is checked the same way whatever its \
+            source; a value that is not valid stops the service (exit 2, naming the setting and \
+            where it came from) before it listens. With no settings: 127.0.0.1:8080, the SQLite \
+            store and a generated signing key in ./formattest-data, Apple's App Attestation root \
+            alone.
             """
     )
 
-    @Option(help: "Address to listen on (default 127.0.0.1; FORMATTEST_HOST).")
-    var host: String?
+    @Option(name: .customLong("config"), help: ServeSettings.help("config")) var config: String?
+    @Option(name: .customLong("host"), help: ServeSettings.help("host")) var host: String?
+    @Option(name: .customLong("port"), help: ServeSettings.help("port")) var port: String?
+    @Option(name: .customLong("admin-host"), help: ServeSettings.help("admin-host")) var adminHost: String?
+    @Option(name: .customLong("admin-port"), help: ServeSettings.help("admin-port")) var adminPort: String?
+    @Option(name: .customLong("store"), help: ServeSettings.help("store")) var store: String?
+    @Option(name: .customLong("mongodb-database"), help: ServeSettings.help("mongodb-database")) var mongoDatabase: String?
+    @Option(name: .customLong("mongodb-collection-prefix"), help: ServeSettings.help("mongodb-collection-prefix")) var mongoCollectionPrefix: String?
+    @Option(name: .customLong("data-dir"), help: ServeSettings.help("data-dir")) var dataDirectory: String?
+    @Option(name: .customLong("signing-key"), help: ServeSettings.help("signing-key")) var signingKey: String?
+    @Option(name: .customLong("issuer"), help: ServeSettings.help("issuer")) var issuer: String?
+    @Option(name: .customLong("audience"), help: ServeSettings.help("audience")) var audience: String?
+    @Option(name: .customLong("app-id"), help: ServeSettings.help("app-id")) var appIDs: [String] = []
+    @Option(name: .customLong("environment"), help: ServeSettings.help("environment")) var environment: String?
+    @Option(name: .customLong("root"), help: ServeSettings.help("root")) var roots: [String] = []
+    @Option(name: .customLong("form-max-age"), help: ServeSettings.help("form-max-age")) var formMaxAge: String?
+    @Option(name: .customLong("form-max-skew"), help: ServeSettings.help("form-max-skew")) var formMaxSkew: String?
+    @Option(name: .customLong("challenge-lifetime"), help: ServeSettings.help("challenge-lifetime")) var challengeLifetime: String?
+    @Flag(name: .customLong("require-challenge"), help: ServeSettings.help("require-challenge")) var requireChallenge = false
+    @Flag(name: .customLong("rotate-challenges"), help: ServeSettings.help("rotate-challenges")) var rotateChallenges = false
+    @Option(name: .customLong("max-key-age"), help: ServeSettings.help("max-key-age")) var maxKeyAge: String?
+    @Option(name: .customLong("idle-timeout"), help: ServeSettings.help("idle-timeout")) var idleTimeout: String?
+    @Option(name: .customLong("body-timeout"), help: ServeSettings.help("body-timeout")) var bodyTimeout: String?
+    @Flag(name: .customLong("require-valid-receipt"), help: ServeSettings.help("require-valid-receipt")) var requireValidReceipt = false
+    @Option(name: .customLong("validation-category"), help: ServeSettings.help("validation-category")) var validationCategories: [String] = []
+    @Option(name: .customLong("minimum-bundle-version"), help: ServeSettings.help("minimum-bundle-version")) var minimumBundleVersion: String?
+    @Option(name: .customLong("allowed-cdhash"), help: ServeSettings.help("allowed-cdhash")) var allowedCDHashes: [String] = []
+    @Option(name: .customLong("allowed-cdhashes-file"), help: ServeSettings.help("allowed-cdhashes-file")) var allowedCDHashesFile: String?
+    @Flag(name: .customLong("require-cdhash"), help: ServeSettings.help("require-cdhash")) var requireCDHash = false
+    @Flag(name: .customLong("require-extensions"), help: ServeSettings.help("require-extensions")) var requireExtensions = false
+    @Option(name: .customLong("macos-access-control"), help: ServeSettings.help("macos-access-control")) var macOSAccessControl: String?
+    @Option(name: .customLong("caller-jwks"), help: ServeSettings.help("caller-jwks")) var callerJWKS: String?
+    @Option(name: .customLong("caller-issuer"), help: ServeSettings.help("caller-issuer")) var callerIssuer: String?
+    @Option(name: .customLong("caller-audience"), help: ServeSettings.help("caller-audience")) var callerAudience: String?
+    @Option(name: .customLong("caller-user-claim"), help: ServeSettings.help("caller-user-claim")) var callerUserClaim: String?
+    @Option(name: .customLong("bind-session"), help: ServeSettings.help("bind-session")) var bindSession: String?
+    @Option(name: .customLong("caller-secret-file"), help: ServeSettings.help("caller-secret-file")) var callerSecretFile: String?
+    @Option(name: .customLong("admin-secret-file"), help: ServeSettings.help("admin-secret-file")) var adminSecretFile: String?
+    @Flag(name: .customLong("insecure-no-caller-auth"), help: ServeSettings.help("insecure-no-caller-auth")) var insecureNoCallerAuth = false
+    @Option(name: .customLong("max-keys-per-user"), help: ServeSettings.help("max-keys-per-user")) var maxKeysPerUser: String?
+    @Option(name: .customLong("rate-limit-per-user"), help: ServeSettings.help("rate-limit-per-user")) var rateLimitPerUser: String?
+    @Option(name: .customLong("rate-limit-per-address"), help: ServeSettings.help("rate-limit-per-address")) var rateLimitPerAddress: String?
+    @Option(name: .customLong("rate-limit-window"), help: ServeSettings.help("rate-limit-window")) var rateLimitWindow: String?
+    @Option(name: .customLong("trusted-proxy-hops"), help: ServeSettings.help("trusted-proxy-hops")) var trustedProxyHops: String?
+    @Option(name: .customLong("attestation-ca"), help: ServeSettings.help("attestation-ca")) var attestationCA: String?
+    @Option(name: .customLong("rp-id"), help: ServeSettings.help("rp-id")) var relyingPartyID: String?
+    @Option(name: .customLong("evidence-dir"), help: ServeSettings.help("evidence-dir")) var evidenceDirectory: String?
+    @Flag(name: .customLong("evidence-in-answer"), help: ServeSettings.help("evidence-in-answer")) var evidenceInAnswer = false
+    @Flag(name: .customLong("dev-simulator"), help: ServeSettings.help("dev-simulator")) var devSimulator = false
+    @Option(name: .customLong("demo-dir"), help: ServeSettings.help("demo-dir")) var demoDirectory: String?
+    @Option(name: .customLong("log-level"), help: ServeSettings.help("log-level")) var logLevel: String?
 
-    @Option(help: "Port to listen on, 1-65535 (default 8080; FORMATTEST_PORT).")
-    var port: Int?
-
-    @OptionGroup var storeOptions: StoreOptions
-
-    @Option(name: .customLong("app-id"), help: "An accepted TEAMID.bundleID (repeatable; default ABCDE12345.com.formattest.demo; FORMATTEST_APP_IDS).")
-    var appIDs: [String] = []
-
-    @Option(help: "Accepted environment: development, production or any (default any; FORMATTEST_ENVIRONMENT).")
-    var environment: EnvironmentChoice?
-
-    @Option(name: .customLong("root"), help: "A PEM trust anchor (repeatable; default: Apple's App Attestation root alone).")
-    var roots: [String] = []
-
-    @Option(name: .customLong("form-max-age"), help: "Seconds a form's timestamp may lie in the past.")
-    var formMaxAge: Double = 300
-
-    @Option(name: .customLong("form-max-skew"), help: "Seconds a form's timestamp may lie in the future.")
-    var formMaxSkew: Double = 30
-
-    @Option(name: .customLong("challenge-lifetime"), help: "Seconds a form challenge lives.")
-    var challengeLifetime: Double = 120
-
-    @Flag(name: .customLong("require-challenge"), help: "Every form must answer a server challenge.")
-    var requireChallenge = false
-
-    @Option(name: .customLong("idle-timeout"), help: "Seconds before a connection that sends nothing is closed.")
-    var idleTimeout: Double = 60
-
-    @Option(name: .customLong("body-timeout"), help: "Seconds a request body may take to arrive (408 after).")
-    var bodyTimeout: Double = 10
-
-    @Flag(name: .customLong("require-valid-receipt"), help: "Reject attestations whose receipt does not verify (Apple Root CA - G3).")
-    var requireValidReceipt = false
-
-    @OptionGroup var signalPolicy: SignalPolicyOptions
-
-    @Flag(name: .customLong("rotate-challenges"), help: "Return a fresh challenge with every answer.")
-    var rotateChallenges = false
-
-    @Option(name: .customLong("max-key-age"), help: "Keys older than this many seconds must re-attest.")
-    var maxKeyAge: Double?
-
-    @OptionGroup var signing: SigningOptions
-
-    @OptionGroup var caller: CallerOptions
-
-    @OptionGroup var packed: PackedOptions
-
-    @OptionGroup var evidence: EvidenceOptions
-
-    @Flag(name: .customLong("dev-simulator"), help: "DEVELOPMENT ONLY: trust the simulator's CA and serve /api/dev/simulate.")
-    var devSimulator = false
-
-    @Option(name: .customLong("demo-dir"), help: "Directory of the demo page's files.")
-    var demoDirectory = "demo"
-
-    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error, critical.")
-    var logLevel = "info"
-
-    mutating func validate() throws {
-        // Flags first, then the environment, then the defaults; both sources are untrusted text
-        // and go through the same checks.
-        let variables = ProcessInfo.processInfo.environment
-        if self.host == nil { self.host = try Setting.text(variables, "FORMATTEST_HOST") ?? "127.0.0.1" }
-        if self.port == nil { self.port = try Setting.port(variables, "FORMATTEST_PORT") ?? 8080 }
-        if self.appIDs.isEmpty {
-            self.appIDs = try Setting.text(variables, "FORMATTEST_APP_IDS").map { $0.split(separator: ",", omittingEmptySubsequences: false).map(String.init) }
-                ?? ["ABCDE12345.com.formattest.demo"]
-        }
-        if self.environment == nil {
-            self.environment = try Setting.choice(variables, "FORMATTEST_ENVIRONMENT", EnvironmentChoice.self) ?? .any
-        }
-        try self.signalPolicy.merge(environment: variables)
-        try self.signalPolicy.check()
-        if self.devSimulator && self.environment == .production {
-            throw ValidationError("--dev-simulator is refused with --environment production: the simulator is not Apple.")
-        }
-        guard !self.appIDs.isEmpty else { throw ValidationError("Give at least one --app-id.") }
-        for appID in self.appIDs {
-            try Setting.checkText(appID, "--app-id")
-        }
-        try Setting.checkText(self.host ?? "", "--host")
-        guard let port = self.port, (1...65535).contains(port) else { throw ValidationError("--port must be 1-65535.") }
-        try Setting.checkSeconds(self.idleTimeout, "--idle-timeout", 0.001...86_400)
-        try Setting.checkSeconds(self.bodyTimeout, "--body-timeout", 0.001...86_400)
-        try Setting.checkSeconds(self.formMaxAge, "--form-max-age", 1...604_800)
-        try Setting.checkSeconds(self.formMaxSkew, "--form-max-skew", 0...3600)
-        try Setting.checkSeconds(self.challengeLifetime, "--challenge-lifetime", 1...86_400)
-        if let maxKeyAge = self.maxKeyAge { try Setting.checkSeconds(maxKeyAge, "--max-key-age", 60...315_360_000) }
-        try self.caller.validate(devSimulator: self.devSimulator)
-        guard Logger.Level(rawValue: self.logLevel) != nil else {
-            throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical.")
-        }
+    /// The flags given, by setting key (the command-line source of the provider chain).
+    var givenFlags: [String: [String]] {
+        [
+            "config": self.config.map { [$0] } ?? [],
+            "host": self.host.map { [$0] } ?? [],
+            "port": self.port.map { [$0] } ?? [],
+            "admin-host": self.adminHost.map { [$0] } ?? [],
+            "admin-port": self.adminPort.map { [$0] } ?? [],
+            "store": self.store.map { [$0] } ?? [],
+            "mongodb-database": self.mongoDatabase.map { [$0] } ?? [],
+            "mongodb-collection-prefix": self.mongoCollectionPrefix.map { [$0] } ?? [],
+            "data-dir": self.dataDirectory.map { [$0] } ?? [],
+            "signing-key": self.signingKey.map { [$0] } ?? [],
+            "issuer": self.issuer.map { [$0] } ?? [],
+            "audience": self.audience.map { [$0] } ?? [],
+            "app-id": self.appIDs,
+            "environment": self.environment.map { [$0] } ?? [],
+            "root": self.roots,
+            "form-max-age": self.formMaxAge.map { [$0] } ?? [],
+            "form-max-skew": self.formMaxSkew.map { [$0] } ?? [],
+            "challenge-lifetime": self.challengeLifetime.map { [$0] } ?? [],
+            "require-challenge": self.requireChallenge ? ["true"] : [],
+            "rotate-challenges": self.rotateChallenges ? ["true"] : [],
+            "max-key-age": self.maxKeyAge.map { [$0] } ?? [],
+            "idle-timeout": self.idleTimeout.map { [$0] } ?? [],
+            "body-timeout": self.bodyTimeout.map { [$0] } ?? [],
+            "require-valid-receipt": self.requireValidReceipt ? ["true"] : [],
+            "validation-category": self.validationCategories,
+            "minimum-bundle-version": self.minimumBundleVersion.map { [$0] } ?? [],
+            "allowed-cdhash": self.allowedCDHashes,
+            "allowed-cdhashes-file": self.allowedCDHashesFile.map { [$0] } ?? [],
+            "require-cdhash": self.requireCDHash ? ["true"] : [],
+            "require-extensions": self.requireExtensions ? ["true"] : [],
+            "macos-access-control": self.macOSAccessControl.map { [$0] } ?? [],
+            "caller-jwks": self.callerJWKS.map { [$0] } ?? [],
+            "caller-issuer": self.callerIssuer.map { [$0] } ?? [],
+            "caller-audience": self.callerAudience.map { [$0] } ?? [],
+            "caller-user-claim": self.callerUserClaim.map { [$0] } ?? [],
+            "bind-session": self.bindSession.map { [$0] } ?? [],
+            "caller-secret-file": self.callerSecretFile.map { [$0] } ?? [],
+            "admin-secret-file": self.adminSecretFile.map { [$0] } ?? [],
+            "insecure-no-caller-auth": self.insecureNoCallerAuth ? ["true"] : [],
+            "max-keys-per-user": self.maxKeysPerUser.map { [$0] } ?? [],
+            "rate-limit-per-user": self.rateLimitPerUser.map { [$0] } ?? [],
+            "rate-limit-per-address": self.rateLimitPerAddress.map { [$0] } ?? [],
+            "rate-limit-window": self.rateLimitWindow.map { [$0] } ?? [],
+            "trusted-proxy-hops": self.trustedProxyHops.map { [$0] } ?? [],
+            "attestation-ca": self.attestationCA.map { [$0] } ?? [],
+            "rp-id": self.relyingPartyID.map { [$0] } ?? [],
+            "evidence-dir": self.evidenceDirectory.map { [$0] } ?? [],
+            "evidence-in-answer": self.evidenceInAnswer ? ["true"] : [],
+            "dev-simulator": self.devSimulator ? ["true"] : [],
+            "demo-dir": self.demoDirectory.map { [$0] } ?? [],
+            "log-level": self.logLevel.map { [$0] } ?? [],
+        ]
     }
 
     func run() async throws {
-        let level = Logger.Level(rawValue: self.logLevel) ?? .info  // checked in validate()
+        let settings = try ServeSettings.resolve(flags: self.givenFlags, environment: ProcessInfo.processInfo.environment)
+        let plan = try ServePlan(settings)
+        let level = Logger.Level(rawValue: settings.text("log-level") ?? "info") ?? .info  // checked: a choice
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = level
             return handler
         }
         let logger = Logger(label: "formattest")
+        if let config = settings.values["config"] {
+            logger.info("configuration file", metadata: ["path": "\(config.texts[0])", "source": "\(config.source)"])
+        }
 
-        var anchors = try self.roots.isEmpty ? [AppleAppAttestationRoot.certificate] : self.roots.map(InputFile.readCertificate)
+        var anchors = try plan.roots.isEmpty ? [AppleAppAttestationRoot.certificate] : plan.roots.map(InputFile.readCertificate)
         var receiptAnchors = [AppleRootCAG3.certificate]
         var simulator: SimulatedDevice?
-        if self.devSimulator {
+        if plan.devSimulator {
             let authority = try SimulatedAttestationAuthority()
             anchors.append(authority.rootCertificate)
             receiptAnchors.append(authority.receiptAuthority.rootCertificate)
-            simulator = SimulatedDevice(authority: authority, appID: self.appIDs[0], environment: .development, seed: UInt64.random(in: 1...UInt64.max))
+            simulator = SimulatedDevice(authority: authority, appID: plan.appIDs[0], environment: .development, seed: UInt64.random(in: 1...UInt64.max))
             let banner = String(repeating: "!", count: 78)
             logger.warning("\(banner)")
             logger.warning("DEV SIMULATOR MODE: the simulator's CA is TRUSTED and /api/dev/simulate is served.")
@@ -153,51 +168,195 @@ struct Serve: AsyncParsableCommand {
             logger.warning("\(banner)")
         }
 
-        let evidence = try self.evidence.configuration(environment: ProcessInfo.processInfo.environment)
-        if evidence != nil, !self.requireValidReceipt {
-            logger.notice("evidence records are on: attestations whose receipt does not verify are refused (as with --require-valid-receipt)")
-        }
         var policy = AppAttestPolicy(
-            appIDs: self.appIDs,
-            environments: (self.environment ?? .any).environments,
+            appIDs: plan.appIDs,
+            environments: plan.environment.environments,
             trustAnchors: anchors,
             receiptTrustAnchors: receiptAnchors,
             // Evidence records carry the key's whole attestation, its receipt included.
-            requireValidReceipt: self.requireValidReceipt || evidence != nil
+            requireValidReceipt: settings.toggle("require-valid-receipt") || plan.evidence != nil
         )
-        try self.signalPolicy.apply(to: &policy)
+        try plan.signalPolicy.apply(to: &policy)
         var configuration = ServerConfiguration(policy: policy)
-        configuration.host = self.host ?? "127.0.0.1"
-        configuration.idleTimeout = .milliseconds(Int64(self.idleTimeout * 1000))
-        configuration.bodyTimeout = .milliseconds(Int64(self.bodyTimeout * 1000))
-        configuration.port = self.port ?? 8080
+        configuration.host = plan.host
+        configuration.port = plan.port
+        configuration.adminListener = plan.adminListener
+        configuration.idleTimeout = .milliseconds(Int64((settings.seconds("idle-timeout") ?? 60) * 1000))
+        configuration.bodyTimeout = .milliseconds(Int64((settings.seconds("body-timeout") ?? 10) * 1000))
         configuration.flows = FlowConfiguration(
-            formPolicy: FormPolicy(maximumAge: self.formMaxAge, maximumFutureSkew: self.formMaxSkew),
-            formChallengeLifetime: self.challengeLifetime,
-            requireServerChallenge: self.requireChallenge,
-            rotateChallenges: self.rotateChallenges,
-            maximumKeyAge: self.maxKeyAge
+            formPolicy: FormPolicy(maximumAge: settings.seconds("form-max-age") ?? 300, maximumFutureSkew: settings.seconds("form-max-skew") ?? 30),
+            formChallengeLifetime: settings.seconds("challenge-lifetime") ?? 120,
+            requireServerChallenge: settings.toggle("require-challenge"),
+            rotateChallenges: settings.toggle("rotate-challenges"),
+            maximumKeyAge: settings.seconds("max-key-age")
         )
-        configuration.flows.maximumKeysPerUser = self.caller.maxKeysPerUser
-        configuration.rateLimits = self.caller.rateLimits
-        configuration.callerAuthentication = try await self.caller.authentication(logger: logger)
-        configuration.adminSecrets = try self.caller.adminSecrets()
-        configuration.packedAttestation = try self.packed.packed()
-        configuration.evidence = evidence
-        configuration.issuer = self.signing.issuer
-        configuration.audience = self.signing.audience
-        configuration.devSimulator = self.devSimulator
-        configuration.demoDirectory = FileManager.default.fileExists(atPath: self.demoDirectory) ? self.demoDirectory : nil
+        configuration.flows.maximumKeysPerUser = plan.caller.maxKeysPerUser
+        configuration.rateLimits = plan.caller.rateLimits
+        configuration.callerAuthentication = try await plan.caller.authentication(logger: logger)
+        configuration.adminSecrets = try plan.caller.adminSecrets()
+        configuration.packedAttestation = try plan.packed.packed()
+        configuration.evidence = plan.evidence
+        configuration.issuer = plan.signing.issuer
+        configuration.audience = plan.signing.audience
+        configuration.devSimulator = plan.devSimulator
+        configuration.demoDirectory = plan.demoDirectory
 
-        let store = try await self.storeOptions.open()
-        logger.info("store", metadata: ["location": "\(StoreOptions.redacted(self.storeOptions.location))"])
+        // What this instance is, one fact a line, before it opens the store and listens.
+        let base = "http://\(plan.host.contains(":") ? "[\(plan.host)]" : plan.host):\(plan.port)"
+        logger.info("public listener", metadata: ["address": "\(base)"])
+        if let admin = plan.adminListener {
+            logger.info("operators' listener (/metrics, /admin/*)", metadata: ["address": "http://\(admin.host):\(admin.port)"])
+        } else {
+            logger.warning("/metrics and /admin/* share the public port: set --admin-port to serve them on a separate listener")
+        }
+        logger.info("store", metadata: ["kind": "\(plan.storeKind)", "location": "\(plan.storeLocationForLog)"])
+        logger.info("data directory", metadata: ["path": "\(URL(fileURLWithPath: plan.signing.dataDirectory).standardizedFileURL.path)"])
+        for anchor in anchors {
+            let fingerprint = try Self.fingerprint(anchor)
+            logger.info("trust anchor", metadata: ["subject": "\(anchor.subject)", "sha256": "\(fingerprint)"])
+        }
+        logger.info("environments", metadata: ["accepted": "\(plan.environment.environments.map(\.rawValue).sorted().joined(separator: ","))"])
+        for appID in plan.appIDs {
+            logger.info("app id", metadata: ["appId": "\(appID)"])
+        }
+        if let demo = plan.demoDirectory {
+            logger.info("demo page", metadata: ["url": "\(base)/appattest-demo.html", "directory": "\(URL(fileURLWithPath: demo).standardizedFileURL.path)"])
+        } else {
+            logger.info("demo page: off", metadata: ["reason": "the default directory \(plan.demoDefault.debugDescription) does not exist"])
+        }
+        if let evidence = plan.evidence {
+            logger.info(
+                "evidence records",
+                metadata: [
+                    "archive": "\(evidence.archiveDirectory.map { URL(fileURLWithPath: $0).standardizedFileURL.path } ?? "none")",
+                    "inAnswer": "\(evidence.inAnswer)", "requireValidReceipt": "true",
+                ]
+            )
+        }
+        logger.info("log level", metadata: ["level": "\(level)", "source": "\(settings.source("log-level"))"])
+
+        let store = try await plan.storeOptions.open()
         let application = try await FormAttestApplication.make(
             configuration: configuration,
             store: store,
-            signingKeys: try self.signing.keys(),
+            signingKeys: try plan.signing.keys(),
             simulator: simulator,
             logger: logger
         )
         try await application.runService()
+    }
+
+    /// The SHA-256 of a certificate's DER, in hex: what `openssl x509 -fingerprint -sha256` shows.
+    static func fingerprint(_ certificate: X509Certificate) throws -> String {
+        var serializer = DER.Serializer()
+        try serializer.serialize(certificate)
+        return SHA256.hash(data: serializer.serializedBytes).map { String(format: "%02X", $0) }.joined(separator: ":")
+    }
+}
+
+/// What `serve` runs, decided from the resolved settings: the cross-setting checks, and the option
+/// groups the other commands share, parsed from the settings' canonical `--key=value` form (so that
+/// their own checks run on the final values, whatever their source).
+struct ServePlan {
+    let host: String
+    let port: Int
+    let adminListener: (host: String, port: Int)?
+    let appIDs: [String]
+    let roots: [String]
+    let environment: EnvironmentChoice
+    let devSimulator: Bool
+    let demoDirectory: String?
+    let demoDefault: String
+    let storeOptions: StoreOptions
+    let storeKind: String
+    let storeLocationForLog: String
+    let signing: SigningOptions
+    let caller: CallerOptions
+    let packed: PackedOptions
+    let evidence: EvidenceConfiguration?
+    let signalPolicy: SignalPolicyOptions
+
+    init(_ settings: ServeSettings.Resolved) throws {
+        func arguments(_ keys: [String]) -> [String] {
+            keys.flatMap { key -> [String] in
+                let setting = ServeSettings.setting(key)
+                guard settings.values[key] != nil else { return [] }
+                if setting.kind.isToggle { return settings.toggle(key) ? [setting.flag] : [] }
+                return settings.list(key).map { "\(setting.flag)=\($0)" }
+            }
+        }
+        self.host = settings.text("host") ?? "127.0.0.1"
+        self.port = settings.integer("port") ?? 8080
+        self.appIDs = settings.list("app-id")
+        self.roots = settings.list("root")
+        self.environment = EnvironmentChoice(rawValue: settings.text("environment") ?? "any") ?? .any
+        self.devSimulator = settings.toggle("dev-simulator")
+        if self.devSimulator && self.environment == .production {
+            throw UsageError("--dev-simulator is refused with --environment production: the simulator is not Apple.")
+        }
+
+        // The operators' listener: a port of its own, never the public one.
+        if let adminPort = settings.integer("admin-port") {
+            let adminHost = settings.text("admin-host") ?? "127.0.0.1"
+            guard adminPort != self.port else {
+                throw UsageError("--admin-port (\(settings.source("admin-port"))) must differ from --port: the operators' listener is a separate one.")
+            }
+            self.adminListener = (adminHost, adminPort)
+        } else {
+            guard !settings.isSet("admin-host") else {
+                throw UsageError("--admin-host (\(settings.source("admin-host"))) needs --admin-port.")
+            }
+            self.adminListener = nil
+        }
+
+        // The demo page: a directory that was asked for must exist; the default may be missing.
+        let demo = settings.text("demo-dir") ?? "demo"
+        self.demoDefault = ServeSettings.setting("demo-dir").defaultValue ?? "demo"
+        var isDirectory: ObjCBool = false
+        let exists = FileManager.default.fileExists(atPath: demo, isDirectory: &isDirectory) && isDirectory.boolValue
+        if settings.isSet("demo-dir") && !exists {
+            throw UsageError("--demo-dir (\(settings.source("demo-dir"))): \(demo.debugDescription) is not a directory; the demo page would answer 404.")
+        }
+        self.demoDirectory = exists ? demo : nil
+
+        self.signing = try SigningOptions.parse(arguments(["data-dir", "signing-key", "issuer", "audience"]))
+        self.caller = try CallerOptions.parse(
+            arguments([
+                "caller-jwks", "caller-issuer", "caller-audience", "caller-user-claim", "bind-session", "caller-secret-file", "admin-secret-file",
+                "insecure-no-caller-auth", "max-keys-per-user", "rate-limit-per-user", "rate-limit-per-address", "rate-limit-window", "trusted-proxy-hops",
+            ])
+        )
+        try self.caller.validate(devSimulator: self.devSimulator)
+        self.packed = try PackedOptions.parse(arguments(["attestation-ca", "rp-id"]))
+        self.evidence = try EvidenceOptions.parse(arguments(["evidence-dir", "evidence-in-answer"])).configuration()
+        self.signalPolicy = try SignalPolicyOptions.parse(
+            arguments([
+                "validation-category", "minimum-bundle-version", "allowed-cdhash", "allowed-cdhashes-file", "require-cdhash", "require-extensions",
+                "macos-access-control",
+            ])
+        )
+        try self.signalPolicy.check()
+
+        // The store: a SQLite file's directory must exist (a mistyped path must not create
+        // directories and an empty store), but for the data directory, which serve creates.
+        let dataDirectory = URL(fileURLWithPath: self.signing.dataDirectory).standardizedFileURL.path
+        let location = settings.text("store") ?? "sqlite:" + URL(fileURLWithPath: dataDirectory).appendingPathComponent("formattest.sqlite").path
+        self.storeOptions = try StoreOptions.parse(["--store=\(location)"] + arguments(["mongodb-database", "mongodb-collection-prefix"]))
+        self.storeLocationForLog = StoreOptions.redacted(location)
+        if location.hasPrefix("sqlite:") {
+            self.storeKind = "sqlite"
+            let file = URL(fileURLWithPath: String(location.dropFirst("sqlite:".count))).standardizedFileURL
+            let directory = file.deletingLastPathComponent().path
+            var isDirectory: ObjCBool = false
+            guard directory == dataDirectory || (FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory) && isDirectory.boolValue) else {
+                throw UsageError(
+                    "--store (\(settings.source("store"))): the directory \(directory.debugDescription) of the SQLite file does not exist; create it first (serve creates only the data directory)."
+                )
+            }
+        } else if location == "memory" {
+            self.storeKind = "memory"
+        } else {
+            self.storeKind = "mongodb"
+        }
     }
 }

@@ -10,7 +10,7 @@ import FormAttestClient
 import Foundation
 
 /// The iOS 27 / macOS 27 signal policy, the same on `verify attestation`, `verify assertion`,
-/// `wrap` and `serve` (which also reads it from FORMATTEST_* variables). Every value is checked
+/// `wrap` and `serve` (which also reads it from FORMATTEST_* variables and its configuration file: ServeSettings). Every value is checked
 /// strictly: a bad one stops the command (exit 2) with a message naming the option.
 struct SignalPolicyOptions: ParsableArguments {
     @Option(
@@ -51,33 +51,6 @@ struct SignalPolicyOptions: ParsableArguments {
         help: "Require exactly this access-control extension (1.2.840.113635.100.8.6) value, base64, as verify --json prints it (FORMATTEST_MACOS_ACCESS_CONTROL)."
     )
     var macOSAccessControl: String?
-
-    /// Fills what no flag set from the environment (a flag wins), for `serve`.
-    mutating func merge(environment variables: [String: String]) throws {
-        if self.validationCategories.isEmpty, let list = try Setting.text(variables, "FORMATTEST_VALIDATION_CATEGORIES") {
-            _ = try Self.categories([list], name: "FORMATTEST_VALIDATION_CATEGORIES")
-            self.validationCategories = [list]
-        }
-        if self.minimumBundleVersion == nil {
-            self.minimumBundleVersion = try Setting.text(variables, "FORMATTEST_MINIMUM_BUNDLE_VERSION")
-            _ = try Self.bundleVersion(self.minimumBundleVersion, name: "FORMATTEST_MINIMUM_BUNDLE_VERSION")
-        }
-        if self.allowedCDHashes.isEmpty, let list = try Setting.text(variables, "FORMATTEST_ALLOWED_CDHASHES") {
-            let hashes = list.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
-            _ = try Self.cdHashes(hashes, name: "FORMATTEST_ALLOWED_CDHASHES")
-            self.allowedCDHashes = hashes
-        }
-        if self.allowedCDHashesFile == nil, let path = try Setting.text(variables, "FORMATTEST_ALLOWED_CDHASHES_FILE") {
-            _ = try Self.cdHashFile(path, name: "FORMATTEST_ALLOWED_CDHASHES_FILE")
-            self.allowedCDHashesFile = path
-        }
-        if !self.requireCDHash { self.requireCDHash = try Setting.boolean(variables, "FORMATTEST_REQUIRE_CDHASH") ?? false }
-        if !self.requireExtensions { self.requireExtensions = try Setting.boolean(variables, "FORMATTEST_REQUIRE_EXTENSIONS") ?? false }
-        if self.macOSAccessControl == nil {
-            self.macOSAccessControl = try Setting.text(variables, "FORMATTEST_MACOS_ACCESS_CONTROL")
-            _ = try Self.accessControl(self.macOSAccessControl, name: "FORMATTEST_MACOS_ACCESS_CONTROL")
-        }
-    }
 
     /// Reads and checks every value (the CDHash file too): `serve` calls it before it listens.
     func check() throws {

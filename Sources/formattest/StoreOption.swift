@@ -52,9 +52,13 @@ struct StoreOptions: ParsableArguments {
         throw UsageError("--store takes sqlite:PATH, a mongodb:// URI or memory")
     }
 
-    /// The location without credentials, for messages and logs.
+    /// The location without credentials, for messages and logs: a URI's user information (all
+    /// before the last `@` of its authority) becomes `***`.
     static func redacted(_ location: String) -> String {
-        guard let at = location.firstIndex(of: "@"), let scheme = location.range(of: "://") else { return location }
-        return String(location[..<scheme.upperBound]) + "***" + String(location[at...])
+        guard let scheme = location.range(of: "://") else { return location }
+        let rest = location[scheme.upperBound...]
+        let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? rest.endIndex
+        guard let at = rest[..<authorityEnd].lastIndex(of: "@") else { return location }
+        return String(location[..<scheme.upperBound]) + "***" + String(rest[at...])
     }
 }

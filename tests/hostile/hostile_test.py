@@ -704,15 +704,17 @@ def configuration(args, check):
 # MARK: - 8. Files
 
 def files(args, check):
-    database = os.path.join(args.work, "newdir", "sub", "db.sqlite")
-    data = os.path.join(args.work, "newdata")
+    # serve creates the data directory (0700) and a SQLite file in it; a SQLite file elsewhere must
+    # have an existing directory (serve refuses to create one: ServeConfigurationTests).
+    data = os.path.join(args.work, "newdata", "sub")
+    database = os.path.join(data, "db.sqlite")
     service = Service(args, "files", store=database, data=data, umask=0o022)  # a usual umask: the service must set the modes itself
     check("files: service starts", service.ready)
     key_id, answer = service.attest("fiona")
     check("files: a form is accepted", answer.status == 200, str(answer))
     modes = {}
-    for path, expected in [(database, 0o600), (database + "-wal", 0o600), (database + "-shm", 0o600), (os.path.join(args.work, "newdir"), 0o700),
-                           (os.path.join(args.work, "newdir", "sub"), 0o700), (data, 0o700)]:
+    for path, expected in [(database, 0o600), (database + "-wal", 0o600), (database + "-shm", 0o600), (os.path.join(args.work, "newdata"), 0o700),
+                           (data, 0o700)]:
         if not os.path.exists(path):
             continue
         mode = stat.S_IMODE(os.stat(path).st_mode)

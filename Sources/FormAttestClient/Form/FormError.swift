@@ -8,7 +8,7 @@ public import CanonicalJSON
 /// Why a form cannot be signed or accepted. One type for the form rules, with a stable code.
 public struct FormError: Error, Sendable, Hashable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
-        fileprivate enum Backing: String, Hashable, Sendable {
+        fileprivate enum Backing: String, Hashable, Sendable, CaseIterable {
             case invalidJSON = "invalid_form_json"
             case inexactNumber = "form_inexact_number"
             case notAnObject = "form_not_object"
@@ -21,6 +21,9 @@ public struct FormError: Error, Sendable, Hashable, CustomStringConvertible {
 
         fileprivate let backing: Backing
         fileprivate init(_ backing: Backing) { self.backing = backing }
+
+        /// Every code of the form rules (the error table in docs/errors.md is generated from them).
+        public static var allCases: [Code] { Backing.allCases.map(Code.init) }
 
         public var identifier: String { self.backing.rawValue }
         public var description: String { self.backing.rawValue }

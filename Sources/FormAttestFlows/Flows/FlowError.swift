@@ -3,8 +3,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
-import AppAttest
-import FormAttestClient
+public import AppAttest
+public import FormAttestClient
 
 /// Why a flow rejected a request: a stable `code` (such as `nonce_mismatch`, `replay`,
 /// `timestamp_outside_window`), the ``Category`` an adapter maps to a status, and a reason.
@@ -61,7 +61,8 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
         .invalidPublicKey, .invalidClientDataHash,
     ]
 
-    init(_ error: AppAttest.AppAttestError) {
+    /// The verifier's error as the flows report it (malformed input or a failed check).
+    public init(_ error: AppAttest.AppAttestError) {
         self.init(
             code: error.code.identifier,
             category: Self.malformedVerifierCodes.contains(error.code) ? .malformedInput : .verificationFailed,
@@ -69,7 +70,8 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
         )
     }
 
-    init(_ error: FormError) {
+    /// A form rule's error as the flows report it.
+    public init(_ error: FormError) {
         let category: Category
         switch error.code {
         case .timestampOutsideWindow, .bindingMismatch, .missingField: category = .policy
@@ -79,7 +81,8 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
         self.init(code: error.code.identifier, category: category, reason: error.reason)
     }
 
-    init(_ error: StoreError) {
+    /// A store's error as the flows report it.
+    public init(_ error: StoreError) {
         let category: Category
         switch error.code {
         case .unavailable: category = .storeUnavailable

@@ -24,7 +24,7 @@ public enum ReceiptExchangeResponse: Sendable, Hashable {
 
 /// Why the exchange did not answer with a receipt. Nothing was stored.
 public struct ReceiptExchangeError: Error, Sendable, Hashable, CustomStringConvertible {
-    public enum Code: String, Sendable, Hashable {
+    public enum Code: String, Sendable, Hashable, CaseIterable {
         /// Not reachable, timed out, or a 5xx.
         case unavailable = "receipt_exchange_unavailable"
         /// 401/403: the JWT (team id, key id, signature, age) was refused.

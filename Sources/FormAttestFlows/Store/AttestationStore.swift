@@ -303,7 +303,7 @@ public struct AssertionCommit: Sendable, Hashable {
 /// The one error type of the stores.
 public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
-        fileprivate enum Backing: String, Hashable, Sendable {
+        fileprivate enum Backing: String, Hashable, Sendable, CaseIterable {
             case duplicateKey = "duplicate_key"
             case unknownKey = "unknown_key"
             case staleCounter = "stale_counter"
@@ -315,6 +315,9 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
 
         fileprivate let backing: Backing
         fileprivate init(_ backing: Backing) { self.backing = backing }
+
+        /// Every code of the stores (the error table in docs/errors.md is generated from them).
+        public static var allCases: [Code] { Backing.allCases.map(Code.init) }
 
         public var identifier: String { self.backing.rawValue }
         public var description: String { self.backing.rawValue }

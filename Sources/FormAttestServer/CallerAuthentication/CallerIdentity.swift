@@ -47,7 +47,7 @@ public struct CallerIdentity: Sendable, Hashable {
 /// `session_mismatch`, 503 `identity_provider_unavailable`.
 public struct CallerAuthenticationError: Error, Sendable, Hashable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
-        fileprivate enum Backing: String, Hashable, Sendable {
+        fileprivate enum Backing: String, Hashable, Sendable, CaseIterable {
             case unauthenticated
             case identityMismatch = "identity_mismatch"
             case sessionMismatch = "session_mismatch"
@@ -56,6 +56,9 @@ public struct CallerAuthenticationError: Error, Sendable, Hashable, CustomString
 
         fileprivate let backing: Backing
         fileprivate init(_ backing: Backing) { self.backing = backing }
+
+        /// Every code of caller authentication (the error table in docs/errors.md is generated from them).
+        public static var allCases: [Code] { Backing.allCases.map(Code.init) }
 
         public var identifier: String { self.backing.rawValue }
         public var description: String { self.backing.rawValue }

@@ -1,0 +1,220 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+import AppAttest
+import FormAttestClient
+import FormAttestFlows
+import Foundation
+import HTTPTypes
+
+/// Every error code a client can receive, with its HTTP status, what it means and what the client
+/// should do. The statuses are not written here: each is what ``APIError`` answers for the error
+/// that carries the code (the flows' codes through ``APIError/init(_:)-(FlowError)``). The codes of
+/// the verifier, the form rules, the stores, caller authentication and the receipt exchange come
+/// from their `allCases`; docs/errors.md is generated from ``markdownTable`` (`formattest errors`),
+/// and a test keeps both complete.
+public enum ErrorCatalog {
+    /// One code.
+    public struct Entry: Sendable, Hashable {
+        public let code: String
+        /// The HTTP status; `nil` for `http_error`, which carries the framework's own.
+        public let status: Int?
+        public let meaning: String
+        public let action: String
+    }
+
+    /// Every code with each status it is answered with, sorted by status then code.
+    public static var entries: [Entry] {
+        var byAnswer: [String: Entry] = [:]
+        for entry in Self.all {
+            let key = "\(entry.code) \(entry.status.map(String.init) ?? "-")"
+            byAnswer[key] = byAnswer[key] ?? entry
+        }
+        return byAnswer.values.sorted { ($0.status ?? 999, $0.code) < ($1.status ?? 999, $1.code) }
+    }
+
+    /// Codes that two sources answer with different statuses: each has a row per status, and the
+    /// tests pin the list, so that a new one is a decision, not an accident.
+    public static var conflicts: [String] {
+        var statuses: [String: Set<Int?>] = [:]
+        for entry in Self.all { statuses[entry.code, default: []].insert(entry.status) }
+        return statuses.filter { $0.value.count > 1 }.map(\.key).sorted()
+    }
+
+    /// docs/errors.md's table.
+    public static var markdownTable: String {
+        var lines = ["| status | code | meaning | what the client should do |", "|---|---|---|---|"]
+        for entry in Self.entries {
+            lines.append("| \(entry.status.map(String.init) ?? "4xx/5xx") | `\(entry.code)` | \(entry.meaning) | \(entry.action) |")
+        }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    // MARK: - The sources
+
+    private static var all: [Entry] {
+        var entries: [Entry] = []
+        for code in AppAttestError.Code.allCases {
+            entries.append(Self.flow(FlowError(AppAttestError(code: code, reason: "")), Self.verifierMeanings[code.identifier]))
+        }
+        for code in FormError.Code.allCases {
+            entries.append(Self.flow(FlowError(FormError(code: code, reason: "")), Self.formMeanings[code.identifier]))
+        }
+        for code in StoreError.Code.allCases {
+            let error = FlowError(StoreError(code: code, reason: ""))
+            entries.append(Self.flow(error, Self.flowMeanings[error.code]))
+        }
+        for code in ReceiptExchangeError.Code.allCases {
+            let error = FlowError(code: code.rawValue, category: .upstreamUnavailable, reason: "")
+            entries.append(Self.flow(error, "Apple's receipt exchange failed or refused (\(code.rawValue.replacingOccurrences(of: "receipt_exchange_", with: ""))); nothing was changed"))
+        }
+        // The flows' own codes, with the category each is raised with.
+        let flowCodes: [(String, FlowError.Category)] = [
+            ("challenge_invalid", .policy), ("challenge_required", .policy), ("invalid_json", .malformedInput), ("invalid_request", .malformedInput),
+            ("key_mismatch", .keyMismatch), ("key_revoked", .keyMismatch), ("receipt_changed", .conflict), ("replay", .conflict),
+            ("requires_reattestation", .requiresReattestation), ("store_corrupt", .storeUnavailable), ("verification_failed", .verificationFailed),
+            ("client_data_hash_mismatch", .verificationFailed), ("receipt_stale", .verificationFailed),
+        ]
+        for (code, category) in flowCodes {
+            entries.append(Self.flow(FlowError(code: code, category: category, reason: ""), Self.flowMeanings[code]))
+        }
+        for code in CallerAuthenticationError.Code.allCases {
+            entries.append(Self.http(APIError(CallerAuthenticationError(code: code, reason: "")), Self.callerMeanings[code.identifier]))
+        }
+        // The HTTP layer's own.
+        entries += [
+            Self.http(APIError.requestTimeout, "the request body did not arrive within the body timeout; the connection is closed", "Send the whole body promptly; retry once on a good connection."),
+            Self.http(APIError.bodyTooLarge, "the request body is larger than 64 KiB; the connection is closed", "Send a smaller request; do not retry it unchanged."),
+            Self.http(APIError.rateLimited(retryAfter: 1, reason: ""), "too many requests for this user or client address in the window", "Wait the seconds of `Retry-After`, then retry."),
+            Self.http(APIError(status: .badRequest, code: "malformed_request", message: ""), "the request is not valid HTTP/1.1 (bad chunked encoding, ...)", "Fix the client's HTTP; do not retry unchanged."),
+            Self.http(APIError(status: .notFound, code: "not_found", message: ""), "no such route (or the demo page's file is missing)", "Check the URL and method against docs/api.md."),
+            Self.http(APIError(status: .methodNotAllowed, code: "method_not_allowed", message: ""), "the route exists but not with this method", "Use the method docs/api.md gives."),
+            Self.http(APIError(status: .notFound, code: "unknown_key", message: ""), "admin API: no key has this keyId", "Check the keyId (base64url) against GET /admin/users/{username}/keys."),
+            Self.http(APIError(status: .badRequest, code: "simulator_error", message: ""), "dev simulator only: the simulator could not produce the request", "Development only; read the message."),
+            Self.http(APIError(status: .internalServerError, code: "internal_error", message: ""), "an unexpected server error; the message says nothing internal, the log has it", "Retry later; report it with the time if it persists."),
+            Self.http(APIError(status: .gatewayTimeout, code: "http_error", message: ""), "another HTTP error of the server framework, with its status", "Read the status and message; retry later for a 5xx."),
+        ]
+        return entries
+    }
+
+    private static func flow(_ error: FlowError, _ meaning: String?) -> Entry {
+        let answer = APIError(error)
+        return Entry(code: answer.code, status: answer.status.code, meaning: meaning ?? "", action: Self.actions[error.code] ?? Self.categoryActions[error.category] ?? "")
+    }
+
+    private static func http(_ error: APIError, _ meaning: String?, _ action: String? = nil) -> Entry {
+        // `http_error` carries the framework's status, not the example's.
+        let status: Int? = error.code == "http_error" ? nil : error.status.code
+        return Entry(code: error.code, status: status, meaning: meaning ?? "", action: action ?? Self.actions[error.code] ?? "")
+    }
+
+    private static let categoryActions: [FlowError.Category: String] = [
+        .malformedInput: "Fix the request as the message says; resending it unchanged fails again.",
+        .verificationFailed: "Do not retry with the same data: it is not a genuine, matching attestation or assertion. Attest a new key; treat repeats as fraud signals.",
+        .keyMismatch: "Attest a new key (generateKey, attestKey, POST /api/appattest/attest), then sign again.",
+        .callerMismatch: "Sign the form for the authenticated user and session.",
+        .conflict: "Do not resend: this form, key or challenge was used already. Build a new form (new nonce) or fetch a new challenge.",
+        .policy: "Fix what the message names (time, binding, challenge) and sign a new form.",
+        .requiresReattestation: "Attest a new key and sign again.",
+        .storeUnavailable: "Retry later with backoff; nothing was changed.",
+        .upstreamUnavailable: "Retry later with backoff; nothing was changed.",
+    ]
+
+    private static let actions: [String: String] = [
+        "challenge_invalid": "Fetch a new challenge (POST /api/appattest/challenge) and sign a new form with it.",
+        "challenge_required": "Fetch a challenge (POST /api/appattest/challenge) and put it in the form.",
+        "timestamp_outside_window": "Set the form's timestamp from a correct clock, just before signing; sign again.",
+        "unauthenticated": "Send a valid credential in Authorization: Bearer (a fresh identity-provider token, or the backend secret).",
+        "identity_mismatch": "Send the username of the authenticated user.",
+        "session_mismatch": "Sign the form with the session (sid) of the caller's token.",
+        "identity_provider_unavailable": "Retry later; the identity provider's keys could not be fetched, so every request fails closed.",
+        "key_revoked": "Attest a new key; the revoked one is refused for good.",
+        "requires_reattestation": "Attest a new key and sign again (the key is too old, or its counter went backwards).",
+        "store_corrupt": "Retry later; operators must check the store (nothing was changed).",
+        "receipt_changed": "Nothing to do on the client; the stored receipt changed meanwhile; retry once.",
+        "receipt_stale": "Retry later; Apple's new receipt was outside the accepted age.",
+    ]
+
+    private static let verifierMeanings: [String: String] = [
+        "malformed_cbor": "not well-formed CBOR, or over a limit of the strict decoder",
+        "malformed_attestation": "the attestation object does not have the apple-appattest structure",
+        "attestation_too_large": "the attestation object is over its size limit",
+        "unsupported_format": "the attestation's fmt is not apple-appattest",
+        "malformed_authenticator_data": "the authenticator data is truncated or malformed",
+        "malformed_certificate": "a certificate of the x5c chain cannot be parsed",
+        "certificate_expired": "a certificate of the chain had expired at verification time",
+        "certificate_not_yet_valid": "a certificate of the chain was not yet valid at verification time",
+        "certificate_chain_invalid": "the chain does not reach a trusted App Attest root",
+        "nonce_extension_invalid": "the credential certificate's nonce extension is missing or malformed",
+        "nonce_mismatch": "the nonce is not SHA-256(authenticatorData ‖ clientDataHash): the attestation is not for this form",
+        "key_id_mismatch": "the keyId is not SHA-256 of the attested public key",
+        "app_id_mismatch": "the RP ID hash is not SHA-256 of an accepted App ID",
+        "counter_not_zero": "an attestation's counter is not 0",
+        "aaguid_invalid": "the AAGUID is neither appattestdevelop nor appattest",
+        "environment_not_allowed": "the key's environment (development or production) is not accepted",
+        "credential_id_mismatch": "the credential id is not the keyId",
+        "public_key_mismatch": "the authenticator data's key is not the certificate's",
+        "validation_category_not_allowed": "the iOS 27 validation category is not accepted",
+        "bundle_version_too_old": "the app's bundle version is below the minimum",
+        "cdhash_not_allowed": "the app's CDHash is not allowed (or missing when required)",
+        "extensions_required": "the iOS 27 validation category or bundle version is missing, and required",
+        "access_control_mismatch": "the macOS access-control extension is not the required one",
+        "invalid_client_data_hash": "the clientDataHash is not 32 bytes",
+        "malformed_assertion": "the assertion is not a CBOR map of signature and authenticatorData",
+        "assertion_too_large": "the assertion is over its size limit",
+        "invalid_public_key": "the stored public key cannot be used",
+        "signature_invalid": "the assertion's signature does not verify with the key",
+        "counter_not_increasing": "the assertion's counter is not above the last accepted one (a replayed or cloned key)",
+        "invalid_policy": "the server's verification policy is invalid (a configuration error)",
+        "receipt_malformed": "the App Attest receipt cannot be parsed",
+        "receipt_too_large": "the receipt is over its size limit",
+        "receipt_signature_invalid": "the receipt's signature does not verify",
+        "receipt_certificate_expired": "the receipt's certificate had expired",
+        "receipt_certificate_not_yet_valid": "the receipt's certificate was not yet valid",
+        "receipt_chain_invalid": "the receipt's chain does not reach Apple Root CA - G3",
+        "receipt_app_id_mismatch": "the receipt is for another App ID",
+        "receipt_certificate_mismatch": "the receipt is for another key's certificate",
+        "receipt_client_hash_mismatch": "the receipt's client hash does not match",
+        "receipt_type_unexpected": "the receipt's type is not the one expected",
+    ]
+
+    private static let formMeanings: [String: String] = [
+        "invalid_form_json": "the form is not canonicalizable JSON (duplicate names, lone surrogates, bad UTF-8, ...)",
+        "form_inexact_number": "a number in the form does not survive RFC 8785 exactly: send amounts as strings",
+        "form_not_object": "the form is JSON but not an object",
+        "form_missing_field": "a required field of the form is absent",
+        "form_invalid_field": "a field has the wrong type or format (such as a timestamp that is not RFC 3339 UTC)",
+        "timestamp_outside_window": "the form's timestamp is too old or too far in the future",
+        "binding_mismatch": "the form is not bound to this key, user or purpose",
+        "session_mismatch": "the form's session is not the caller token's sid",
+    ]
+
+    private static let flowMeanings: [String: String] = [
+        "key_already_registered": "this keyId is registered already",
+        "key_mismatch": "the keyId is unknown, or another user's: no attested key signs for this user",
+        "counter_not_increasing": "another assertion of this key advanced its counter first, between the check and the write (a concurrent or replayed request)",
+        "duplicate_challenge": "the challenge was issued already",
+        "challenge_invalid": "the challenge is unknown, expired, used, or for another purpose or user",
+        "replay": "this form was accepted already",
+        "store_unavailable": "the store failed; nothing was written (fail closed)",
+        "challenge_required": "the service requires a server challenge and the form has none",
+        "invalid_json": "the request body is not strict JSON",
+        "invalid_request": "a request field is missing, of the wrong type, or not valid (such as a username with a control character)",
+        "key_revoked": "the key was revoked (by an operator, or as the least recently used beyond the per-user limit)",
+        "receipt_changed": "the stored receipt changed while it was being refreshed",
+        "requires_reattestation": "the key is too old, or its signed counter went backwards (then for good)",
+        "store_corrupt": "a stored record cannot be read; nothing was changed",
+        "verification_failed": "verification failed for a reason the verifier does not classify",
+        "client_data_hash_mismatch": "the claimed clientDataHash is not SHA-256 of the canonical form",
+        "receipt_stale": "Apple's new receipt was created outside the accepted age",
+    ]
+
+    private static let callerMeanings: [String: String] = [
+        "unauthenticated": "no caller credential, or one that does not verify (`WWW-Authenticate: Bearer`)",
+        "identity_mismatch": "the body's username is not the authenticated caller's",
+        "session_mismatch": "the form's session is not the caller token's sid",
+        "identity_provider_unavailable": "the identity provider's keys cannot be fetched: every request fails closed",
+    ]
+}

@@ -1,0 +1,467 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+import AppAttest
+import ArgumentParser
+import CanonicalJSON
+import Configuration
+import Foundation
+
+/// One of `serve`'s settings, defined once: its key (the configuration file's member name; the
+/// flag is `--key`), its environment variables, what values it takes, its default and its help.
+/// Flags, environment variables and the configuration file are read through swift-configuration's
+/// providers, and every value, whatever its source, goes through the same strict check.
+struct ServeSetting: Sendable {
+    enum Kind: Sendable {
+        /// Non-empty text without control characters.
+        case text
+        /// A file or directory path (non-empty text without control characters).
+        case path
+        /// ASCII digits, 1-65535.
+        case port
+        /// ASCII digits within the range.
+        case integer(ClosedRange<Int>)
+        /// Seconds: ASCII digits with an optional fraction, within the range.
+        case seconds(ClosedRange<Double>)
+        /// One of these words, spelled exactly.
+        case choice([String])
+        /// A switch: the flag alone; `true` or `false` in a variable; JSON true or false in the file.
+        case toggle
+        /// Values: a repeatable flag, a comma-separated variable, a JSON array of strings.
+        case list
+    }
+
+    let key: String
+    /// The variables that set it, in the documented spelling (the first is the one to use).
+    let environment: [String]
+    let kind: Kind
+    /// The default value (checked like any other); `nil` when there is none.
+    let defaultValue: String?
+    /// What the default means, for the table when there is no default value ("none").
+    let defaultMeaning: String?
+    let help: String
+    /// A value that may carry a credential (a MongoDB URI): never echoed, redacted in logs.
+    let secret: Bool
+    /// A check beyond the kind's, per value: the problem, or nil.
+    let check: (@Sendable (String) -> String?)?
+
+    init(
+        _ key: String, env: [String], _ kind: Kind, default defaultValue: String? = nil, meaning: String? = nil,
+        secret: Bool = false, help: String, check: (@Sendable (String) -> String?)? = nil
+    ) {
+        self.key = key
+        self.environment = env
+        self.kind = kind
+        self.defaultValue = defaultValue
+        self.defaultMeaning = meaning
+        self.help = help
+        self.secret = secret
+        self.check = check
+    }
+
+    var flag: String { "--" + self.key }
+
+    /// The help ArgumentParser prints: the text, the default and the variables.
+    var argumentHelp: ArgumentHelp {
+        var parts: [String] = []
+        if let shown = self.defaultValue ?? self.defaultMeaning { parts.append("default \(shown)") }
+        if !self.environment.isEmpty { parts.append(self.environment.joined(separator: " or ")) }
+        parts.append("config file: \"\(self.key)\"")
+        return ArgumentHelp("\(self.help) (\(parts.joined(separator: "; "))).")
+    }
+}
+
+/// The table of every `serve` setting (docs/configuration.md is generated from it; a test keeps
+/// the two the same).
+enum ServeSettings {
+    static let all: [ServeSetting] = [
+        .init("config", env: ["FORMATTEST_CONFIG"], .path, meaning: "none", help: "A JSON configuration file: an object whose members are the settings below by their key"),
+        .init("host", env: ["FORMATTEST_HOST"], .text, default: "127.0.0.1", help: "Address to listen on"),
+        .init("port", env: ["FORMATTEST_PORT"], .port, default: "8080", help: "Port to listen on, 1-65535"),
+        .init(
+            "admin-host", env: ["FORMATTEST_ADMIN_HOST"], .text, meaning: "127.0.0.1 when --admin-port is set",
+            help: "Address of the operators' listener (/metrics, /admin/*)"
+        ),
+        .init(
+            "admin-port", env: ["FORMATTEST_ADMIN_PORT"], .port, meaning: "none: /metrics and /admin/* on the public port",
+            help: "Port of the operators' listener; when set, the public port no longer serves /metrics and /admin/*"
+        ),
+        .init(
+            "store", env: ["FORMATTEST_STORE", "FORMATTEST_MONGODB_URI"], .text, meaning: "sqlite:DATA-DIR/formattest.sqlite", secret: true,
+            help: "sqlite:PATH (its directory must exist, but for the data directory), a mongodb:// or mongodb+srv:// URI, or memory"
+        ),
+        .init("mongodb-database", env: ["FORMATTEST_MONGODB_DATABASE"], .text, meaning: "the URI's, else formattest", help: "MongoDB database name"),
+        .init("mongodb-collection-prefix", env: ["FORMATTEST_MONGODB_COLLECTION_PREFIX"], .text, default: "formattest_", help: "Prefix of the MongoDB collections"),
+        .init("data-dir", env: ["FORMATTEST_DATA_DIR"], .path, default: "./formattest-data", help: "The data directory (the signing key; the default SQLite file), created 0700 if missing"),
+        .init("signing-key", env: ["FORMATTEST_SIGNING_KEY"], .path, meaning: "the data directory's, generated on first start", help: "A PEM P-256 private key to sign tokens with"),
+        .init("issuer", env: ["FORMATTEST_ISSUER"], .text, default: "formattest", help: "The tokens' issuer (iss)"),
+        .init("audience", env: ["FORMATTEST_AUDIENCE"], .text, default: "formattest", help: "The tokens' audience (aud)"),
+        .init(
+            "app-id", env: ["FORMATTEST_APP_IDS"], .list, default: "ABCDE12345.com.formattest.demo",
+            help: "Accepted App IDs, TEAMID.bundleID", check: { AppAttestPolicy.appIDProblem($0) }
+        ),
+        .init("environment", env: ["FORMATTEST_ENVIRONMENT"], .choice(EnvironmentChoice.allCases.map(\.rawValue)), default: "any", help: "Accepted App Attest environment"),
+        .init("root", env: ["FORMATTEST_ROOTS"], .list, meaning: "Apple's App Attestation root alone", help: "PEM trust anchors"),
+        .init("form-max-age", env: ["FORMATTEST_FORM_MAX_AGE"], .seconds(1...604_800), default: "300", help: "Seconds a form's timestamp may lie in the past"),
+        .init("form-max-skew", env: ["FORMATTEST_FORM_MAX_SKEW"], .seconds(0...3600), default: "30", help: "Seconds a form's timestamp may lie in the future"),
+        .init("challenge-lifetime", env: ["FORMATTEST_CHALLENGE_LIFETIME"], .seconds(1...86_400), default: "120", help: "Seconds a form challenge lives"),
+        .init("require-challenge", env: ["FORMATTEST_REQUIRE_CHALLENGE"], .toggle, default: "false", help: "Every form must answer a server challenge"),
+        .init("rotate-challenges", env: ["FORMATTEST_ROTATE_CHALLENGES"], .toggle, default: "false", help: "Return a fresh challenge with every answer"),
+        .init("max-key-age", env: ["FORMATTEST_MAX_KEY_AGE"], .seconds(60...315_360_000), meaning: "none", help: "Keys older than this many seconds must re-attest"),
+        .init("idle-timeout", env: ["FORMATTEST_IDLE_TIMEOUT"], .seconds(0.001...86_400), default: "60", help: "Seconds before a connection that sends nothing is closed"),
+        .init("body-timeout", env: ["FORMATTEST_BODY_TIMEOUT"], .seconds(0.001...86_400), default: "10", help: "Seconds a request body may take to arrive (408 after)"),
+        .init(
+            "require-valid-receipt", env: ["FORMATTEST_REQUIRE_VALID_RECEIPT"], .toggle, default: "false",
+            help: "Reject attestations whose receipt does not verify (Apple Root CA - G3)"
+        ),
+        .init(
+            "validation-category", env: ["FORMATTEST_VALIDATION_CATEGORIES"], .list, meaning: "any",
+            help: "Accepted iOS 27 validation categories: names (\(ValidationCategory.named.map(\.name).joined(separator: ", "))) or numbers",
+            check: { (try? SignalPolicyOptions.categories([$0], name: "")) == nil ? "\($0.debugDescription) is not a validation category" : nil }
+        ),
+        .init(
+            "minimum-bundle-version", env: ["FORMATTEST_MINIMUM_BUNDLE_VERSION"], .text, meaning: "none",
+            help: "Refuse a bundle version below this dot-separated numeric version",
+            check: { BundleVersion($0) == nil ? "\($0.debugDescription) is not a dot-separated numeric version such as 1.2.3" : nil }
+        ),
+        .init(
+            "allowed-cdhash", env: ["FORMATTEST_ALLOWED_CDHASHES"], .list, meaning: "any", help: "Allowed CDHashes, hex (64 or 40 digits)",
+            check: { (try? SignalPolicyOptions.cdHashes([$0], name: "")) == nil ? "\($0.debugDescription) is not a CDHash (64 or 40 hex digits)" : nil }
+        ),
+        .init(
+            "allowed-cdhashes-file", env: ["FORMATTEST_ALLOWED_CDHASHES_FILE"], .path, meaning: "none",
+            help: "A JSON file of allowed CDHashes by bundle version: {\"1.2.3\": [\"hex\", ...]}",
+            check: { path in
+                do {
+                    _ = try SignalPolicyOptions.cdHashFile(path, name: "")
+                    return nil
+                } catch {
+                    return "\(path): \(error)"
+                }
+            }
+        ),
+        .init("require-cdhash", env: ["FORMATTEST_REQUIRE_CDHASH"], .toggle, default: "false", help: "Refuse what carries no CDHash"),
+        .init(
+            "require-extensions", env: ["FORMATTEST_REQUIRE_EXTENSIONS"], .toggle, default: "false",
+            help: "Refuse what lacks the iOS 27 validation category or bundle version"
+        ),
+        .init(
+            "macos-access-control", env: ["FORMATTEST_MACOS_ACCESS_CONTROL"], .text, meaning: "none",
+            help: "Require exactly this access-control extension (1.2.840.113635.100.8.6) value, base64",
+            check: { (try? SignalPolicyOptions.accessControl($0, name: "")) == nil ? "not base64 (the access-control extension's DER value)" : nil }
+        ),
+        .init("caller-jwks", env: ["FORMATTEST_CALLER_JWKS"], .text, meaning: "none", help: "The identity provider's JWKS: a file, or an https:// URL"),
+        .init("caller-issuer", env: ["FORMATTEST_CALLER_ISSUER"], .text, meaning: "none", help: "The identity provider's iss, required with caller-jwks"),
+        .init("caller-audience", env: ["FORMATTEST_CALLER_AUDIENCE"], .text, meaning: "none", help: "This service's aud in the provider's tokens, required with caller-jwks"),
+        .init("caller-user-claim", env: ["FORMATTEST_CALLER_USER_CLAIM"], .text, default: "sub", help: "The token claim that names the user"),
+        .init("bind-session", env: ["FORMATTEST_BIND_SESSION"], .choice(["sid", "none"]), default: "sid", help: "sid: a form must carry session = the token's sid when it has one"),
+        .init("caller-secret-file", env: ["FORMATTEST_CALLER_SECRET_FILE"], .path, meaning: "none", help: "A trusted backend's shared secrets, one per line (Authorization: Bearer)"),
+        .init("admin-secret-file", env: ["FORMATTEST_ADMIN_SECRET_FILE"], .path, meaning: "none: no admin API", help: "Operators' secrets for /admin/*, one per line"),
+        .init(
+            "insecure-no-caller-auth", env: ["FORMATTEST_INSECURE_NO_CALLER_AUTH"], .toggle, default: "false",
+            help: "INSECURE: trust the body's username without any caller authentication"
+        ),
+        .init(
+            "max-keys-per-user", env: ["FORMATTEST_MAX_KEYS_PER_USER"], .integer(1...1000), default: "10",
+            help: "Active keys per user; a new one beyond revokes the least recently used"
+        ),
+        .init("rate-limit-per-user", env: ["FORMATTEST_RATE_LIMIT_PER_USER"], .integer(1...1_000_000), default: "30", help: "Requests per window per user on challenge, attest, register-pooled"),
+        .init("rate-limit-per-address", env: ["FORMATTEST_RATE_LIMIT_PER_ADDRESS"], .integer(1...1_000_000), default: "30", help: "Requests per window per client address, likewise"),
+        .init("rate-limit-window", env: ["FORMATTEST_RATE_LIMIT_WINDOW"], .seconds(1...86_400), default: "60", help: "The rate limits' window in seconds"),
+        .init(
+            "trusted-proxy-hops", env: ["FORMATTEST_TRUSTED_PROXY_HOPS"], .integer(0...10), default: "0",
+            help: "Reverse proxies in front that append X-Forwarded-For (0: the peer address is the client's)"
+        ),
+        .init("attestation-ca", env: ["FORMATTEST_ATTESTATION_CA"], .path, meaning: "none", help: "The packed format's attestation authority directory (with rp-id)"),
+        .init("rp-id", env: ["FORMATTEST_RP_ID"], .text, meaning: "none", help: "The WebAuthn relying party id of the packed format (with attestation-ca)"),
+        .init("dev-simulator", env: ["FORMATTEST_DEV_SIMULATOR"], .toggle, default: "false", help: "DEVELOPMENT ONLY: trust the simulator's CA and serve /api/dev/simulate"),
+        .init(
+            "demo-dir", env: ["FORMATTEST_DEMO_DIR"], .path, default: "demo",
+            help: "Directory of the demo page's files; set and missing: refused; the default and missing: no demo page (logged)"
+        ),
+        .init(
+            "log-level", env: ["LOG_LEVEL"], .choice(["trace", "debug", "info", "notice", "warning", "error", "critical"]), default: "info",
+            help: "The log's level"
+        ),
+    ]
+
+    static func setting(_ key: String) -> ServeSetting {
+        guard let setting = Self.all.first(where: { $0.key == key }) else { preconditionFailure("no serve setting \(key)") }
+        return setting
+    }
+
+    /// The help of `key`'s flag.
+    static func help(_ key: String) -> ArgumentHelp { Self.setting(key).argumentHelp }
+
+    /// The Markdown table of docs/configuration.md.
+    static var markdownTable: String {
+        var lines = [
+            "| key (file) | flag | environment | values | default | meaning |",
+            "|---|---|---|---|---|---|",
+        ]
+        for setting in Self.all {
+            let values: String
+            switch setting.kind {
+            case .text: values = "text"
+            case .path: values = "path"
+            case .port: values = "1-65535"
+            case .integer(let range): values = "\(range.lowerBound)-\(range.upperBound)"
+            case .seconds(let range): values = "seconds, \(Setting.plain(range.lowerBound))-\(Setting.plain(range.upperBound))"
+            case .choice(let words): values = words.map { "`\($0)`" }.joined(separator: ", ")
+            case .toggle: values = "switch (`true`/`false`)"
+            case .list: values = "list"
+            }
+            let shown = setting.defaultValue.map { "`\($0)`" } ?? setting.defaultMeaning ?? ""
+            let environment = setting.environment.map { "`\($0)`" }.joined(separator: ", ")
+            let help = setting.help.replacingOccurrences(of: "|", with: "\\|")
+            lines.append("| `\(setting.key)` | `\(setting.flag)` | \(environment) | \(values) | \(shown) | \(help) |")
+        }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    // MARK: - Resolution
+
+    /// Every setting's value after the providers (flag > environment > file > default), checked.
+    struct Resolved: Sendable {
+        struct Value: Sendable {
+            let texts: [String]
+            /// "command line", "environment", "config file PATH", "default".
+            let source: String
+        }
+
+        fileprivate(set) var values: [String: Value] = [:]
+
+        func text(_ key: String) -> String? { self.values[key]?.texts.first }
+        func list(_ key: String) -> [String] { self.values[key]?.texts ?? [] }
+        func toggle(_ key: String) -> Bool { self.text(key) == "true" }
+        func integer(_ key: String) -> Int? { self.text(key).flatMap { Int($0) } }
+        func seconds(_ key: String) -> Double? { self.text(key).flatMap { Double($0) } }
+        func source(_ key: String) -> String { self.values[key]?.source ?? "default" }
+        func isSet(_ key: String) -> Bool { self.values[key].map { $0.source != "default" } ?? false }
+    }
+
+    /// Reads every setting from the flags given, the environment and the configuration file (named
+    /// by `config`, from the flags or the environment), checks each value the same way, and fills
+    /// in the defaults. Throws a ``UsageError`` that names the setting as its source spells it.
+    static func resolve(flags: [String: [String]], environment: [String: String]) throws -> Resolved {
+        let secretKeys = Set(Self.all.filter(\.secret).map(\.key))
+        var flagValues: [AbsoluteConfigKey: ConfigValue] = [:]
+        for (key, texts) in flags where !texts.isEmpty {
+            let setting = Self.setting(key)
+            let content: ConfigContent
+            switch setting.kind {
+            case .list: content = .stringArray(texts)
+            case .toggle: content = .bool(texts == ["true"])
+            default: content = .string(texts[texts.count - 1])
+            }
+            flagValues[AbsoluteConfigKey([key])] = ConfigValue(content, isSecret: setting.secret)
+        }
+        let commandLine = InMemoryProvider(name: "command line", values: flagValues).snapshot()
+        let variables = EnvironmentVariablesProvider(
+            environmentVariables: environment,
+            secretsSpecifier: .specific(Set(Self.all.filter(\.secret).flatMap(\.environment)))
+        ).snapshot()
+
+        var resolved = Resolved()
+        // The configuration file's path comes from the flag or the variable alone.
+        let configSetting = Self.setting("config")
+        var sources: [Source] = [.commandLine(commandLine), .environment(variables)]
+        if let found = try Self.lookup(configSetting, in: sources) {
+            resolved.values["config"] = found
+            let path = found.texts[0]
+            sources.append(.file(try Self.configFile(path, secretKeys: secretKeys), path: path))
+        }
+        for setting in Self.all where setting.key != "config" {
+            if let found = try Self.lookup(setting, in: sources) {
+                resolved.values[setting.key] = found
+            } else if let value = setting.defaultValue {
+                resolved.values[setting.key] = Resolved.Value(texts: setting.kind.isList ? value.split(separator: ",").map(String.init) : [value], source: "default")
+            }
+        }
+        return resolved
+    }
+
+    enum Source {
+        case commandLine(any ConfigSnapshot)
+        case environment(any ConfigSnapshot)
+        case file(any ConfigSnapshot, path: String)
+    }
+
+    /// The value of the first source that has the setting. Every source's value is checked, also
+    /// those a higher source overrides: a bad value anywhere stops the service. The snapshots are
+    /// asked directly, in precedence order, rather than through ConfigReader's non-throwing
+    /// getters, which fall back to the default on a value they cannot convert.
+    private static func lookup(_ setting: ServeSetting, in sources: [Source]) throws -> Resolved.Value? {
+        var first: Resolved.Value?
+        for source in sources {
+            if let value = try Self.value(setting, in: source), first == nil { first = value }
+        }
+        return first
+    }
+
+    /// The setting's value in one source, checked; nil when the source does not set it.
+    private static func value(_ setting: ServeSetting, in source: Source) throws -> Resolved.Value? {
+        switch source {
+        case .commandLine(let snapshot):
+            let type: ConfigType = setting.kind.isList ? .stringArray : setting.kind.isToggle ? .bool : .string
+            guard let content = try snapshot.value(forKey: AbsoluteConfigKey([setting.key]), type: type).value?.content else { return nil }
+            let texts: [String]
+            switch content {
+            case .stringArray(let list): texts = list
+            case .bool(let on): texts = [on ? "true" : "false"]
+            case .string(let text): texts = [text]
+            default: return nil
+            }
+            if setting.kind.isToggle && texts == ["false"] { return nil }  // a flag not given
+            return Resolved.Value(texts: try Self.checked(texts, setting, name: setting.flag, source: "command line"), source: "command line")
+        case .environment(let snapshot):
+            var found: (name: String, text: String)?
+            for name in setting.environment {
+                guard case .string(let text)? = try snapshot.value(forKey: AbsoluteConfigKey([name]), type: .string).value?.content else { continue }
+                if let earlier = found, earlier.text != text {
+                    throw UsageError("\(earlier.name) and \(name) are both set, to different values: set one (environment).")
+                }
+                found = (name, text)
+            }
+            guard let found else { return nil }
+            let texts = setting.kind.isList ? found.text.split(separator: ",", omittingEmptySubsequences: false).map(String.init) : [found.text]
+            return Resolved.Value(texts: try Self.checked(texts, setting, name: found.name, source: "environment"), source: "environment")
+        case .file(let snapshot, let path):
+            let key = AbsoluteConfigKey([setting.key])
+            let label = "config file \(path)"
+            let texts: [String]
+            do {
+                switch setting.kind {
+                case .list:
+                    guard case .stringArray(let list)? = try snapshot.value(forKey: key, type: .stringArray).value?.content else { return nil }
+                    texts = list
+                case .toggle:
+                    guard case .bool(let on)? = try snapshot.value(forKey: key, type: .bool).value?.content else { return nil }
+                    texts = [on ? "true" : "false"]
+                case .port, .integer:
+                    guard case .int(let number)? = try snapshot.value(forKey: key, type: .int).value?.content else { return nil }
+                    texts = [String(number)]
+                case .seconds:
+                    guard case .double(let number)? = try snapshot.value(forKey: key, type: .double).value?.content else { return nil }
+                    texts = [Setting.plain(number)]
+                case .text, .path, .choice:
+                    guard case .string(let text)? = try snapshot.value(forKey: key, type: .string).value?.content else { return nil }
+                    texts = [text]
+                }
+            } catch {
+                throw UsageError("\(setting.key) (\(label)): the value is not of the setting's type.")
+            }
+            return Resolved.Value(texts: try Self.checked(texts, setting, name: setting.key, source: label), source: label)
+        }
+    }
+
+    /// Every value through the kind's check and the setting's own.
+    private static func checked(_ texts: [String], _ setting: ServeSetting, name: String, source: String) throws -> [String] {
+        func refuse(_ problem: String) -> UsageError { UsageError("\(name) (\(source)): \(problem).") }
+        guard !texts.isEmpty else { throw refuse("give at least one value") }
+        if !setting.kind.isList && texts.count > 1 { throw refuse("give one value") }
+        for text in texts {
+            do {
+                try Setting.checkText(text, name)
+            } catch {
+                throw refuse("must be non-empty text without control characters")
+            }
+            let shown = setting.secret ? "the value given" : text.debugDescription
+            switch setting.kind {
+            case .text, .path, .list: break
+            case .port:
+                guard Self.isDigits(text), text.utf8.count <= 5, let port = Int(text), (1...65535).contains(port) else {
+                    throw refuse("must be a port number 1-65535, not \(shown)")
+                }
+            case .integer(let range):
+                guard Self.isDigits(text), text.utf8.count <= 9, let number = Int(text), range.contains(number) else {
+                    throw refuse("must be a whole number \(range.lowerBound)-\(range.upperBound), not \(shown)")
+                }
+            case .seconds(let range):
+                let parts = text.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
+                guard parts.allSatisfy({ Self.isDigits(String($0)) }), text.utf8.count <= 20, let seconds = Double(text), range.contains(seconds) else {
+                    throw refuse("must be a number of seconds from \(Setting.plain(range.lowerBound)) to \(Setting.plain(range.upperBound)), not \(shown)")
+                }
+            case .choice(let words):
+                guard words.contains(text) else { throw refuse("must be one of \(words.joined(separator: ", ")), not \(shown)") }
+            case .toggle:
+                guard text == "true" || text == "false" else { throw refuse("must be true or false, not \(shown)") }
+            }
+            if let problem = setting.check?(text) { throw refuse(problem) }
+        }
+        return texts
+    }
+
+    private static func isDigits(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
+    }
+
+    /// The configuration file, read once: checked with the strict JSON parser (an object; no
+    /// duplicate member; every member a known setting with a value of its type), then the same
+    /// bytes handed to swift-configuration's JSON snapshot.
+    private static func configFile(_ path: String, secretKeys: Set<String>) throws -> any ConfigSnapshot {
+        let label = "config file \(path)"
+        let bytes: [UInt8]
+        do {
+            bytes = try InputFile.readBytes(path)
+        } catch {
+            throw UsageError("--config (\(label)): \(error)")
+        }
+        let value: JSONValue
+        do {
+            value = try CanonicalJSON.parse(bytes)
+        } catch {
+            throw UsageError("\(label): not strict JSON: \(error.reason)")
+        }
+        guard case .object(let object) = value else { throw UsageError("\(label): expected a JSON object of settings.") }
+        for member in object.members {
+            let name = member.name.string
+            guard name != "config", let setting = Self.all.first(where: { $0.key == name }) else {
+                throw UsageError("\(label): \(name.debugDescription) is not a setting (docs/configuration.md lists them).")
+            }
+            let fits: Bool
+            switch (setting.kind, member.value) {
+            case (.list, .array(let items)): fits = items.allSatisfy { $0.stringValue != nil }
+            case (.toggle, .bool): fits = true
+            case (.port, .number(let number)), (.integer, .number(let number)): fits = number == number.rounded() && abs(number) < 1e9
+            case (.seconds, .number): fits = true
+            case (.text, .string), (.path, .string), (.choice, .string): fits = true
+            default: fits = false
+            }
+            guard fits else {
+                let expected: String
+                switch setting.kind {
+                case .list: expected = "an array of strings"
+                case .toggle: expected = "true or false"
+                case .port, .integer: expected = "a whole number"
+                case .seconds: expected = "a number"
+                case .text, .path, .choice: expected = "a string"
+                }
+                throw UsageError("\(name) (\(label)): expected \(expected).")
+            }
+        }
+        do {
+            return try JSONSnapshot(
+                data: bytes.span.bytes,
+                providerName: label,
+                parsingOptions: .init(secretsSpecifier: .specific(secretKeys))
+            )
+        } catch {
+            throw UsageError("\(label): \(error)")
+        }
+    }
+}
+
+extension ServeSetting.Kind {
+    var isList: Bool {
+        if case .list = self { return true }
+        return false
+    }
+
+    var isToggle: Bool {
+        if case .toggle = self { return true }
+        return false
+    }
+}
