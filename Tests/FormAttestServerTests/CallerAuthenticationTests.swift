@@ -196,7 +196,11 @@ struct CallerAuthenticationTests {
 
     @Test("rate limits per user and per address: 429 rate_limited with Retry-After; X-Forwarded-For only through trusted hops")
     func rateLimits() async throws {
+        // Windows are fixed and aligned to the clock: a pinned clock (the real now) keeps every
+        // request of a check in one window, however slowly a loaded machine runs them.
+        let pinned = Date()
         var harness = try ServiceHarness()
+        harness.configuration.now = { pinned }
         harness.configuration.rateLimits = RateLimits(perUser: 3, perAddress: 5, window: 60, trustedProxyHops: 0)
         try await harness.run { client in
             for _ in 0..<3 {
@@ -214,6 +218,7 @@ struct CallerAuthenticationTests {
         }
         // With rotating challenges every /assert answer issues one: it spends the challenge budget.
         var rotating = try ServiceHarness(rotate: true)
+        rotating.configuration.now = { pinned }
         rotating.configuration.rateLimits = RateLimits(perUser: 2, perAddress: 100, window: 60, trustedProxyHops: 0)
         try await rotating.run { (client: ServiceHarness.Client) async throws in
             let garbage: [(String, JSONValue)] = [("username", Self.text("dave")), ("keyId", Self.text("AA")), ("assertion", Self.text("AA")), ("form", ServiceHarness.form(user: "dave"))]
@@ -225,6 +230,7 @@ struct CallerAuthenticationTests {
         var backend = try ServiceHarness()
         let secret = String(repeating: "k", count: 40)
         backend.configuration.callerAuthentication = .trustedBackend(try BackendSecrets(fileText: secret))
+        backend.configuration.now = { pinned }
         backend.configuration.rateLimits = RateLimits(perUser: 2, perAddress: 2, window: 60, trustedProxyHops: 0)
         try await backend.run { (client: ServiceHarness.Client) async throws in
             let authenticated = client.with(bearer: secret)
@@ -233,6 +239,7 @@ struct CallerAuthenticationTests {
             }
         }
         var proxied = try ServiceHarness()
+        proxied.configuration.now = { pinned }
         proxied.configuration.rateLimits = RateLimits(perUser: 100, perAddress: 2, window: 60, trustedProxyHops: 1)
         let forwardedFor = try #require(HTTPField.Name("X-Forwarded-For"))
         try await proxied.run { (client: ServiceHarness.Client) async throws in

@@ -36,6 +36,8 @@ struct ErrorCatalogTests {
         // Raw values that are not error codes: enumerations of other things.
         let notErrors: Set<String> = [
             "identity_provider", "trusted_backend", "form", "pool", "development", "production", "app_id", "apple-appattest",
+            // The outcome label of an accepted request in formattest_flow_outcomes_total.
+            "ok",
             // Stores' codes renamed by FlowError(StoreError) before any client sees them.
             "duplicate_key", "stale_counter",
         ]
