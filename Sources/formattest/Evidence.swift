@@ -12,22 +12,19 @@ import FormAttestServer
 import Foundation
 import RFC3339
 
-/// `serve`'s evidence settings.
+/// `serve`'s evidence settings (defined in ``ServeSettings``, parsed from their resolved values).
 struct EvidenceOptions: ParsableArguments {
-    @Option(
-        name: .customLong("evidence-dir"),
-        help: "Archive an evidence record of every accepted form here, one file each, never overwritten (an existing, writable directory; FORMATTEST_EVIDENCE_DIR). Evidence implies --require-valid-receipt."
-    )
+    @Option(name: .customLong("evidence-dir"), help: ServeSettings.help("evidence-dir"))
     var directory: String?
 
-    @Flag(name: .customLong("evidence-in-answer"), help: "Return each accepted form's signed evidence record in its answer (FORMATTEST_EVIDENCE_IN_ANSWER=true).")
+    @Flag(name: .customLong("evidence-in-answer"), help: ServeSettings.help("evidence-in-answer"))
     var inAnswer = false
 
     /// The evidence configuration, nil when neither is asked for. The directory must exist and be
     /// writable: a mistyped path stops the service rather than losing records.
-    func configuration(environment variables: [String: String]) throws -> EvidenceConfiguration? {
-        let directory = try self.directory ?? Setting.text(variables, "FORMATTEST_EVIDENCE_DIR")
-        let inAnswer = try self.inAnswer || (Setting.boolean(variables, "FORMATTEST_EVIDENCE_IN_ANSWER") ?? false)
+    func configuration() throws -> EvidenceConfiguration? {
+        let directory = self.directory
+        let inAnswer = self.inAnswer
         guard directory != nil || inAnswer else { return nil }
         if let directory {
             try Setting.checkText(directory, "--evidence-dir")

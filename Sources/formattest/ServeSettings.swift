@@ -176,6 +176,14 @@ enum ServeSettings {
         ),
         .init("attestation-ca", env: ["FORMATTEST_ATTESTATION_CA"], .path, meaning: "none", help: "The packed format's attestation authority directory (with rp-id)"),
         .init("rp-id", env: ["FORMATTEST_RP_ID"], .text, meaning: "none", help: "The WebAuthn relying party id of the packed format (with attestation-ca)"),
+        .init(
+            "evidence-dir", env: ["FORMATTEST_EVIDENCE_DIR"], .path, meaning: "none",
+            help: "Archive an evidence record of every accepted form here, one file each, never overwritten (an existing, writable directory); implies require-valid-receipt"
+        ),
+        .init(
+            "evidence-in-answer", env: ["FORMATTEST_EVIDENCE_IN_ANSWER"], .toggle, default: "false",
+            help: "Return each accepted form's signed evidence record in its answer; implies require-valid-receipt"
+        ),
         .init("dev-simulator", env: ["FORMATTEST_DEV_SIMULATOR"], .toggle, default: "false", help: "DEVELOPMENT ONLY: trust the simulator's CA and serve /api/dev/simulate"),
         .init(
             "demo-dir", env: ["FORMATTEST_DEMO_DIR"], .path, default: "demo",
