@@ -100,3 +100,22 @@ struct FormPolicyTests {
         #expect(throws: Never.self) { try policy.validate(Self.form(extra: #","nonce":"n1""#), now: Self.stamped) }
     }
 }
+
+struct Base64URLTests {
+    @Test("encode is RFC 4648 §5 without padding: equal to Foundation's base64 with its alphabet changed, for every length 0-200 and random bytes; it decodes back")
+    func encodeMatchesFoundation() {
+        var generator = SystemRandomNumberGenerator()
+        for length in 0...200 {
+            for _ in 0..<5 {
+                let bytes = (0..<length).map { _ in UInt8.random(in: 0...255, using: &generator) }
+                let expected = Data(bytes).base64EncodedString()
+                    .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+                #expect(Base64URL.encode(bytes) == expected, "\(bytes)")
+                #expect(Base64URL.decode(Base64URL.encode(bytes)) == bytes)
+            }
+        }
+        // Every 6-bit value lands on its own character (RFC 4648 §5's table).
+        #expect(Base64URL.encode([0xFB, 0xFF, 0xBF]) == "-_-_")
+        #expect(Base64URL.encode([0x00, 0x10, 0x83, 0x10, 0x51, 0x87]) == "ABCDEFGH")
+    }
+}
