@@ -25,6 +25,7 @@ let package = Package(
         .library(name: "AppAttest", targets: ["AppAttest"]),
         .library(name: "CanonicalJSON", targets: ["CanonicalJSON"]),
         .library(name: "RFC3339", targets: ["RFC3339"]),
+        .library(name: "FormAttestForm", targets: ["FormAttestForm"]),
         .library(name: "FormAttestClient", targets: ["FormAttestClient"]),
         .library(name: "FormAttestFlows", targets: ["FormAttestFlows"]),
         .library(name: "SQLiteAttestStore", targets: ["SQLiteAttestStore"]),
@@ -88,13 +89,23 @@ let package = Package(
             name: "CanonicalJSON",
             swiftSettings: pureLibrarySettings
         ),
-        // The client side: form -> canonical bytes -> clientDataHash, the App Attest client, the key pool.
+        // The signed form, shared by the app and the server: form -> RFC 8785 bytes -> clientDataHash,
+        // the form policy, client data, base64url. Pure.
         .target(
-            name: "FormAttestClient",
+            name: "FormAttestForm",
             dependencies: [
                 "CanonicalJSON",
                 "RFC3339",
                 .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: pureLibrarySettings
+        ),
+        // The app's side only: the App Attest client over DeviceCheck and the key pool.
+        .target(
+            name: "FormAttestClient",
+            dependencies: [
+                "FormAttestForm",
+                "RFC3339",
             ],
             swiftSettings: swiftSettings
         ),
@@ -105,7 +116,7 @@ let package = Package(
                 "RFC3339",
                 "AppAttest",
                 "CanonicalJSON",
-                "FormAttestClient",
+                "FormAttestForm",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
@@ -143,8 +154,7 @@ let package = Package(
                 "RFC3339",
                 "AppAttest",
                 "CanonicalJSON",
-                "FormAttestClient",
-                "FormAttestFlows",
+                "FormAttestForm",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "X509", package: "swift-certificates"),
@@ -160,7 +170,7 @@ let package = Package(
                 "RFC3339",
                 "AppAttest",
                 "CanonicalJSON",
-                "FormAttestClient",
+                "FormAttestForm",
                 "FormAttestTokens",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
@@ -178,6 +188,7 @@ let package = Package(
                 "AppAttestSimulator",
                 "CanonicalJSON",
                 "FormAttestClient",
+                "FormAttestForm",
                 "FormAttestFlows",
                 "FormAttestTokens",
                 "FormAttestEvidence",
@@ -215,6 +226,7 @@ let package = Package(
                 "RFC3339",
                 "AppAttest",
                 "FormAttestClient",
+                "FormAttestForm",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -232,6 +244,7 @@ let package = Package(
                 "AppleReceiptExchange",
                 "CanonicalJSON",
                 "FormAttestClient",
+                "FormAttestForm",
                 "FormAttestFlows",
                 "FormAttestTokens",
                 "FormAttestEvidence",
@@ -252,7 +265,7 @@ let package = Package(
         .target(
             name: "FormAttestTestSupport",
             dependencies: [
-                "AppAttest", "FormAttestClient",
+                "AppAttest", "FormAttestForm",
                 .product(name: "Crypto", package: "swift-crypto"), .product(name: "_CryptoExtras", package: "swift-crypto"),
             ],
             path: "Tests/FormAttestTestSupport",
@@ -291,7 +304,7 @@ let package = Package(
         ),
         .testTarget(
             name: "FormAttestClientTests",
-            dependencies: ["FormAttestClient", "CanonicalJSON", "AppAttest", "AppAttestSimulator", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: ["FormAttestClient", "FormAttestForm", "CanonicalJSON", "AppAttest", "AppAttestSimulator", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: swiftSettings
         ),
         // The contract every store passes (memory, SQLite, MongoDB), shared by their test targets.
@@ -305,7 +318,7 @@ let package = Package(
             name: "FormAttestFlowsTests",
             dependencies: [
                 "FormAttestFlows", "SQLiteAttestStore", "AttestationStoreContract", "AppAttest", "AppAttestSimulator",
-                "FormAttestClient", "CanonicalJSON", .product(name: "Crypto", package: "swift-crypto"),
+                "FormAttestForm", "CanonicalJSON", .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: swiftSettings
@@ -318,7 +331,7 @@ let package = Package(
         .testTarget(
             name: "FormAttestTokensTests",
             dependencies: [
-                "FormAttestTokens", "AppAttest", "CanonicalJSON", "FormAttestClient", "FormAttestTestSupport",
+                "FormAttestTokens", "AppAttest", "CanonicalJSON", "FormAttestForm", "FormAttestTestSupport",
                 .product(name: "Crypto", package: "swift-crypto"), .product(name: "JWTKit", package: "jwt-kit"),
             ],
             swiftSettings: swiftSettings
@@ -326,7 +339,7 @@ let package = Package(
         .testTarget(
             name: "FormAttestEvidenceTests",
             dependencies: [
-                "FormAttestEvidence", "FormAttestFlows", "FormAttestTokens", "FormAttestClient", "CanonicalJSON", "AppAttest",
+                "FormAttestEvidence", "FormAttestFlows", "FormAttestTokens", "FormAttestForm", "CanonicalJSON", "AppAttest",
                 "AppAttestSimulator", "FormAttestTestSupport", "RFC3339",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
@@ -336,7 +349,7 @@ let package = Package(
         .testTarget(
             name: "FormAttestServerTests",
             dependencies: [
-                "FormAttestServer", "FormAttestFlows", "FormAttestTokens", "FormAttestClient", "CanonicalJSON", "AppAttest",
+                "FormAttestServer", "FormAttestFlows", "FormAttestTokens", "FormAttestForm", "CanonicalJSON", "AppAttest",
                 "AppAttestSimulator", "FormAttestTestSupport", "RFC3339", "FormAttestEvidence",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -366,7 +379,7 @@ let package = Package(
             name: "AppleReceiptExchangeTests",
             dependencies: [
                 "AppleReceiptExchange", "ReceiptExchangeFake", "AppAttest", "AppAttestSimulator", "FormAttestFlows",
-                "FormAttestClient",
+                "FormAttestForm",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
@@ -399,7 +412,7 @@ if Context.environment["FORMATTEST_FUZZ"] == "1" {
     package.targets.append(
         .executableTarget(
             name: "FormAttestRequestFuzz",
-            dependencies: ["AppAttest", "AppAttestSimulator", "CanonicalJSON", "FormAttestClient", "FormAttestFlows", "RFC3339"],
+            dependencies: ["AppAttest", "AppAttestSimulator", "CanonicalJSON", "FormAttestForm", "FormAttestFlows", "RFC3339"],
             path: "fuzz/RequestFuzz",
             swiftSettings: swiftSettings
         )

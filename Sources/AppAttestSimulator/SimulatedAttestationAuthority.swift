@@ -3,6 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
+import AppAttest
 import Crypto
 public import Foundation
 import SwiftASN1
@@ -98,7 +99,7 @@ public struct SimulatedAttestationAuthority: Sendable {
         notValidAfter: Date
     ) throws -> Certificate {
         let subject = try DistinguishedName {
-            CommonName(keyID.map { String(format: "%02x", $0) }.joined())
+            CommonName(hex(keyID))
             OrganizationalUnitName("AAA Certification")
             OrganizationName("Apple Inc.")
             StateOrProvinceName("California")

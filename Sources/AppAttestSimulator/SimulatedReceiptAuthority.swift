@@ -5,7 +5,7 @@
 
 public import AppAttest
 import Crypto
-import FormAttestClient
+import FormAttestForm
 public import Foundation
 import RFC3339
 import SwiftASN1

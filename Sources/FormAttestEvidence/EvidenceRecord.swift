@@ -6,7 +6,7 @@
 public import AppAttest
 public import CanonicalJSON
 import Crypto
-import FormAttestClient
+import FormAttestForm
 public import Foundation
 import RFC3339
 public import X509

@@ -6,7 +6,7 @@
 public import AppAttest
 import CanonicalJSON
 public import Crypto
-import FormAttestClient
+import FormAttestForm
 import FormAttestTokens
 import Foundation
 public import X509
@@ -267,7 +267,7 @@ public enum SignedEvidence {
                 at: record.keyAttestation.verifiedAt
             )
         } catch {
-            let code = (error as? AppAttest.AppAttestError)?.code.identifier
+            let code = (error as? AppAttestError)?.code.identifier
             throw EvidenceError(code: .keyAttestationInvalid, reason: "the key's attestation does not verify: \(error)", verifierCode: code)
         }
         guard let assertion = record.assertion else {
@@ -281,7 +281,7 @@ public enum SignedEvidence {
         do {
             verified = try verifier.verifyAssertion(assertion, publicKey: attestation.publicKey, clientDataHash: record.formHash, previousCounter: 0, appID: record.appID)
         } catch {
-            let code = (error as? AppAttest.AppAttestError)?.code.identifier
+            let code = (error as? AppAttestError)?.code.identifier
             throw EvidenceError(code: .formNotSigned, reason: "the assertion does not sign the form's hash with the attested key: \(error)", verifierCode: code)
         }
         guard verified.counter == record.counter else {

@@ -5,7 +5,7 @@
 
 import CanonicalJSON
 public import FormAttestFlows
-import FormAttestClient
+import FormAttestForm
 import Foundation
 import RFC3339
 public import HTTPTypes

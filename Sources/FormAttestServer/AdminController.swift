@@ -4,7 +4,7 @@
 //===----------------------------------------------------------------------===//
 
 public import CanonicalJSON
-import FormAttestClient
+import FormAttestForm
 public import FormAttestFlows
 public import Foundation
 import HTTPTypes

@@ -8,7 +8,7 @@ import AppAttestInspector
 import CanonicalJSON
 import Crypto
 import FormAttestEvidence
-import FormAttestClient
+import FormAttestForm
 import FormAttestFlows
 import FormAttestTokens
 import Foundation

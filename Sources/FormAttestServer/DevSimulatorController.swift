@@ -7,6 +7,7 @@ import AppAttest
 import AppAttestSimulator
 import CanonicalJSON
 import FormAttestClient
+import FormAttestForm
 import Foundation
 import Hummingbird
 
@@ -66,7 +67,7 @@ struct DevSimulatorController {
             default:
                 throw APIError.invalidRequest("action must be attest or assert")
             }
-        } catch let error as AppAttest.AppAttestError {
+        } catch let error as AppAttestError {
             throw APIError(status: .badRequest, code: "simulator_error", message: "\(error)")
         } catch let error as APIError {
             throw error

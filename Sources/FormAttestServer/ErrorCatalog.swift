@@ -4,7 +4,7 @@
 //===----------------------------------------------------------------------===//
 
 import AppAttest
-import FormAttestClient
+import FormAttestForm
 import FormAttestFlows
 import Foundation
 import HTTPTypes

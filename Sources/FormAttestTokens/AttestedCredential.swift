@@ -5,7 +5,6 @@
 
 public import AppAttest
 public import Crypto
-public import FormAttestFlows
 
 /// What the tokens say about an attested key, from a fresh verification or from the store.
 public struct AttestedCredential: Sendable {
@@ -23,16 +22,6 @@ public struct AttestedCredential: Sendable {
 
     public init(_ attestation: VerifiedAttestation) {
         self.init(keyID: attestation.keyID, publicKey: attestation.publicKey, appID: attestation.appID, environment: attestation.environment.rawValue)
-    }
-
-    /// - Throws: when the stored point is not a valid P-256 key.
-    public init(_ key: StoredKey) throws {
-        self.init(
-            keyID: key.keyID,
-            publicKey: try P256.Signing.PublicKey(x963Representation: key.publicKey),
-            appID: key.appID,
-            environment: key.environment
-        )
     }
 
     /// The key as a COSE_Key (EC2, ES256, P-256), byte-identical to the one in authData.

@@ -3,8 +3,9 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
+import AppAttest
 public import CanonicalJSON
-import FormAttestClient
+import FormAttestForm
 public import Foundation
 import RFC3339
 
@@ -75,7 +76,7 @@ public enum FIDO2Wrapper {
 
     /// 16 bytes as a UUID string, such as `61707061-7474-6573-7400-000000000000`.
     static func uuid(_ bytes: [UInt8]) -> String {
-        let hex = bytes.map { String(format: "%02x", $0) }.joined()
+        let hex = AppAttest.hex(bytes)
         let groups = [8, 4, 4, 4, 12]
         var parts: [String] = []
         var index = hex.startIndex

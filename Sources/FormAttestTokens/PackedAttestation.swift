@@ -6,7 +6,7 @@
 import AppAttest
 public import CanonicalJSON
 import Crypto
-import FormAttestClient
+import FormAttestForm
 import SwiftASN1
 import X509
 

@@ -6,7 +6,7 @@
 import AppAttest
 public import CanonicalJSON
 import Crypto
-import FormAttestClient
+import FormAttestForm
 
 /// A structure shaped like a FIDO2 `packed` attestation, for testing systems that only parse
 /// that shape. **It is not an attestation**: no device made it, its signature is by a throwaway

@@ -5,7 +5,7 @@
 
 import Crypto
 public import Foundation
-import FormAttestClient
+import FormAttestForm
 public import JWTKit
 
 /// A compact JWS (ES256) in which the server states what it verified: this user's form, with this

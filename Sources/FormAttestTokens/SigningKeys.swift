@@ -5,7 +5,7 @@
 
 public import CanonicalJSON
 public import Crypto
-import FormAttestClient
+import FormAttestForm
 
 /// The server's JWS signing keys: the current P-256 key, and the public key of the previous one
 /// (``SigningKeyDirectory`` keeps one), still published so that tokens signed before a rotation

@@ -8,7 +8,7 @@ import AppAttestSimulator
 import ArgumentParser
 import CanonicalJSON
 import Crypto
-import FormAttestClient
+import FormAttestForm
 import FormAttestFlows
 import FormAttestTokens
 import Foundation

@@ -6,7 +6,7 @@
 import ArgumentParser
 import CanonicalJSON
 import Crypto
-import FormAttestClient
+import FormAttestForm
 import Foundation
 
 /// `--max-bytes`: the largest document `canonicalize` and `hash` read. The nesting limit stays

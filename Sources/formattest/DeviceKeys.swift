@@ -5,7 +5,7 @@
 
 import ArgumentParser
 import CanonicalJSON
-import FormAttestClient
+import FormAttestForm
 import FormAttestFlows
 import FormAttestServer
 import Foundation

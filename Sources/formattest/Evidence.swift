@@ -6,7 +6,7 @@
 import AppAttest
 import ArgumentParser
 import CanonicalJSON
-import FormAttestClient
+import FormAttestForm
 import FormAttestEvidence
 import FormAttestServer
 import Foundation

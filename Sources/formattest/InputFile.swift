@@ -4,7 +4,7 @@
 //===----------------------------------------------------------------------===//
 
 import AppAttest
-import FormAttestClient
+import FormAttestForm
 import Foundation
 import RFC3339
 import SwiftASN1

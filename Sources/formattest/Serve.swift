@@ -7,7 +7,7 @@ import AppAttest
 import AppAttestSimulator
 import ArgumentParser
 import Crypto
-import FormAttestClient
+import FormAttestForm
 import FormAttestFlows
 import FormAttestServer
 import Foundation

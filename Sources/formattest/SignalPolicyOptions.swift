@@ -6,7 +6,7 @@
 import AppAttest
 import ArgumentParser
 import CanonicalJSON
-import FormAttestClient
+import FormAttestForm
 import Foundation
 
 /// The iOS 27 / macOS 27 signal policy, the same on `verify attestation`, `verify assertion`,

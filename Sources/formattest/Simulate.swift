@@ -7,7 +7,7 @@ import AppAttest
 import AppAttestSimulator
 import ArgumentParser
 import CanonicalJSON
-import FormAttestClient
+import FormAttestForm
 import FormAttestFlows
 import Foundation
 import RFC3339

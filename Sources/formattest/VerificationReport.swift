@@ -5,7 +5,7 @@
 
 import AppAttest
 import Crypto
-import FormAttestClient
+import FormAttestForm
 import Foundation
 import RFC3339
 import X509
@@ -142,7 +142,7 @@ struct Rejection: Encodable {
     var error: Detail
     var clientData: CheckedClientData?
 
-    init(error: AppAttest.AppAttestError, clientData: CheckedClientData? = nil) {
+    init(error: AppAttestError, clientData: CheckedClientData? = nil) {
         self.error = Detail(code: error.code.identifier, message: error.reason)
         self.clientData = clientData
     }

@@ -6,7 +6,7 @@
 import AppAttest
 import ArgumentParser
 import Crypto
-import FormAttestClient
+import FormAttestForm
 import Foundation
 import RFC3339
 
@@ -37,7 +37,7 @@ struct OutputOptions: ParsableArguments {
 
     /// Prints a verdict and exits 0 (verified) or 1 (rejected). Both name the clientDataHash
     /// that was checked and, for a form, that it is the hash of the form's RFC 8785 bytes.
-    func finish(_ verdict: Result<VerificationReport, AppAttest.AppAttestError>, clientData: ClientData) throws {
+    func finish(_ verdict: Result<VerificationReport, AppAttestError>, clientData: ClientData) throws {
         let checked = CheckedClientData(clientData)
         switch verdict {
         case .success(var report):
@@ -80,7 +80,7 @@ struct AttestationOptions: ParsableArguments {
     @OptionGroup var signals: SignalPolicyOptions
 
     /// Verifies; an ``AppAttestError`` is a rejection, anything else a usage or I/O error.
-    func verify(clientDataHash: [UInt8]) async throws -> (attestation: [UInt8], result: Result<VerifiedAttestation, AppAttest.AppAttestError>) {
+    func verify(clientDataHash: [UInt8]) async throws -> (attestation: [UInt8], result: Result<VerifiedAttestation, AppAttestError>) {
         let attestationBytes = try InputFile.readBinaryDocument(self.attestation)
         let keyID = try InputFile.decodeBase64(self.keyID, what: "--key-id")
         let time = try self.at.map { try RFC3339UTC.argument($0) } ?? Date()
@@ -99,7 +99,7 @@ struct AttestationOptions: ParsableArguments {
             let verifier = try AppAttestVerifier(policy: policy)
             let result = try await verifier.verifyAttestation(attestationBytes, keyID: keyID, clientDataHash: clientDataHash, at: time)
             return (attestationBytes, .success(result))
-        } catch let error as AppAttest.AppAttestError {
+        } catch let error as AppAttestError {
             return (attestationBytes, .failure(error))
         }
     }
@@ -127,7 +127,7 @@ struct VerifyAttestation: AsyncParsableCommand {
         let (_, result) = try await self.attestation.verify(clientDataHash: clientData.clientDataHash)
         try self.output.finish(
             result.flatMap { verified in
-                Result { try VerificationReport(verified) }.mapError { _ in AppAttest.AppAttestError(code: .malformedAttestation, reason: "unreportable result") }
+                Result { try VerificationReport(verified) }.mapError { _ in AppAttestError(code: .malformedAttestation, reason: "unreportable result") }
             },
             clientData: clientData
         )
@@ -184,7 +184,7 @@ struct VerifyAssertion: AsyncParsableCommand {
         var policy = AppAttestPolicy(appIDs: [self.appID], environments: Set(AppAttestEnvironment.allCases))
         try self.signals.apply(to: &policy)
 
-        let verdict: Result<VerificationReport, AppAttest.AppAttestError>
+        let verdict: Result<VerificationReport, AppAttestError>
         do {
             let key = try self.attestedKey()
             let verifier = try AppAttestVerifier(policy: policy)
@@ -195,7 +195,7 @@ struct VerifyAssertion: AsyncParsableCommand {
                 previousCounter: self.previousCounter
             )
             verdict = .success(try VerificationReport(result, publicKey: key))
-        } catch let error as AppAttest.AppAttestError {
+        } catch let error as AppAttestError {
             verdict = .failure(error)
         }
         try self.output.finish(verdict, clientData: clientData)
@@ -208,7 +208,7 @@ struct VerifyAssertion: AsyncParsableCommand {
             do {
                 return try P256.Signing.PublicKey(pemRepresentation: pem)
             } catch {
-                throw AppAttest.AppAttestError(code: .invalidPublicKey, reason: "\(path) is not a PEM P-256 public key")
+                throw AppAttestError(code: .invalidPublicKey, reason: "\(path) is not a PEM P-256 public key")
             }
         }
         // validate() guarantees one of the two options.

@@ -6,7 +6,7 @@
 import AppAttest
 import ArgumentParser
 import CanonicalJSON
-import FormAttestClient
+import FormAttestForm
 import FormAttestTokens
 import Foundation
 import RFC3339
@@ -301,12 +301,12 @@ struct WrapRequest {
     var formats: Set<TokenFormat>
     var username: String?
 
-    func run(formatter: TokenFormatter, anchors: [X509Certificate]) async throws -> Result<[UInt8], AppAttest.AppAttestError> {
+    func run(formatter: TokenFormatter, anchors: [X509Certificate]) async throws -> Result<[UInt8], AppAttestError> {
         let verified: VerifiedAttestation
         do {
             let verifier = try AppAttestVerifier(policy: AppAttestPolicy(appIDs: [self.appID], environments: self.environments, trustAnchors: anchors))
             verified = try await verifier.verifyAttestation(self.attestation, keyID: self.keyID, clientDataHash: self.clientDataHash, at: self.at)
-        } catch let error as AppAttest.AppAttestError {
+        } catch let error as AppAttestError {
             return .failure(error)
         }
         let output = try await formatter.formats(

@@ -9,7 +9,7 @@ import AppleReceiptExchange
 import ReceiptExchangeFake
 import AsyncHTTPClient
 import Crypto
-import FormAttestClient
+import FormAttestForm
 import FormAttestFlows
 import Foundation
 import RFC3339

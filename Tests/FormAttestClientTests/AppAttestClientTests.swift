@@ -11,11 +11,11 @@ import Testing
 struct AppAttestClientTests {
     static let hash = Data(repeating: 7, count: 32)
 
-    static func expect<T>(_ expected: (AppAttestError) -> Bool, _ body: () async throws -> T) async {
+    static func expect<T>(_ expected: (AppAttestClientError) -> Bool, _ body: () async throws -> T) async {
         do {
             _ = try await body()
             Issue.record("no error was thrown")
-        } catch let error as AppAttestError {
+        } catch let error as AppAttestClientError {
             #expect(expected(error), "\(error)")
         } catch {
             Issue.record("unexpected error \(error)")
@@ -27,8 +27,8 @@ struct AppAttestClientTests {
         let service = FakeAppAttestService(isSupported: false)
         let client = AppAttestClient(service: service)
         #expect(client.isSupported == false)
-        await Self.expect({ if case .notSupported = $0 { true } else { false } }) { try await client.generateKey() }
-        await Self.expect({ if case .notSupported = $0 { true } else { false } }) {
+        await Self.expect({ $0.code == .notSupported }) { try await client.generateKey() }
+        await Self.expect({ $0.code == .notSupported }) {
             try await client.register(clientDataHash: Self.hash)
         }
         #expect(service.calls.isEmpty)
@@ -38,10 +38,10 @@ struct AppAttestClientTests {
     func invalidHash(count: Int) async {
         let service = FakeAppAttestService()
         let client = AppAttestClient(service: service)
-        await Self.expect({ if case .invalidClientDataHash = $0 { true } else { false } }) {
+        await Self.expect({ $0.code == .invalidClientDataHash }) {
             try await client.attestKey(keyId: "k", clientDataHash: Data(count: count))
         }
-        await Self.expect({ if case .invalidClientDataHash = $0 { true } else { false } }) {
+        await Self.expect({ $0.code == .invalidClientDataHash }) {
             try await client.generateAssertion(keyId: "k", clientDataHash: Data(count: count))
         }
         #expect(service.calls.isEmpty)
@@ -56,8 +56,8 @@ struct AppAttestClientTests {
         let late = LateAnswer()
         service.assertAnswer = { _, respond in late.keep(respond) }
         let client = AppAttestClient(service: service, configuration: .init(timeout: .milliseconds(50)))
-        await Self.expect({ if case .timeout = $0 { true } else { false } }) { try await client.generateKey() }
-        await Self.expect({ if case .timeout = $0 { true } else { false } }) {
+        await Self.expect({ $0.code == .timeout }) { try await client.generateKey() }
+        await Self.expect({ $0.code == .timeout }) {
             try await client.generateAssertion(keyId: "k", clientDataHash: Self.hash)
         }
         // The late answer must not resume the caller a second time (that would trap).
@@ -74,13 +74,13 @@ struct AppAttestClientTests {
         service.attestAnswer = { _, respond in respond(nil, nil) }
         service.assertAnswer = { _, respond in respond(nil, DCErrorCode.featureUnsupported.error) }
         let client = AppAttestClient(service: service)
-        await Self.expect({ if case .keyGeneration(let e) = $0 { DCErrorCode(e) == .serverUnavailable } else { false } }) {
+        await Self.expect({ $0.code == .keyGeneration && $0.underlying.flatMap(DCErrorCode.init) == .serverUnavailable }) {
             try await client.generateKey()
         }
-        await Self.expect({ if case .unknownError = $0 { true } else { false } }) {
+        await Self.expect({ $0.code == .unknownError }) {
             try await client.attestKey(keyId: "k", clientDataHash: Self.hash)
         }
-        await Self.expect({ if case .notSupported = $0 { true } else { false } }) {
+        await Self.expect({ $0.code == .notSupported }) {
             try await client.generateAssertion(keyId: "k", clientDataHash: Self.hash)
         }
     }
@@ -91,10 +91,10 @@ struct AppAttestClientTests {
         service.attestAnswer = { _, respond in respond(Data(count: 8 * 1024 + 1), nil) }
         service.assertAnswer = { _, respond in respond(Data(count: 2 * 1024 + 1), nil) }
         let client = AppAttestClient(service: service)
-        await Self.expect({ if case .attestation(let e) = $0 { (e as? OversizedResponse)?.limit == 8192 } else { false } }) {
+        await Self.expect({ $0.code == .attestation && ($0.underlying as? OversizedResponse)?.limit == 8192 }) {
             try await client.attestKey(keyId: "k", clientDataHash: Self.hash)
         }
-        await Self.expect({ if case .assertion(let e) = $0 { (e as? OversizedResponse)?.limit == 2048 } else { false } }) {
+        await Self.expect({ $0.code == .assertion && ($0.underlying as? OversizedResponse)?.limit == 2048 }) {
             try await client.generateAssertion(keyId: "k", clientDataHash: Self.hash)
         }
         service.attestAnswer = { _, respond in respond(Data(count: 8 * 1024), nil) }
@@ -117,14 +117,14 @@ struct AppAttestClientTests {
     func retryOnlyOnce() async throws {
         let service = FakeAppAttestService()
         service.attestAnswer = { _, respond in respond(nil, DCErrorCode.invalidKey.error) }
-        await Self.expect({ if case .attestation = $0 { true } else { false } }) {
+        await Self.expect({ $0.code == .attestation }) {
             try await AppAttestClient(service: service).register(clientDataHash: Self.hash)
         }
         #expect(service.calls.count == 4)
 
         let other = FakeAppAttestService()
         other.attestAnswer = { _, respond in respond(nil, DCErrorCode.serverUnavailable.error) }
-        await Self.expect({ if case .attestation = $0 { true } else { false } }) {
+        await Self.expect({ $0.code == .attestation }) {
             try await AppAttestClient(service: other).register(clientDataHash: Self.hash)
         }
         #expect(other.calls == [.generateKey, .attestKey("key-1")])
@@ -145,7 +145,7 @@ struct AppAttestClientTests {
         }
         #expect(service.calls.contains(.attestKey("key-1")))
         async let second = client.register(clientDataHash: Self.hash)
-        await Self.expect({ if case .registrationInProgress = $0 { true } else { false } }) {
+        await Self.expect({ $0.code == .registrationInProgress }) {
             try await client.register(clientDataHash: Data(repeating: 8, count: 32))
         }
         // Answer only once the second call has joined (however long the machine takes to run it).
@@ -170,7 +170,7 @@ struct AppAttestClientTests {
             clock.advance(by: 10)
             #expect(await client.circuitBreakerState == (attempt < 3 ? .closed(recentAttempts: attempt) : .open(until: Date(timeIntervalSince1970: 1_795_341_600 + 300))))
         }
-        await Self.expect({ if case .reattestationLimited(let until) = $0 { until == Date(timeIntervalSince1970: 1_795_341_900) } else { false } }) {
+        await Self.expect({ $0.code == .reattestationLimited && $0.retryAfter == Date(timeIntervalSince1970: 1_795_341_900) }) {
             try await client.register(clientDataHash: Self.hash)
         }
         #expect(service.calls.filter { if case .attestKey = $0 { true } else { false } }.count == 3)
@@ -188,7 +188,7 @@ struct AppAttestClientTests {
         let clock = ManualClock()
         let challenge = AppAttestClient.ServerChallenge(value: "c", expiresAt: clock.now.addingTimeInterval(-5))
         let strict = AppAttestClient(service: FakeAppAttestService(), now: { clock.now })
-        await Self.expect({ if case .challengeExpired = $0 { true } else { false } }) {
+        await Self.expect({ $0.code == .challengeExpired }) {
             try await strict.register(clientDataHash: Self.hash, challenge: challenge)
         }
         let lenient = AppAttestClient(service: FakeAppAttestService(), configuration: .init(challengeGrace: 10), now: { clock.now })

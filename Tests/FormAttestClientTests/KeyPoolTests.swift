@@ -4,6 +4,7 @@
 //===----------------------------------------------------------------------===//
 
 import FormAttestClient
+import FormAttestForm
 import Foundation
 import Testing
 

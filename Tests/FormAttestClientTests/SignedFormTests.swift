@@ -5,7 +5,7 @@
 
 import CanonicalJSON
 import Crypto
-import FormAttestClient
+import FormAttestForm
 import Foundation
 import Testing
 

@@ -7,6 +7,7 @@ import AppAttest
 import AppAttestSimulator
 import CanonicalJSON
 import FormAttestClient
+import FormAttestForm
 import Foundation
 import Testing
 
@@ -48,11 +49,8 @@ struct SimulatedServiceTests {
             _ = try await client.generateAssertion(keyId: "bm8=", clientDataHash: Data(count: 32))
             Issue.record("no error")
         } catch {
-            guard case .assertion(let underlying) = error else {
-                Issue.record("\(error)")
-                return
-            }
-            #expect(DCErrorCode(underlying) == .invalidKey)
+            #expect(error.code == .assertion, "\(error)")
+            #expect(error.underlying.flatMap(DCErrorCode.init) == .invalidKey)
         }
     }
 }

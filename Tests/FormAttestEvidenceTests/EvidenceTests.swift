@@ -7,7 +7,7 @@ import AppAttest
 import AppAttestSimulator
 import CanonicalJSON
 import Crypto
-import FormAttestClient
+import FormAttestForm
 import FormAttestEvidence
 import FormAttestTestSupport
 import FormAttestTokens

@@ -6,7 +6,7 @@
 import AppAttest
 import AppAttestSimulator
 import CanonicalJSON
-import FormAttestClient
+import FormAttestForm
 import FormAttestFlows
 import Foundation
 import RFC3339

@@ -6,7 +6,7 @@
 import AppAttest
 import AppAttestSimulator
 import Crypto
-import FormAttestClient
+import FormAttestForm
 import FormAttestFlows
 import Foundation
 import SQLiteAttestStore

@@ -5,7 +5,7 @@
 
 import AppAttest
 import AppAttestSimulator
-import FormAttestClient
+import FormAttestForm
 import FormAttestFlows
 import Foundation
 import RFC3339

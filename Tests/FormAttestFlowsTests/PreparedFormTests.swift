@@ -5,7 +5,7 @@
 
 import AppAttestSimulator
 import CanonicalJSON
-import FormAttestClient
+import FormAttestForm
 import FormAttestFlows
 import Foundation
 import RFC3339

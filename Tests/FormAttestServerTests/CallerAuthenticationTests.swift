@@ -5,7 +5,7 @@
 
 import CanonicalJSON
 import Crypto
-import FormAttestClient
+import FormAttestForm
 import FormAttestFlows
 import FormAttestServer
 import FormAttestTestSupport

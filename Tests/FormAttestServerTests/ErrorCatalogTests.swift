@@ -18,7 +18,7 @@ struct ErrorCatalogTests {
     func sourcesCovered() throws {
         let codes = Set(ErrorCatalog.entries.map(\.code))
         var found: [String: String] = [:]
-        for module in ["FormAttestServer", "FormAttestFlows", "FormAttestClient", "AppAttest", "AppleReceiptExchange", "SQLiteAttestStore", "MongoAttestStore"] {
+        for module in ["FormAttestServer", "FormAttestFlows", "FormAttestForm", "AppAttest", "AppleReceiptExchange", "SQLiteAttestStore", "MongoAttestStore"] {
             let directory = repositoryDirectory.appendingPathComponent("Sources/\(module)")
             let enumerator = try #require(FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil))
             for case let url as URL in enumerator where url.pathExtension == "swift" {

@@ -6,7 +6,7 @@
 import AppAttest
 import AppAttestSimulator
 import CanonicalJSON
-import FormAttestClient
+import FormAttestForm
 import FormAttestEvidence
 import FormAttestServer
 import FormAttestTokens

@@ -5,7 +5,7 @@
 
 import AppAttest
 import CanonicalJSON
-import FormAttestClient
+import FormAttestForm
 import FormAttestFlows
 import FormAttestServer
 import FormAttestTestSupport

@@ -7,7 +7,7 @@ import AppAttest
 import AppAttestSimulator
 import CanonicalJSON
 import Crypto
-import FormAttestClient
+import FormAttestForm
 import FormAttestFlows
 import FormAttestServer
 import FormAttestTestSupport

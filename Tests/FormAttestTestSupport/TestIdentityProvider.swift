@@ -4,7 +4,7 @@
 //===----------------------------------------------------------------------===//
 
 public import Crypto
-import FormAttestClient
+import FormAttestForm
 public import Foundation
 import _CryptoExtras
 

@@ -6,7 +6,7 @@
 import AppAttest
 import CanonicalJSON
 import Crypto
-import FormAttestClient
+import FormAttestForm
 import FormAttestTestSupport
 import FormAttestTokens
 import Foundation

@@ -22,7 +22,7 @@ import AppAttest
 import AppAttestSimulator
 import CanonicalJSON
 import Dispatch
-import FormAttestClient
+import FormAttestForm
 import FormAttestFlows
 import Foundation
 import RFC3339

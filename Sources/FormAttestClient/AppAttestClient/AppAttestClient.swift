@@ -101,7 +101,7 @@ public actor AppAttestClient {
     // MARK: - The three service calls
 
     /// Creates a key in the Secure Enclave.
-    public func generateKey() async throws(AppAttestError) -> String {
+    public func generateKey() async throws(AppAttestClientError) -> String {
         try self.requireSupport()
         let service = self.service
         do {
@@ -110,12 +110,12 @@ public actor AppAttestClient {
             }
             return keyId
         } catch {
-            throw Self.wrap(error, as: AppAttestError.keyGeneration)
+            throw Self.wrap(error, as: AppAttestClientError.keyGeneration)
         }
     }
 
     /// Attests a key over a 32-byte clientDataHash. Counts toward the circuit breaker.
-    public func attestKey(keyId: String, clientDataHash: Data) async throws(AppAttestError) -> Data {
+    public func attestKey(keyId: String, clientDataHash: Data) async throws(AppAttestClientError) -> Data {
         try self.requireSupport()
         try Self.requireHash(clientDataHash)
         try self.breaker.recordAttempt(at: self.now())
@@ -126,7 +126,7 @@ public actor AppAttestClient {
                 service.attestKey(keyId, clientDataHash: clientDataHash) { data, error in finish(Self.result(data, error)) }
             }
         } catch {
-            throw Self.wrap(error, as: AppAttestError.attestation)
+            throw Self.wrap(error, as: AppAttestClientError.attestation)
         }
         guard attestation.count <= Self.maximumAttestationSize else {
             throw .attestation(OversizedResponse(size: attestation.count, limit: Self.maximumAttestationSize))
@@ -135,7 +135,7 @@ public actor AppAttestClient {
     }
 
     /// Signs a 32-byte clientDataHash with an attested key.
-    public func generateAssertion(keyId: String, clientDataHash: Data) async throws(AppAttestError) -> Data {
+    public func generateAssertion(keyId: String, clientDataHash: Data) async throws(AppAttestClientError) -> Data {
         try self.requireSupport()
         try Self.requireHash(clientDataHash)
         let service = self.service
@@ -147,7 +147,7 @@ public actor AppAttestClient {
                 }
             }
         } catch {
-            throw Self.wrap(error, as: AppAttestError.assertion)
+            throw Self.wrap(error, as: AppAttestClientError.assertion)
         }
         guard assertion.count <= Self.maximumAssertionSize else {
             throw .assertion(OversizedResponse(size: assertion.count, limit: Self.maximumAssertionSize))
@@ -163,7 +163,7 @@ public actor AppAttestClient {
     /// - Single flight: a call while another runs for the same clientDataHash joins it and gets
     ///   the same registration; one for a different hash is refused with `registrationInProgress`.
     /// - A `challenge` that expired more than `challengeGrace` ago is refused before any call.
-    public func register(clientDataHash: Data, challenge: ServerChallenge? = nil) async throws(AppAttestError)
+    public func register(clientDataHash: Data, challenge: ServerChallenge? = nil) async throws(AppAttestClientError)
         -> Registration
     {
         if let challenge, self.now() > challenge.expiresAt.addingTimeInterval(self.configuration.challengeGrace) {
@@ -177,11 +177,11 @@ public actor AppAttestClient {
                     self.inflight?.waiters.append(continuation)
                 }
             } catch {
-                throw Self.wrap(error, as: AppAttestError.attestation)
+                throw Self.wrap(error, as: AppAttestClientError.attestation)
             }
         }
         self.inflight = (clientDataHash, [])
-        let outcome: Result<Registration, AppAttestError>
+        let outcome: Result<Registration, AppAttestClientError>
         do {
             outcome = .success(try await self.performRegistration(clientDataHash: clientDataHash))
         } catch {
@@ -198,12 +198,12 @@ public actor AppAttestClient {
     /// How many calls wait for the running registration (observable for tests).
     package var registrationWaiterCount: Int { self.inflight?.waiters.count ?? 0 }
 
-    private func performRegistration(clientDataHash: Data) async throws(AppAttestError) -> Registration {
+    private func performRegistration(clientDataHash: Data) async throws(AppAttestClientError) -> Registration {
         let keyId = try await self.generateKey()
         do {
             let attestation = try await self.attestKey(keyId: keyId, clientDataHash: clientDataHash)
             return Registration(keyId: keyId, attestation: attestation, clientDataHash: clientDataHash, retriedWithFreshKey: false)
-        } catch .attestation(let underlying) where [.invalidKey, .invalidInput].contains(DCErrorCode(underlying)) {
+        } catch let error where error.code == .attestation && [.invalidKey, .invalidInput].contains(error.underlying.flatMap(DCErrorCode.init)) {
             let freshKeyId = try await self.generateKey()
             let attestation = try await self.attestKey(keyId: freshKeyId, clientDataHash: clientDataHash)
             return Registration(keyId: freshKeyId, attestation: attestation, clientDataHash: clientDataHash, retriedWithFreshKey: true)
@@ -212,23 +212,23 @@ public actor AppAttestClient {
 
     // MARK: - Helpers
 
-    private func requireSupport() throws(AppAttestError) {
+    private func requireSupport() throws(AppAttestClientError) {
         guard self.service.isSupported else { throw .notSupported }
     }
 
-    private static func requireHash(_ hash: Data) throws(AppAttestError) {
+    private static func requireHash(_ hash: Data) throws(AppAttestClientError) {
         guard hash.count == 32 else { throw .invalidClientDataHash }
     }
 
     private static func result<Value: Sendable>(_ value: Value?, _ error: (any Error)?) -> Result<Value, any Error> {
         if let error { return .failure(error) }
         if let value { return .success(value) }
-        return .failure(AppAttestError.unknownError)
+        return .failure(AppAttestClientError.unknownError)
     }
 
     /// Keeps the client's own errors (timeout, unknown) and wraps the service's in `wrapper`.
-    private static func wrap(_ error: any Error, as wrapper: (any Error) -> AppAttestError) -> AppAttestError {
-        if let own = error as? AppAttestError { return own }
+    private static func wrap(_ error: any Error, as wrapper: (any Error) -> AppAttestClientError) -> AppAttestClientError {
+        if let own = error as? AppAttestClientError { return own }
         if DCErrorCode(error) == .featureUnsupported { return .notSupported }
         return wrapper(error)
     }

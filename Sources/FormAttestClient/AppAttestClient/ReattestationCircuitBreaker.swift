@@ -38,7 +38,7 @@ public struct ReattestationCircuitBreaker: Sendable, Hashable {
     }
 
     /// Records an attempt at `now`, or refuses it while open.
-    mutating func recordAttempt(at now: Date) throws(AppAttestError) {
+    mutating func recordAttempt(at now: Date) throws(AppAttestClientError) {
         if case .open(let until) = self.state(at: now) {
             throw .reattestationLimited(until: until)
         }

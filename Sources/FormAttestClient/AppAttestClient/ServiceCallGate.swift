@@ -26,7 +26,7 @@ enum ServiceCall {
             group.addTask {
                 do {
                     try await Task.sleep(for: timeout)
-                    gate.resume(with: .failure(AppAttestError.timeout))
+                    gate.resume(with: .failure(AppAttestClientError.timeout))
                 } catch {
                     // Cancelled: either the call finished (a no-op then) or the caller gave up.
                     gate.resume(with: .failure(CancellationError()))
@@ -37,7 +37,7 @@ enum ServiceCall {
             while let next = try await group.next() {
                 if let value = next { return value }
             }
-            throw AppAttestError.unknownError  // Unreachable: the first child always returns or throws.
+            throw AppAttestClientError.unknownError  // Unreachable: the first child always returns or throws.
         }
     }
 }

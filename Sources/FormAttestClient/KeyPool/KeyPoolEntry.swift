@@ -3,6 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
+import FormAttestForm
 public import Foundation
 
 /// A pre-attested key in the pool: the keyId, its attestation over a server-issued pool

@@ -3,7 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
-public import FormAttestClient
+public import FormAttestForm
 public import Foundation
 
 /// How the flows behave; every value has a documented default.

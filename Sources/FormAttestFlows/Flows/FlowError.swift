@@ -4,7 +4,7 @@
 //===----------------------------------------------------------------------===//
 
 public import AppAttest
-public import FormAttestClient
+public import FormAttestForm
 
 /// Why a flow rejected a request: a stable `code` (such as `nonce_mismatch`, `replay`,
 /// `timestamp_outside_window`), the ``Category`` an adapter maps to a status, and a reason.
@@ -55,14 +55,14 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
     }
 
     /// Codes of the verifier that describe malformed input rather than a failed check.
-    private static let malformedVerifierCodes: Set<AppAttest.AppAttestError.Code> = [
+    private static let malformedVerifierCodes: Set<AppAttestError.Code> = [
         .malformedCBOR, .malformedAttestation, .attestationTooLarge, .unsupportedFormat,
         .malformedAuthenticatorData, .malformedCertificate, .malformedAssertion, .assertionTooLarge,
         .invalidPublicKey, .invalidClientDataHash,
     ]
 
     /// The verifier's error as the flows report it (malformed input or a failed check).
-    public init(_ error: AppAttest.AppAttestError) {
+    public init(_ error: AppAttestError) {
         self.init(
             code: error.code.identifier,
             category: Self.malformedVerifierCodes.contains(error.code) ? .malformedInput : .verificationFailed,

@@ -4,7 +4,7 @@
 //===----------------------------------------------------------------------===//
 
 public import CanonicalJSON
-import FormAttestClient
+import FormAttestForm
 
 // Request bodies → the flows' requests, in one place: the HTTP service and the request fuzz target
 // decode with exactly these rules. Every failure is a `FlowError` of category `.malformedInput`

@@ -6,7 +6,7 @@
 public import AppAttest
 import CanonicalJSON
 import Crypto
-public import FormAttestClient
+public import FormAttestForm
 public import Foundation
 import RFC3339
 
@@ -216,7 +216,7 @@ public struct FormFlows: Sendable {
             // environment this deployment no longer accepts is refused.
             guard let environment = AppAttestEnvironment(rawValue: key.environment), self.verifier.policy.environments.contains(environment) else {
                 throw FlowError(
-                    code: AppAttest.AppAttestError.Code.environmentNotAllowed.identifier,
+                    code: AppAttestError.Code.environmentNotAllowed.identifier,
                     category: .verificationFailed,
                     reason: "the key was attested in the \(key.environment) environment, which this deployment does not accept"
                 )
@@ -239,7 +239,7 @@ public struct FormFlows: Sendable {
                     previousCounter: key.counter,
                     appID: key.appID
                 )
-            } catch let error as AppAttest.AppAttestError where error.code == .counterNotIncreasing {
+            } catch let error as AppAttestError where error.code == .counterNotIncreasing {
                 // The same signed form sent again (a retry reaching another instance after the
                 // first was accepted) is a replay. Otherwise the device's counter is not above the
                 // stored one: a cloned key or a restored device, and only a new attestation can
@@ -389,7 +389,7 @@ public struct FormFlows: Sendable {
 
     /// The verifier throws only `AppAttestError`; anything else still fails closed.
     static func verificationError(_ error: any Error) -> FlowError {
-        if let error = error as? AppAttest.AppAttestError { return FlowError(error) }
+        if let error = error as? AppAttestError { return FlowError(error) }
         return FlowError(code: "verification_failed", category: .verificationFailed, reason: "\(error)")
     }
 

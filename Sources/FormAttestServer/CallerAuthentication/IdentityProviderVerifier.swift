@@ -4,7 +4,7 @@
 //===----------------------------------------------------------------------===//
 
 import CanonicalJSON
-import FormAttestClient
+import FormAttestForm
 import FormAttestFlows
 public import Foundation
 import JWTKit
