@@ -45,7 +45,7 @@ public struct APIError: HTTPResponseError, Sendable {
         // A store's failure is reported by its code alone: its reason names the store's
         // internals (statements, files, hosts), which the caller has no use for (the log has it).
         let message = error.category == .storeUnavailable ? Self.storeUnavailableMessage : error.reason
-        self.init(status: status, code: error.code, message: message, nextChallenge: error.nextChallenge)
+        self.init(status: status, code: error.code.identifier, message: message, nextChallenge: error.nextChallenge)
     }
 
     static let storeUnavailableMessage = "the store is unavailable; nothing was changed; retry later"

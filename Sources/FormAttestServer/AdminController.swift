@@ -41,7 +41,7 @@ struct AdminController {
         do {
             keys = try await self.store.keys(username: username)
         } catch {
-            throw APIError(FlowError(code: error.code.identifier, category: .storeUnavailable, reason: error.reason))
+            throw APIError(FlowError(code: .init(error.code), category: .storeUnavailable, reason: error.reason))
         }
         return JSONResponse.make(DeviceKeyListing.json(username: username, keys: keys, now: self.now(), registrationWindow: self.registrationWindow))
     }
@@ -57,7 +57,7 @@ struct AdminController {
         } catch where error.code == .unknownKey {
             throw APIError(status: .notFound, code: "unknown_key", message: "no key has this keyId")
         } catch {
-            throw APIError(FlowError(code: error.code.identifier, category: .storeUnavailable, reason: error.reason))
+            throw APIError(FlowError(code: .init(error.code), category: .storeUnavailable, reason: error.reason))
         }
         let key = try? await self.store.loadKey(keyID: keyID)
         return JSONResponse.make(

@@ -67,9 +67,9 @@ struct AppAttestController {
             (self.accepted[endpoint] ?? Self.outcomeCounter(endpoint: endpoint, code: "ok")).increment()
             return value
         } catch {
-            Self.outcomeCounter(endpoint: endpoint, code: error.code).increment()
+            Self.outcomeCounter(endpoint: endpoint, code: error.code.identifier).increment()
             // The code only: never request fields, attestation bytes or keys in logs.
-            context.logger.info("rejected", metadata: ["endpoint": .string(endpoint), "code": .string(error.code)])
+            context.logger.info("rejected", metadata: ["endpoint": .string(endpoint), "code": .string(error.code.identifier)])
             if error.category == .storeUnavailable {
                 // The answer says only store_unavailable; the operator needs the store's reason.
                 context.logger.error("store unavailable", metadata: ["endpoint": .string(endpoint), "reason": .string(error.reason)])

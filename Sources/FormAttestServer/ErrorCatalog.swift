@@ -64,21 +64,15 @@ public enum ErrorCatalog {
         }
         for code in StoreError.Code.allCases {
             let error = FlowError(StoreError(code: code, reason: ""))
-            entries.append(Self.flow(error, Self.flowMeanings[error.code]))
+            entries.append(Self.flow(error, Self.flowMeanings[error.code.identifier]))
         }
         for code in ReceiptExchangeError.Code.allCases {
-            let error = FlowError(code: code.rawValue, category: .upstreamUnavailable, reason: "")
+            let error = FlowError(code: .init(code), category: .upstreamUnavailable, reason: "")
             entries.append(Self.flow(error, "Apple's receipt exchange failed or refused (\(code.rawValue.replacingOccurrences(of: "receipt_exchange_", with: ""))); nothing was changed"))
         }
         // The flows' own codes, with the category each is raised with.
-        let flowCodes: [(String, FlowError.Category)] = [
-            ("challenge_invalid", .policy), ("challenge_required", .policy), ("invalid_json", .malformedInput), ("invalid_request", .malformedInput),
-            ("key_mismatch", .keyMismatch), ("key_revoked", .keyMismatch), ("receipt_changed", .conflict), ("replay", .conflict),
-            ("requires_reattestation", .requiresReattestation), ("store_corrupt", .storeUnavailable), ("verification_failed", .verificationFailed),
-            ("client_data_hash_mismatch", .verificationFailed), ("receipt_stale", .verificationFailed),
-        ]
-        for (code, category) in flowCodes {
-            entries.append(Self.flow(FlowError(code: code, category: category, reason: ""), Self.flowMeanings[code]))
+        for (code, category) in FlowError.Code.own {
+            entries.append(Self.flow(FlowError(code: code, category: category, reason: ""), Self.flowMeanings[code.identifier]))
         }
         for code in CallerAuthenticationError.Code.allCases {
             entries.append(Self.http(APIError(CallerAuthenticationError(code: code, reason: "")), Self.callerMeanings[code.identifier]))
@@ -105,7 +99,7 @@ public enum ErrorCatalog {
 
     private static func flow(_ error: FlowError, _ meaning: String?) -> Entry {
         let answer = APIError(error)
-        return Entry(code: answer.code, status: answer.status.code, meaning: meaning ?? "", action: Self.actions[error.code] ?? Self.categoryActions[error.category] ?? "")
+        return Entry(code: answer.code, status: answer.status.code, meaning: meaning ?? "", action: Self.actions[error.code.identifier] ?? Self.categoryActions[error.category] ?? "")
     }
 
     private static func http(_ error: APIError, _ meaning: String?, _ action: String? = nil) -> Entry {

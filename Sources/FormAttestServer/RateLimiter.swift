@@ -56,7 +56,7 @@ struct RateLimiter: Sendable {
             do {
                 count = try await self.store.countRequest(in: window)
             } catch {
-                throw APIError(FlowError(code: StoreError.Code.unavailable.identifier, category: .storeUnavailable, reason: error.reason))
+                throw APIError(FlowError(code: .init(StoreError.Code.unavailable), category: .storeUnavailable, reason: error.reason))
             }
             if count > limit {
                 let retryAfter = max(1, Int(end.timeIntervalSince(now).rounded(.up)))

@@ -106,7 +106,7 @@ struct Receipt: AsyncParsableCommand {
                     creationTime: payload.creationTime, notBefore: payload.notBefore, expirationTime: payload.expirationTime
                 )
             } catch {
-                report = Report(refreshed: false, error: .init(code: error.code, message: error.reason))
+                report = Report(refreshed: false, error: .init(code: error.code.identifier, message: error.reason))
             }
             if self.json {
                 print(try JSONOutput.string(report))

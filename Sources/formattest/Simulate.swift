@@ -105,7 +105,7 @@ struct Simulate: AsyncParsableCommand {
             do {
                 outcome = Outcome(accepted: true, counter: try await flows.attest(request, now: Date()).counter)
             } catch {
-                outcome = Outcome(accepted: false, code: error.code, message: error.reason)
+                outcome = Outcome(accepted: false, code: error.code.identifier, message: error.reason)
             }
             try Simulate.finish(outcome)
         }
@@ -133,7 +133,7 @@ struct Simulate: AsyncParsableCommand {
             do {
                 outcome = Outcome(accepted: true, counter: try await flows.assert(request, now: Date()).assertion.counter)
             } catch {
-                outcome = Outcome(accepted: false, code: error.code, message: error.reason)
+                outcome = Outcome(accepted: false, code: error.code.identifier, message: error.reason)
             }
             try Simulate.finish(outcome)
         }

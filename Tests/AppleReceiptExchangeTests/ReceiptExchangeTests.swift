@@ -103,7 +103,7 @@ struct ReceiptExchangeTests {
             try await body()
             Issue.record("expected \(code), the refresh succeeded", sourceLocation: sourceLocation)
         } catch let error as FlowError {
-            #expect(error.code == code, "\(error)", sourceLocation: sourceLocation)
+            #expect(error.code.identifier == code, "\(error)", sourceLocation: sourceLocation)
         } catch {
             Issue.record("expected \(code), got \(error)", sourceLocation: sourceLocation)
         }

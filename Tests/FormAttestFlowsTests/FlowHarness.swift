@@ -97,7 +97,7 @@ func expectFlowError<T>(_ code: String, _ category: FlowError.Category? = nil, s
         _ = try await body()
         Issue.record("expected \(code), the flow succeeded", sourceLocation: sourceLocation)
     } catch let error as FlowError {
-        #expect(error.code == code, "\(error)", sourceLocation: sourceLocation)
+        #expect(error.code.identifier == code, "\(error)", sourceLocation: sourceLocation)
         if let category { #expect(error.category == category, sourceLocation: sourceLocation) }
     } catch {
         Issue.record("expected \(code), got \(error)", sourceLocation: sourceLocation)

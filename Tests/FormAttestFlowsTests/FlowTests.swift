@@ -350,7 +350,7 @@ struct ChallengeFlowTests {
             _ = try await harness.register(harness.device.key(0), nonce: "again")
             Issue.record("a second registration of one key succeeded")
         } catch let error as FlowError {
-            #expect(error.code == "key_already_registered")
+            #expect(error.code == .keyAlreadyRegistered)
             #expect(error.nextChallenge != nil)
             #expect(error.nextChallenge?.value != next.value)
         }

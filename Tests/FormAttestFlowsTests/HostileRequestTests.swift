@@ -66,7 +66,7 @@ struct HostileRequestTests {
         }
         let registered = try #require(try await failure(harness.device.key(0)))
         let unknown = try #require(try await failure(harness.device.key(7)))
-        #expect(registered.code == "key_mismatch" && registered.category == .keyMismatch)
+        #expect(registered.code == .keyMismatch && registered.category == .keyMismatch)
         #expect(registered.code == unknown.code && registered.reason == unknown.reason && registered.category == unknown.category)
     }
 

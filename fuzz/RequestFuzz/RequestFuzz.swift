@@ -187,10 +187,10 @@ func execute(_ endpoint: Endpoint, body: [UInt8]) async -> Result<Verdict, Viola
         case .registerPooled: request = .registerPooled(try FormFlows.PooledRequest(body: value))
         }
     } catch {
-        guard error.category == .malformedInput, ["invalid_json", "invalid_request", "form_inexact_number"].contains(error.code) else {
+        guard error.category == .malformedInput, ["invalid_json", "invalid_request", "form_inexact_number"].contains(error.code.identifier) else {
             return .failure(Violation("decoding threw \(error.code) (\(error.category)): \(error.reason)"))
         }
-        return .success(.refusedDecoding(code: error.code))
+        return .success(.refusedDecoding(code: error.code.identifier))
     }
 
     var acceptedHashes = Set<[UInt8]>()
@@ -231,7 +231,7 @@ func execute(_ endpoint: Endpoint, body: [UInt8]) async -> Result<Verdict, Viola
             if error.category == .storeUnavailable {
                 return .failure(Violation("attempt \(attempt): \(error.code) (storeUnavailable) from the memory store: \(error.reason)"))
             }
-            codes.append(error.code)
+            codes.append(error.code.identifier)
             continue
         }
         codes.append("ok")

@@ -31,13 +31,97 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
         case upstreamUnavailable
     }
 
-    public let code: String
+    /// What failed: the flows' own codes, or the code of the verifier's, a form rule's, a
+    /// store's or the receipt exchange's error the flow met, by the same identifier.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        /// The flows' own codes, each with the category it is raised with.
+        fileprivate enum Own: String, Hashable, Sendable, CaseIterable {
+            case invalidRequest = "invalid_request"
+            case invalidJSON = "invalid_json"
+            case challengeRequired = "challenge_required"
+            case challengeInvalid = "challenge_invalid"
+            case clientDataHashMismatch = "client_data_hash_mismatch"
+            case verificationFailed = "verification_failed"
+            case keyMismatch = "key_mismatch"
+            case keyRevoked = "key_revoked"
+            case keyAlreadyRegistered = "key_already_registered"
+            case counterNotIncreasing = "counter_not_increasing"
+            case replay = "replay"
+            case requiresReattestation = "requires_reattestation"
+            case receiptStale = "receipt_stale"
+            case receiptChanged = "receipt_changed"
+            case storeCorrupt = "store_corrupt"
+
+            var category: Category {
+                switch self {
+                case Self.invalidRequest, Self.invalidJSON: .malformedInput
+                case Self.challengeRequired, Self.challengeInvalid: .policy
+                case Self.clientDataHashMismatch, Self.verificationFailed, Self.receiptStale: .verificationFailed
+                case Self.keyMismatch, Self.keyRevoked: .keyMismatch
+                case Self.keyAlreadyRegistered, Self.counterNotIncreasing, Self.replay, Self.receiptChanged: .conflict
+                case Self.requiresReattestation: .requiresReattestation
+                case Self.storeCorrupt: .storeUnavailable
+                }
+            }
+        }
+
+        /// The stable `snake_case` identifier the API and the command line print.
+        public let identifier: String
+
+        fileprivate init(_ own: Own) { self.identifier = own.rawValue }
+        /// The verifier's code, unchanged.
+        public init(_ code: AppAttestError.Code) { self.identifier = code.identifier }
+        /// A form rule's code, unchanged.
+        public init(_ code: FormError.Code) { self.identifier = code.identifier }
+        /// A store's code, unchanged (``FlowError/init(_:)-store`` renames two for clients).
+        public init(_ code: StoreError.Code) { self.identifier = code.identifier }
+        /// The receipt exchange's code, unchanged.
+        public init(_ code: ReceiptExchangeError.Code) { self.identifier = code.rawValue }
+
+        public var description: String { self.identifier }
+
+        /// The flows' own codes with the category each is raised with (docs/errors.md lists them).
+        public static var own: [(code: Code, category: Category)] { Own.allCases.map { (Code($0), $0.category) } }
+
+        /// A request field is missing or malformed.
+        public static let invalidRequest = Code(Own.invalidRequest)
+        /// The request body is not strict JSON.
+        public static let invalidJSON = Code(Own.invalidJSON)
+        /// The configuration requires a server challenge and the form has none.
+        public static let challengeRequired = Code(Own.challengeRequired)
+        /// The form's challenge is not base64url, unknown, used or expired.
+        public static let challengeInvalid = Code(Own.challengeInvalid)
+        /// The claimed clientDataHash is not SHA-256 of the canonical form.
+        public static let clientDataHashMismatch = Code(Own.clientDataHashMismatch)
+        /// The verifier failed in a way it has no code for (fails closed).
+        public static let verificationFailed = Code(Own.verificationFailed)
+        /// The keyId is unknown or another user's.
+        public static let keyMismatch = Code(Own.keyMismatch)
+        /// The key was revoked.
+        public static let keyRevoked = Code(Own.keyRevoked)
+        /// The keyId is registered already (the store's `duplicate_key`, as clients see it).
+        public static let keyAlreadyRegistered = Code(Own.keyAlreadyRegistered)
+        /// Another request advanced the counter meanwhile (the store's `stale_counter`).
+        public static let counterNotIncreasing = Code(Own.counterNotIncreasing)
+        /// The form was accepted before.
+        public static let replay = Code(Own.replay)
+        /// The key must be attested again.
+        public static let requiresReattestation = Code(Own.requiresReattestation)
+        /// Apple's new receipt is outside the accepted age.
+        public static let receiptStale = Code(Own.receiptStale)
+        /// Another refresh stored a receipt first.
+        public static let receiptChanged = Code(Own.receiptChanged)
+        /// A stored record is not what the store may hold.
+        public static let storeCorrupt = Code(Own.storeCorrupt)
+    }
+
+    public let code: Code
     public let category: Category
     public let reason: String
     /// A fresh challenge for the retry, when the configuration rotates challenges.
     public internal(set) var nextChallenge: IssuedChallenge?
 
-    public init(code: String, category: Category, reason: String, nextChallenge: IssuedChallenge? = nil) {
+    public init(code: Code, category: Category, reason: String, nextChallenge: IssuedChallenge? = nil) {
         self.code = code
         self.category = category
         self.reason = reason
@@ -47,11 +131,11 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
     public var description: String { "\(self.code): \(self.reason)" }
 
     static func keyMismatch(_ reason: String) -> FlowError {
-        FlowError(code: "key_mismatch", category: .keyMismatch, reason: reason)
+        FlowError(code: .keyMismatch, category: .keyMismatch, reason: reason)
     }
 
     static func requiresReattestation(_ reason: String) -> FlowError {
-        FlowError(code: "requires_reattestation", category: .requiresReattestation, reason: reason)
+        FlowError(code: .requiresReattestation, category: .requiresReattestation, reason: reason)
     }
 
     /// Codes of the verifier that describe malformed input rather than a failed check.
@@ -64,7 +148,7 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
     /// The verifier's error as the flows report it (malformed input or a failed check).
     public init(_ error: AppAttestError) {
         self.init(
-            code: error.code.identifier,
+            code: Code(error.code),
             category: Self.malformedVerifierCodes.contains(error.code) ? .malformedInput : .verificationFailed,
             reason: error.reason
         )
@@ -78,7 +162,7 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
         case .sessionMismatch: category = .callerMismatch
         default: category = .malformedInput
         }
-        self.init(code: error.code.identifier, category: category, reason: error.reason)
+        self.init(code: Code(error.code), category: category, reason: error.reason)
     }
 
     /// A store's error as the flows report it.
@@ -90,12 +174,12 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
         case .challengeInvalid: category = .policy
         default: category = .keyMismatch
         }
-        let code: String
+        let code: Code
         switch error.code {
-        case .duplicateKey: code = "key_already_registered"
-        case .staleCounter: code = "counter_not_increasing"
-        case .unknownKey: code = "key_mismatch"
-        default: code = error.code.identifier
+        case .duplicateKey: code = .keyAlreadyRegistered
+        case .staleCounter: code = .counterNotIncreasing
+        case .unknownKey: code = .keyMismatch
+        default: code = Code(error.code)
         }
         self.init(code: code, category: category, reason: error.reason)
     }

@@ -31,9 +31,9 @@ extension FormFlows {
                 limits: .init(maximumSize: maximumSize, maximumDepth: Self.maximumBodyDepth, exactNumbers: true)
             )
         } catch where error.code == .inexactNumber {
-            throw FlowError(code: FormError.Code.inexactNumber.identifier, category: .malformedInput, reason: error.description)
+            throw FlowError(code: .init(FormError.Code.inexactNumber), category: .malformedInput, reason: error.description)
         } catch {
-            throw FlowError(code: "invalid_json", category: .malformedInput, reason: error.description)
+            throw FlowError(code: .invalidJSON, category: .malformedInput, reason: error.description)
         }
         guard case .object = value else { throw RequestFields.invalid("the body must be a JSON object") }
         return value
@@ -49,7 +49,7 @@ extension FormFlows {
         }
 
         static func invalid(_ reason: String) -> FlowError {
-            FlowError(code: "invalid_request", category: .malformedInput, reason: reason)
+            FlowError(code: .invalidRequest, category: .malformedInput, reason: reason)
         }
 
         /// A string field of 1 to `maximumLength` UTF-8 bytes.

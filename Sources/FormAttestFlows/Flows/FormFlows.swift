@@ -167,7 +167,7 @@ public struct FormFlows: Sendable {
             let form = try self.acceptedForm(request.form, prepared: request.preparedForm, username: request.username, session: request.session, now: now)
             if let claimed = request.claimedClientDataHash, !constantTimeEquals(claimed, form.clientDataHash) {
                 throw FlowError(
-                    code: "client_data_hash_mismatch",
+                    code: .clientDataHashMismatch,
                     category: .verificationFailed,
                     reason: "the claimed clientDataHash is not SHA-256 of the canonical form"
                 )
@@ -207,7 +207,7 @@ public struct FormFlows: Sendable {
                 throw FlowError.keyMismatch("this keyId is not registered to this user; attest a key")
             }
             if let revokedAt = key.revokedAt {
-                throw FlowError(code: "key_revoked", category: .keyMismatch, reason: "this key was revoked at \(RFC3339UTC.format(revokedAt)); attest a new key")
+                throw FlowError(code: .keyRevoked, category: .keyMismatch, reason: "this key was revoked at \(RFC3339UTC.format(revokedAt)); attest a new key")
             }
             if key.reattestationRequired {
                 throw FlowError.requiresReattestation("this key's signed counter went backwards once (a cloned key or a restored device); attest a new key")
@@ -216,7 +216,7 @@ public struct FormFlows: Sendable {
             // environment this deployment no longer accepts is refused.
             guard let environment = AppAttestEnvironment(rawValue: key.environment), self.verifier.policy.environments.contains(environment) else {
                 throw FlowError(
-                    code: AppAttestError.Code.environmentNotAllowed.identifier,
+                    code: .init(AppAttestError.Code.environmentNotAllowed),
                     category: .verificationFailed,
                     reason: "the key was attested in the \(key.environment) environment, which this deployment does not accept"
                 )
@@ -228,7 +228,7 @@ public struct FormFlows: Sendable {
             do {
                 publicKey = try P256.Signing.PublicKey(x963Representation: key.publicKey)
             } catch {
-                throw FlowError(code: "store_corrupt", category: .storeUnavailable, reason: "the stored key is not a P-256 point")
+                throw FlowError(code: .storeCorrupt, category: .storeUnavailable, reason: "the stored key is not a P-256 point")
             }
             let verified: VerifiedAssertion
             do {
@@ -251,7 +251,7 @@ public struct FormFlows: Sendable {
                     throw FlowError(error)
                 }
                 if recorded {
-                    throw FlowError(code: "replay", category: .conflict, reason: "this form was accepted before")
+                    throw FlowError(code: .replay, category: .conflict, reason: "this form was accepted before")
                 }
                 // The signature verified, so the key's holder signed this lower counter. The key
                 // is not trusted again, whatever counter it signs next.
@@ -354,19 +354,19 @@ public struct FormFlows: Sendable {
     /// this keeps every other caller to it too).
     private static func checkUsername(_ username: String) throws(FlowError) {
         if let problem = Username.problem(username) {
-            throw FlowError(code: "invalid_request", category: .malformedInput, reason: problem)
+            throw FlowError(code: .invalidRequest, category: .malformedInput, reason: problem)
         }
     }
 
     private func formChallengeClaims(_ form: SignedForm, username: String) throws(FlowError) -> [ChallengeClaim] {
         guard let text = form.challenge else {
             if self.configuration.requireServerChallenge {
-                throw FlowError(code: "challenge_required", category: .policy, reason: "the form must answer a server challenge")
+                throw FlowError(code: .challengeRequired, category: .policy, reason: "the form must answer a server challenge")
             }
             return []
         }
         guard let value = Base64URL.decode(text) else {
-            throw FlowError(code: "challenge_invalid", category: .policy, reason: "the form's challenge is not base64url")
+            throw FlowError(code: .challengeInvalid, category: .policy, reason: "the form's challenge is not base64url")
         }
         return [ChallengeClaim(value: value, purpose: .form, username: username)]
     }
@@ -390,7 +390,7 @@ public struct FormFlows: Sendable {
     /// The verifier throws only `AppAttestError`; anything else still fails closed.
     static func verificationError(_ error: any Error) -> FlowError {
         if let error = error as? AppAttestError { return FlowError(error) }
-        return FlowError(code: "verification_failed", category: .verificationFailed, reason: "\(error)")
+        return FlowError(code: .verificationFailed, category: .verificationFailed, reason: "\(error)")
     }
 
     private func commit(_ commit: RegistrationCommit) async throws(FlowError) {

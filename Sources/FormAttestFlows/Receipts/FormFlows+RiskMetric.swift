@@ -33,13 +33,13 @@ extension FormFlows {
             throw FlowError.keyMismatch("this keyId is not registered")
         }
         guard let environment = AppAttestEnvironment(rawValue: key.environment) else {
-            throw FlowError(code: "store_corrupt", category: .storeUnavailable, reason: "the stored environment is \(key.environment)")
+            throw FlowError(code: .storeCorrupt, category: .storeUnavailable, reason: "the stored environment is \(key.environment)")
         }
         let response: ReceiptExchangeResponse
         do {
             response = try await exchange.exchange(key.receipt, environment: environment)
         } catch {
-            throw FlowError(code: error.code.rawValue, category: .upstreamUnavailable, reason: error.reason)
+            throw FlowError(code: .init(error.code), category: .upstreamUnavailable, reason: error.reason)
         }
         switch response {
         case .notModified:
@@ -51,7 +51,7 @@ extension FormFlows {
             let age = now.timeIntervalSince(receipt.payload.creationTime)
             guard age <= self.configuration.maximumReceiptAge, age >= -self.configuration.maximumReceiptAge else {
                 throw FlowError(
-                    code: "receipt_stale",
+                    code: .receiptStale,
                     category: .verificationFailed,
                     reason: "the new receipt was created \(Int(age)) s ago; at most \(Int(self.configuration.maximumReceiptAge)) s accepted"
                 )
@@ -63,7 +63,7 @@ extension FormFlows {
                 throw FlowError(error)
             }
             guard replaced else {
-                throw FlowError(code: "receipt_changed", category: .conflict, reason: "another refresh stored a receipt first")
+                throw FlowError(code: .receiptChanged, category: .conflict, reason: "another refresh stored a receipt first")
             }
             key.receipt = bytes
             return RiskMetricOutcome(key: key, receipt: receipt, refreshed: true)
