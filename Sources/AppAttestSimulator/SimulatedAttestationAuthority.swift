@@ -48,37 +48,25 @@ public struct SimulatedAttestationAuthority: Sendable {
             OrganizationName("FormAttest Simulator")
             StateOrProvinceName("California")
         }
-        self.rootCertificate = try Certificate(
-            version: .v3,
-            serialNumber: .init(bytes: SeededKeys.bytes(seed: seed, label: "root-serial", count: 16)),
+        self.rootCertificate = try SimulatedCertificates.authority(
+            serial: SeededKeys.bytes(seed: seed, label: "root-serial", count: 16),
             publicKey: .init(rootKey.publicKey),
-            notValidBefore: Self.validFrom,
-            notValidAfter: Self.rootValidUntil,
-            issuer: rootName,
             subject: rootName,
-            signatureAlgorithm: .ecdsaWithSHA384,
-            extensions: try Certificate.Extensions {
-                Critical(BasicConstraints.isCertificateAuthority(maxPathLength: nil))
-                Critical(KeyUsage(keyCertSign: true, cRLSign: true))
-                SubjectKeyIdentifier(hash: .init(rootKey.publicKey))
-            },
-            issuerPrivateKey: .init(rootKey)
-        )
-        self.intermediateCertificate = try Certificate(
-            version: .v3,
-            serialNumber: .init(bytes: SeededKeys.bytes(seed: seed, label: "intermediate-serial", count: 16)),
-            publicKey: .init(intermediateKey.publicKey),
-            notValidBefore: Self.validFrom,
-            notValidAfter: Self.intermediateValidUntil,
             issuer: rootName,
+            issuerKey: .init(rootKey),
+            validity: (Self.validFrom, Self.rootValidUntil),
+            pathLength: nil,
+            subjectKeyIdentifier: true
+        )
+        self.intermediateCertificate = try SimulatedCertificates.authority(
+            serial: SeededKeys.bytes(seed: seed, label: "intermediate-serial", count: 16),
+            publicKey: .init(intermediateKey.publicKey),
             subject: intermediateName,
-            signatureAlgorithm: .ecdsaWithSHA384,
-            extensions: try Certificate.Extensions {
-                Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
-                Critical(KeyUsage(keyCertSign: true, cRLSign: true))
-                SubjectKeyIdentifier(hash: .init(intermediateKey.publicKey))
-            },
-            issuerPrivateKey: .init(rootKey)
+            issuer: rootName,
+            issuerKey: .init(rootKey),
+            validity: (Self.validFrom, Self.intermediateValidUntil),
+            pathLength: 0,
+            subjectKeyIdentifier: true
         )
         self.intermediateKey = intermediateKey
         self.receiptAuthority = try SimulatedReceiptAuthority(seed: seed)

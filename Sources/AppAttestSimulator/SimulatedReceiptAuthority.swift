@@ -46,35 +46,25 @@ public struct SimulatedReceiptAuthority: Sendable {
         }
         let from = SimulatedAttestationAuthority.validFrom
         let until = SimulatedAttestationAuthority.intermediateValidUntil
-        self.rootCertificate = try Certificate(
-            version: .v3,
-            serialNumber: .init(bytes: SeededKeys.bytes(seed: seed, label: "receipt-root-serial", count: 8)),
+        self.rootCertificate = try SimulatedCertificates.authority(
+            serial: SeededKeys.bytes(seed: seed, label: "receipt-root-serial", count: 8),
             publicKey: .init(rootKey.publicKey),
-            notValidBefore: from,
-            notValidAfter: SimulatedAttestationAuthority.rootValidUntil,
-            issuer: rootName,
             subject: rootName,
-            signatureAlgorithm: .ecdsaWithSHA384,
-            extensions: try Certificate.Extensions {
-                Critical(BasicConstraints.isCertificateAuthority(maxPathLength: nil))
-                Critical(KeyUsage(keyCertSign: true, cRLSign: true))
-            },
-            issuerPrivateKey: .init(rootKey)
-        )
-        self.intermediateCertificate = try Certificate(
-            version: .v3,
-            serialNumber: .init(bytes: SeededKeys.bytes(seed: seed, label: "receipt-intermediate-serial", count: 16)),
-            publicKey: .init(intermediateKey.publicKey),
-            notValidBefore: from,
-            notValidAfter: until,
             issuer: rootName,
+            issuerKey: .init(rootKey),
+            validity: (from, SimulatedAttestationAuthority.rootValidUntil),
+            pathLength: nil,
+            subjectKeyIdentifier: false
+        )
+        self.intermediateCertificate = try SimulatedCertificates.authority(
+            serial: SeededKeys.bytes(seed: seed, label: "receipt-intermediate-serial", count: 16),
+            publicKey: .init(intermediateKey.publicKey),
             subject: intermediateName,
-            signatureAlgorithm: .ecdsaWithSHA384,
-            extensions: try Certificate.Extensions {
-                Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
-                Critical(KeyUsage(keyCertSign: true, cRLSign: true))
-            },
-            issuerPrivateKey: .init(rootKey)
+            issuer: rootName,
+            issuerKey: .init(rootKey),
+            validity: (from, until),
+            pathLength: 0,
+            subjectKeyIdentifier: false
         )
         self.signerCertificate = try Certificate(
             version: .v3,

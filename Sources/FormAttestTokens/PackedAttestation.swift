@@ -41,28 +41,8 @@ public enum PackedAttestation {
         let signature = try authority.sign(authenticatorData, clientDataHash)
         var certificate = DER.Serializer()
         try certificate.serialize(authority.attestationCertificate)
-        var serializer = CBORSerializer()
-        try serializer.appendMap([
-            (.text("fmt"), { $0.appendTextString(Self.format) }),
-            (
-                .text("attStmt"),
-                { statement in
-                    try statement.appendMap([
-                        (.text("alg"), { $0.appendInteger(-7) }),
-                        (.text("sig"), { $0.appendByteString(signature) }),
-                        (
-                            .text("x5c"),
-                            { list in
-                                list.appendArrayHeader(count: 1)
-                                list.appendByteString(certificate.serializedBytes)
-                            }
-                        ),
-                    ])
-                }
-            ),
-            (.text("authData"), { $0.appendByteString(authenticatorData) }),
-        ])
-        return serializer.bytes
+        return try PackedStatement(signature: signature, certificate: certificate.serializedBytes)
+            .attestationObject(format: Self.format, authenticatorData: authenticatorData)
     }
 
     /// The JSON the HTTP answer and `wrap` carry: `{fmt, rpId, clientDataHash, attestationObject}`.

@@ -21,26 +21,14 @@ public enum PackedLikeAttestation {
     public static func makeUnsafeTestOnly(authenticatorData: [UInt8], clientDataHash: [UInt8]) throws -> JSONValue {
         let throwaway = P256.Signing.PrivateKey()
         let signature = try throwaway.signature(for: authenticatorData + clientDataHash)
-        var serializer = CBORSerializer()
-        try serializer.appendMap([
-            (.text("fmt"), { $0.appendTextString(Self.format) }),
-            (
-                .text("attStmt"),
-                { statement in
-                    try statement.appendMap([
-                        (.text("alg"), { $0.appendInteger(-7) }),
-                        (.text("sig"), { $0.appendByteString(Array(signature.derRepresentation)) }),
-                    ])
-                }
-            ),
-            (.text("authData"), { $0.appendByteString(authenticatorData) }),
-        ])
+        let object = try PackedStatement(signature: Array(signature.derRepresentation), certificate: nil)
+            .attestationObject(format: Self.format, authenticatorData: authenticatorData)
         return .object(
             JSONObject(constantMembers: [
                 ("type", .string(JSONString(Self.format))),
                 ("valid", .bool(false)),
                 ("warning", .string(JSONString(Self.warning))),
-                ("attestationObject", .string(JSONString(Base64URL.encode(serializer.bytes)))),
+                ("attestationObject", .string(JSONString(Base64URL.encode(object)))),
             ])
         )
     }
