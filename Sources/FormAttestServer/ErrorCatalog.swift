@@ -68,7 +68,7 @@ public enum ErrorCatalog {
         }
         for code in ReceiptExchangeError.Code.allCases {
             let error = FlowError(code: .init(code), category: .upstreamUnavailable, reason: "")
-            entries.append(Self.flow(error, "Apple's receipt exchange failed or refused (\(code.rawValue.replacingOccurrences(of: "receipt_exchange_", with: ""))); nothing was changed"))
+            entries.append(Self.flow(error, "Apple's receipt exchange failed or refused (\(code.identifier.replacingOccurrences(of: "receipt_exchange_", with: ""))); nothing was changed"))
         }
         // The flows' own codes, with the category each is raised with.
         for (code, category) in FlowError.Code.own {

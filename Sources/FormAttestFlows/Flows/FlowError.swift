@@ -76,7 +76,7 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
         /// A store's code, unchanged (``FlowError/init(_:)-store`` renames two for clients).
         public init(_ code: StoreError.Code) { self.identifier = code.identifier }
         /// The receipt exchange's code, unchanged.
-        public init(_ code: ReceiptExchangeError.Code) { self.identifier = code.rawValue }
+        public init(_ code: ReceiptExchangeError.Code) { self.identifier = code.identifier }
 
         public var description: String { self.identifier }
 

@@ -24,17 +24,35 @@ public enum ReceiptExchangeResponse: Sendable, Hashable {
 
 /// Why the exchange did not answer with a receipt. Nothing was stored.
 public struct ReceiptExchangeError: Error, Sendable, Hashable, CustomStringConvertible {
-    public enum Code: String, Sendable, Hashable, CaseIterable {
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        fileprivate enum Backing: String, Hashable, Sendable, CaseIterable {
+            case unavailable = "receipt_exchange_unavailable"
+            case unauthorized = "receipt_exchange_unauthorized"
+            case rateLimited = "receipt_exchange_rate_limited"
+            case rejected = "receipt_exchange_rejected"
+            case malformedResponse = "receipt_exchange_malformed_response"
+        }
+
+        fileprivate let backing: Backing
+        fileprivate init(_ backing: Backing) { self.backing = backing }
+
+        /// Every code of the exchange (the error table in docs/errors.md is generated from them).
+        public static var allCases: [Code] { Backing.allCases.map(Code.init) }
+
+        /// The stable `snake_case` identifier, such as `receipt_exchange_unavailable`.
+        public var identifier: String { self.backing.rawValue }
+        public var description: String { self.backing.rawValue }
+
         /// Not reachable, timed out, or a 5xx.
-        case unavailable = "receipt_exchange_unavailable"
+        public static let unavailable = Code(.unavailable)
         /// 401/403: the JWT (team id, key id, signature, age) was refused.
-        case unauthorized = "receipt_exchange_unauthorized"
+        public static let unauthorized = Code(.unauthorized)
         /// 429: too many requests.
-        case rateLimited = "receipt_exchange_rate_limited"
+        public static let rateLimited = Code(.rateLimited)
         /// 400 or another refusal of the receipt itself.
-        case rejected = "receipt_exchange_rejected"
+        public static let rejected = Code(.rejected)
         /// A 200 whose body is not a base64 receipt.
-        case malformedResponse = "receipt_exchange_malformed_response"
+        public static let malformedResponse = Code(.malformedResponse)
     }
 
     public let code: Code
@@ -48,5 +66,5 @@ public struct ReceiptExchangeError: Error, Sendable, Hashable, CustomStringConve
         self.reason = reason
     }
 
-    public var description: String { "\(self.code.rawValue): \(self.reason)" }
+    public var description: String { "\(self.code.identifier): \(self.reason)" }
 }
