@@ -214,6 +214,7 @@ let package = Package(
             dependencies: [
                 "RFC3339",
                 "AppAttest",
+                "CanonicalJSON",
                 "FormAttestClient",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),

@@ -84,6 +84,13 @@ enum InputFile {
             throw UsageError("\(path) is not a PEM certificate")
         }
     }
+
+    /// The PEM certificates named by a repeatable `--root`/`--receipt-root` option, or `defaults`
+    /// (``AppAttestPolicy/appleTrustAnchors`` or ``AppAttestPolicy/appleReceiptTrustAnchors``)
+    /// when none is named.
+    static func readCertificates(_ paths: [String], orDefault defaults: [Certificate]) throws -> [Certificate] {
+        try paths.isEmpty ? defaults : paths.map(self.readCertificate)
+    }
 }
 
 /// Hexadecimal text.

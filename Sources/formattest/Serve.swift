@@ -153,8 +153,8 @@ struct Serve: AsyncParsableCommand {
             logger.info("configuration file", metadata: ["path": "\(config.texts[0])", "source": "\(config.source)"])
         }
 
-        var anchors = try plan.roots.isEmpty ? [AppleAppAttestationRoot.certificate] : plan.roots.map(InputFile.readCertificate)
-        var receiptAnchors = [AppleRootCAG3.certificate]
+        var anchors = try InputFile.readCertificates(plan.roots, orDefault: AppAttestPolicy.appleTrustAnchors)
+        var receiptAnchors = AppAttestPolicy.appleReceiptTrustAnchors
         var simulator: SimulatedDevice?
         if plan.devSimulator {
             let authority = try SimulatedAttestationAuthority()
