@@ -7,6 +7,7 @@ import AppAttest
 import AppAttestSimulator
 import ArgumentParser
 import FormAttestClient
+import FormattestCommands
 import Foundation
 
 /// The extension key pool on a shared directory, for scripts and tests: fill it with simulated

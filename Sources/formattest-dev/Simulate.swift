@@ -8,6 +8,7 @@ import AppAttestSimulator
 import ArgumentParser
 import CanonicalJSON
 import FormAttestClient
+import FormattestCommands
 import FormAttestFlows
 import Foundation
 import RFC3339

@@ -9,6 +9,7 @@ import ArgumentParser
 import CanonicalJSON
 import Crypto
 import FormAttestClient
+import FormattestCommands
 import FormAttestFlows
 import FormAttestTokens
 import Foundation
