@@ -283,6 +283,7 @@ let package = Package(
                 "FormAttestFlows",
                 "FormAttestTokens",
                 "FormAttestEvidence",
+                "FormAttestServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
