@@ -36,6 +36,7 @@ let package = Package(
         .library(name: "AppleReceiptExchange", targets: ["AppleReceiptExchange"]),
         .library(name: "AppAttestInspector", targets: ["AppAttestInspector"]),
         .executable(name: "formattest", targets: ["formattest"]),
+        .executable(name: "formattest-dev", targets: ["formattest-dev"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
@@ -185,9 +186,7 @@ let package = Package(
                 "RFC3339",
                 "AppAttest",
                 "AppAttestInspector",
-                "AppAttestSimulator",
                 "CanonicalJSON",
-                "FormAttestClient",
                 "FormAttestForm",
                 "FormAttestFlows",
                 "FormAttestTokens",
@@ -203,6 +202,21 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The simulator as the service's development device (`POST /api/dev/simulate`): wired in by
+        // the executable only, so that the HTTP module never links a CA that mints attestations.
+        .target(
+            name: "FormAttestDevSimulator",
+            dependencies: [
+                "AppAttest",
+                "AppAttestSimulator",
+                "CanonicalJSON",
+                "FormAttestClient",
+                "FormAttestForm",
+                "FormAttestServer",
+                .product(name: "X509", package: "swift-certificates"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -225,6 +239,7 @@ let package = Package(
             dependencies: [
                 "RFC3339",
                 "AppAttest",
+                "CanonicalJSON",
                 "FormAttestClient",
                 "FormAttestForm",
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -233,17 +248,16 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // The one executable: thin commands over the libraries.
-        .executableTarget(
-            name: "formattest",
+        // The product's commands (flag parsing, files, exit codes) over the libraries, shared by
+        // the two executables. Never the simulator.
+        .target(
+            name: "FormattestCommands",
             dependencies: [
                 "RFC3339",
                 "AppAttest",
                 "AppAttestInspector",
-                "AppAttestSimulator",
                 "AppleReceiptExchange",
                 "CanonicalJSON",
-                "FormAttestClient",
                 "FormAttestForm",
                 "FormAttestFlows",
                 "FormAttestTokens",
@@ -255,6 +269,35 @@ let package = Package(
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "X509", package: "swift-certificates"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The product's executable: `main` over FormattestCommands. It contains no simulator.
+        .executableTarget(
+            name: "formattest",
+            dependencies: ["FormattestCommands"],
+            swiftSettings: swiftSettings
+        ),
+        // The developer tools: bench, simulate (prepare-load), pool, serve --dev-simulator.
+        .executableTarget(
+            name: "formattest-dev",
+            dependencies: [
+                "FormattestCommands",
+                "FormAttestDevSimulator",
+                "RFC3339",
+                "AppAttest",
+                "AppAttestSimulator",
+                "CanonicalJSON",
+                "FormAttestClient",
+                "FormAttestForm",
+                "FormAttestFlows",
+                "FormAttestTokens",
+                "FormAttestEvidence",
+                "FormAttestServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "X509", package: "swift-certificates"),
@@ -351,6 +394,7 @@ let package = Package(
             dependencies: [
                 "FormAttestServer", "FormAttestFlows", "FormAttestTokens", "FormAttestForm", "CanonicalJSON", "AppAttest",
                 "AppAttestSimulator", "FormAttestTestSupport", "RFC3339", "FormAttestEvidence",
+                "FormAttestDevSimulator",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -388,7 +432,7 @@ let package = Package(
         .testTarget(
             name: "FormattestCLITests",
             dependencies: [
-                "formattest", "AppAttest", "AppAttestSimulator", "FormAttestTestSupport", "ReceiptExchangeFake",
+                "formattest", "formattest-dev", "AppAttest", "AppAttestSimulator", "FormAttestTestSupport", "ReceiptExchangeFake",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings

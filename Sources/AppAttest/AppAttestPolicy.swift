@@ -114,14 +114,14 @@ public struct AppAttestPolicy: Sendable {
     public init(
         appIDs: [String],
         environments: Set<AppAttestEnvironment>,
-        trustAnchors: [Certificate] = [AppleAppAttestationRoot.certificate],
+        trustAnchors: [Certificate] = AppAttestPolicy.appleTrustAnchors,
         validationCategories: ValidationCategories = .any,
         minimumBundleVersion: BundleVersion? = nil,
         allowedCDHashes: CDHashAllowList = CDHashAllowList(),
         requireCDHash: Bool = false,
         requireExtensions: Bool = false,
         requiredAccessControl: [UInt8]? = nil,
-        receiptTrustAnchors: [Certificate] = [AppleRootCAG3.certificate],
+        receiptTrustAnchors: [Certificate] = AppAttestPolicy.appleReceiptTrustAnchors,
         requireValidReceipt: Bool = false
     ) {
         self.appIDs = appIDs
@@ -156,4 +156,14 @@ extension AppAttestPolicy {
         }
         return nil
     }
+}
+
+extension AppAttestPolicy {
+    /// The default trust anchors for attestations: Apple App Attestation Root CA alone. Every
+    /// default in the package (the policy's, the evidence verifier's, the CLI's without `--root`)
+    /// is this one.
+    public static var appleTrustAnchors: [Certificate] { [AppleAppAttestationRoot.certificate] }
+
+    /// The default trust anchors for receipts: Apple Root CA - G3 alone (``AppleRootCAG3``).
+    public static var appleReceiptTrustAnchors: [Certificate] { [AppleRootCAG3.certificate] }
 }

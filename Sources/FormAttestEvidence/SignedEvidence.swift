@@ -139,8 +139,8 @@ public enum SignedEvidence {
     public static func verify(
         _ envelope: some Collection<UInt8>,
         signers: [String: P256.Signing.PublicKey],
-        trustAnchors: [Certificate] = [AppleAppAttestationRoot.certificate],
-        receiptTrustAnchors: [Certificate] = [AppleRootCAG3.certificate],
+        trustAnchors: [Certificate] = AppAttestPolicy.appleTrustAnchors,
+        receiptTrustAnchors: [Certificate] = AppAttestPolicy.appleReceiptTrustAnchors,
         clientData: ClientData = .form,
         expecting expectations: Expectations = Expectations()
     ) async throws(EvidenceError) -> Verified {

@@ -138,9 +138,8 @@ struct AppAttestController {
         let formats = try await self.formatter.formats(
             self.formatter.packed == nil ? [.fido2, .jws] : [.fido2, .jws, .packed],
             for: TokenFormatter.Input(
-                credential: AttestedCredential(result.attestation),
+                verified: result.attestation,
                 attestationObject: attestationObject,
-                authenticatorData: result.attestation.authenticatorData.rawValue,
                 clientDataHash: result.attestedClientDataHash,
                 formHash: result.form.clientDataHash,
                 counter: result.counter,

@@ -3,12 +3,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
-import AppAttest
-import AppAttestSimulator
 import CanonicalJSON
-import FormAttestClient
 import FormAttestForm
-import Foundation
 import Hummingbird
 
 /// `POST /api/dev/simulate`, only with `--dev-simulator`: browsers cannot call App Attest, so the
@@ -20,18 +16,15 @@ import Hummingbird
 /// over the 32-byte pool challenge itself. Answers `{keyId, attestationObject | assertion,
 /// clientDataHash}`.
 ///
-/// `device` chooses what the device sends beyond the iOS 14–26 format (``SimulatedDevice/Profile``):
+/// `device` chooses what the device sends beyond the iOS 14–26 format (the simulator's profile):
 /// `{os: "ios26" | "ios27" | "macos27", validationCategory: name or number, bundleVersion, cdHash:
 /// hex, spelling: "apple" | "documentation" | "both", assertionMap: bool, assertionFlags: 0-255}`.
 /// Without it the device is the server's (iOS 14–26 unless configured otherwise).
 ///
-/// A keyId the device does not hold is 404 `simulator_unknown_key` (``unknownKey``).
-struct DevSimulatorController {
-    let service: SimulatedAppAttestService
-
-    init(device: SimulatedDevice) {
-        self.service = SimulatedAppAttestService(device: device)
-    }
+/// A keyId the device does not hold is 404 `simulator_unknown_key` (``unknownKey``). The device is
+/// a ``DevelopmentDevice``: this module never links the simulator.
+struct DevSimulatorController<Device: DevelopmentDevice> {
+    let device: Device
 
     func addRoutes(to group: RouterGroup<AppRequestContext>) {
         group.post("simulate", use: self.simulate)
@@ -49,36 +42,43 @@ struct DevSimulatorController {
                 throw APIError(status: .badRequest, code: error.code.identifier, message: error.reason)
             }
         }
-        let profile = try body.value["device"].map(Self.profile) ?? self.service.device.profile
         var members: [(name: String, value: JSONValue)] = [("clientDataHash", .string(JSONString(Base64URL.encode(hash))))]
         do {
+            let profile = try self.device.profile(body.value["device"])
             switch body.value["action"]?.stringValue {
             case "attest":
-                let keyId = self.service.generateKey()
-                let attestation = try self.service.attestKey(keyId, clientDataHash: hash, profile: profile)
+                let (keyID, attestation) = try self.device.attestNewKey(clientDataHash: hash, profile: profile)
                 members += [
-                    ("keyId", .string(JSONString(Base64URL.encode(Base64URL.decode(keyId) ?? [])))),
+                    ("keyId", .string(JSONString(Base64URL.encode(keyID)))),
                     ("attestationObject", .string(JSONString(Base64URL.encode(attestation)))),
                 ]
             case "assert":
                 let keyID = try body.bytes("keyId")
-                let assertion = try self.service.generateAssertion(Data(keyID).base64EncodedString(), clientDataHash: hash, profile: profile)
+                let assertion = try self.device.assert(keyID: keyID, clientDataHash: hash, profile: profile)
                 members += [("keyId", .string(JSONString(Base64URL.encode(keyID)))), ("assertion", .string(JSONString(Base64URL.encode(assertion))))]
             default:
                 throw APIError.invalidRequest("action must be attest or assert")
             }
-        } catch let error as AppAttestError {
-            throw APIError(status: .badRequest, code: "simulator_error", message: "\(error)")
-        } catch let error as APIError {
-            throw error
-        } catch let error where DCErrorCode(error) == .invalidKey {
-            throw Self.unknownKey
-        } catch {
-            throw APIError(status: .badRequest, code: "simulator_error", message: "the simulated device refused to sign")
+        } catch let error as DevelopmentDeviceError {
+            switch error {
+            case .invalidRequest(let message): throw APIError.invalidRequest(message)
+            case .unknownKey: throw DevSimulatorControllerErrors.unknownKey
+            case .failed(let message): throw APIError(status: .badRequest, code: "simulator_error", message: message)
+            }
         }
         return JSONResponse.make(.object(JSONObject(constantMembers: members)))
     }
+}
 
+extension FormAttestApplication {
+    /// `POST /api/dev/simulate` on `group`, answered by `device`.
+    static func addDevelopmentRoutes(_ device: some DevelopmentDevice, to group: RouterGroup<AppRequestContext>) {
+        DevSimulatorController(device: device).addRoutes(to: group)
+    }
+}
+
+/// The dev simulator route's own answers (a generic type cannot hold static stored properties).
+enum DevSimulatorControllerErrors {
     /// The answer for a keyId the simulated device does not hold (DeviceCheck's `invalidKey`):
     /// its keys live in memory, so after a server restart every key a page remembers is unknown,
     /// and the page must attest a new one.
@@ -87,70 +87,4 @@ struct DevSimulatorController {
         code: "simulator_unknown_key",
         message: "the simulated device holds no key with this keyId (it keeps its keys in memory, so a server restart forgets them): attest a new key"
     )
-
-    /// Reads `device` strictly: unknown members and values of another type are refused.
-    static func profile(_ value: JSONValue) throws(APIError) -> SimulatedDevice.Profile {
-        guard case .object(let object) = value else { throw APIError.invalidRequest("device must be an object") }
-        let known: Set<String> = ["os", "validationCategory", "bundleVersion", "cdHash", "spelling", "assertionMap", "assertionFlags"]
-        if let unknown = object.members.first(where: { !known.contains($0.name.string) }) {
-            throw APIError.invalidRequest("device has an unknown member \(unknown.name.string.debugDescription)")
-        }
-        var os = "ios27"
-        if let value = object["os"] {
-            guard let text = value.stringValue else { throw APIError.invalidRequest("device.os must be ios26, ios27 or macos27") }
-            os = text
-        }
-        var profile: SimulatedDevice.Profile
-        switch os {
-        case "ios26": return .beforeIOS27
-        case "ios27": profile = .iOS27()
-        case "macos27": profile = .macOS27()
-        default: throw APIError.invalidRequest("device.os must be ios26, ios27 or macos27")
-        }
-        var signals = profile.signals ?? SimulatedSignals()
-        switch object["validationCategory"] {
-        case nil: break
-        case .number(let number)?:
-            guard let value = UInt32(exactly: number) else { throw APIError.invalidRequest("device.validationCategory must be a UInt32 or a name") }
-            signals.validationCategory = ValidationCategory(rawValue: value).littleEndianBytes
-        case .string(let name)?:
-            guard let category = ValidationCategory(argument: name.string) else {
-                throw APIError.invalidRequest("device.validationCategory \(name.string.debugDescription) is not a category name")
-            }
-            signals.validationCategory = category.littleEndianBytes
-        default:
-            throw APIError.invalidRequest("device.validationCategory must be a number or a name")
-        }
-        if let version = object["bundleVersion"] {
-            guard let text = version.stringValue, !text.isEmpty, text.utf8.count <= 64 else {
-                throw APIError.invalidRequest("device.bundleVersion must be text of 1 to 64 bytes")
-            }
-            signals.bundleVersion = text
-        }
-        if let cdHash = object["cdHash"] {
-            guard let text = cdHash.stringValue, let hash = AppAttest.bytes(hex: text), (1...64).contains(hash.count) else {
-                throw APIError.invalidRequest("device.cdHash must be 2 to 128 hex digits")
-            }
-            signals.cdHash = hash
-            signals.cdHashType = [UInt8(AuthenticatorExtensions.cdHashTypeSHA256)]
-        }
-        if let spelling = object["spelling"] {
-            guard let text = spelling.stringValue, let chosen = SimulatedSignals.Spelling(rawValue: text) else {
-                throw APIError.invalidRequest("device.spelling must be apple, documentation or both")
-            }
-            signals.spelling = chosen
-        }
-        profile.signals = signals
-        if let carry = object["assertionMap"] {
-            guard case .bool(let flag) = carry else { throw APIError.invalidRequest("device.assertionMap must be true or false") }
-            profile.assertionsCarrySignals = flag
-        }
-        if let flags = object["assertionFlags"] {
-            guard case .number(let number) = flags, let byte = UInt8(exactly: number) else {
-                throw APIError.invalidRequest("device.assertionFlags must be 0 to 255")
-            }
-            profile.assertionFlags = byte
-        }
-        return profile
-    }
 }

@@ -88,7 +88,7 @@ public enum ErrorCatalog {
             Self.http(APIError(status: .notFound, code: "unknown_key", message: ""), "admin API: no key has this keyId", "Check the keyId (base64url) against GET /admin/users/{username}/keys."),
             Self.http(APIError(status: .badRequest, code: "simulator_error", message: ""), "dev simulator only: the simulator could not produce the request", "Development only; read the message."),
             Self.http(
-                DevSimulatorController.unknownKey, "dev simulator only: the simulated device holds no key with this keyId (a restart forgets its keys)",
+                DevSimulatorControllerErrors.unknownKey, "dev simulator only: the simulated device holds no key with this keyId (a restart forgets its keys)",
                 "Development only; forget the key and attest a new one."
             ),
             Self.http(APIError(status: .internalServerError, code: "internal_error", message: ""), "an unexpected server error; the message says nothing internal, the log has it", "Retry later; report it with the time if it persists."),

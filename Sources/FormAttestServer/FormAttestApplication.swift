@@ -4,7 +4,6 @@
 //===----------------------------------------------------------------------===//
 
 import AppAttest
-public import AppAttestSimulator
 import CanonicalJSON
 public import FormAttestFlows
 public import FormAttestTokens
@@ -32,16 +31,17 @@ public enum FormAttestApplication {
     ///   - configuration: what to serve and how.
     ///   - store: the shared state.
     ///   - signingKeys: the JWS keys (the JWKS publishes them).
-    ///   - simulator: the simulated device, when `devSimulator` is set.
+    ///   - developmentDevice: the device behind `POST /api/dev/simulate`, served when
+    ///     `devSimulator` is set (the developer executable's simulator; `nil` in production).
     ///   - logger: the service's logger.
     public static func make(
         configuration: ServerConfiguration,
         store: any AttestationStore,
         signingKeys: SigningKeys,
-        simulator: SimulatedDevice?,
+        developmentDevice: (any DevelopmentDevice)?,
         logger: Logger
     ) async throws -> some ApplicationProtocol {
-        let router = try await self.router(configuration: configuration, store: store, signingKeys: signingKeys, simulator: simulator)
+        let router = try await self.router(configuration: configuration, store: store, signingKeys: signingKeys, developmentDevice: developmentDevice)
         var services: [any Service] = [PurgeService(store: store, interval: configuration.purgeInterval, now: configuration.now, logger: logger)]
         if let admin = configuration.adminListener {
             // The operators' listener runs beside the public one, in the same service group.
@@ -93,7 +93,7 @@ public enum FormAttestApplication {
         configuration: ServerConfiguration,
         store: any AttestationStore,
         signingKeys: SigningKeys,
-        simulator: SimulatedDevice?
+        developmentDevice: (any DevelopmentDevice)?
     ) async throws -> Router<AppRequestContext> {
         _ = Self.metricsRegistry
         let verifier = try AppAttestVerifier(policy: configuration.policy)
@@ -125,8 +125,8 @@ public enum FormAttestApplication {
         if configuration.adminListener == nil {
             self.addOperatorRoutes(to: router, configuration: configuration, store: store)
         }
-        if configuration.devSimulator, let simulator {
-            DevSimulatorController(device: simulator).addRoutes(to: router.group("api/dev"))
+        if configuration.devSimulator, let developmentDevice {
+            Self.addDevelopmentRoutes(developmentDevice, to: router.group("api/dev"))
         }
         let jwks = signingKeys.jwks
         router.get(".well-known/jwks.json") { _, _ in JSONResponse.make(jwks) }

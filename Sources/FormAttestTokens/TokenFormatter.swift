@@ -3,7 +3,9 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
+public import AppAttest
 public import CanonicalJSON
+import FormAttestForm
 public import Foundation
 
 /// The formats a verified attestation can be turned into.
@@ -77,6 +79,40 @@ public struct TokenFormatter: Sendable {
             self.verifiedAt = verifiedAt
             self.username = username
         }
+
+        /// The input for an attestation verified just now: the credential, the authenticator
+        /// data and (unless given) the counter are the verified attestation's. The one
+        /// derivation for `wrap` and the service's registration answers.
+        ///
+        /// - Parameters:
+        ///   - attestation: the verifier's result.
+        ///   - attestationObject: the bytes that were verified.
+        ///   - clientDataHash: what the attestation was verified over.
+        ///   - formHash: the accepted form's hash, when it differs (a pooled key).
+        ///   - counter: the stored counter, when it is not the attestation's (a pooled key's
+        ///     assertion).
+        ///   - verifiedAt: the time of the verification.
+        ///   - username: the user the key is registered to.
+        public init(
+            verified attestation: VerifiedAttestation,
+            attestationObject: [UInt8],
+            clientDataHash: [UInt8],
+            formHash: [UInt8]? = nil,
+            counter: UInt32? = nil,
+            verifiedAt: Date,
+            username: String
+        ) {
+            self.init(
+                credential: AttestedCredential(attestation),
+                attestationObject: attestationObject,
+                authenticatorData: attestation.authenticatorData.rawValue,
+                clientDataHash: clientDataHash,
+                formHash: formHash,
+                counter: counter ?? attestation.counter,
+                verifiedAt: verifiedAt,
+                username: username
+            )
+        }
     }
 
     public struct MissingSigner: Error, CustomStringConvertible {
@@ -134,5 +170,45 @@ public struct TokenFormatter: Sendable {
             }
         }
         return .object(JSONObject(constantMembers: members))
+    }
+}
+
+extension TokenFormatter {
+    /// Verifies an attestation with `verifier`, then writes it in the `requested` formats: what
+    /// fails verification is never formatted (the verifier's error is returned instead).
+    ///
+    /// - Parameters:
+    ///   - requested: the formats to write.
+    ///   - attestation: the attestation object.
+    ///   - keyID: the key id the app reported.
+    ///   - clientDataHash: what the attestation must have been made over.
+    ///   - verifier: the verifier, with its policy.
+    ///   - at: the time of the verification (the tokens' too).
+    ///   - username: the tokens' subject; the key id in base64url when `nil`.
+    /// - Returns: the formats' JSON object, or the verifier's rejection.
+    /// - Throws: only what formatting throws (a missing signer or authority).
+    public func verifyThenFormat(
+        _ requested: Set<TokenFormat>,
+        attestation: [UInt8],
+        keyID: [UInt8],
+        clientDataHash: [UInt8],
+        verifier: AppAttestVerifier,
+        at: Date,
+        username: String?
+    ) async throws -> Result<JSONValue, AppAttestError> {
+        let verified: VerifiedAttestation
+        do {
+            verified = try await verifier.verifyAttestation(attestation, keyID: keyID, clientDataHash: clientDataHash, at: at)
+        } catch let error as AppAttestError {
+            return .failure(error)
+        }
+        let input = Input(
+            verified: verified,
+            attestationObject: attestation,
+            clientDataHash: clientDataHash,
+            verifiedAt: at,
+            username: username ?? Base64URL.encode(verified.keyID)
+        )
+        return .success(try await self.formats(requested, for: input))
     }
 }

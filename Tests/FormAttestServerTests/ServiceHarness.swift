@@ -8,6 +8,7 @@ import AppAttestSimulator
 import CanonicalJSON
 import Crypto
 import FormAttestForm
+import FormAttestDevSimulator
 import FormAttestFlows
 import FormAttestServer
 import FormAttestTestSupport
@@ -51,7 +52,7 @@ struct ServiceHarness {
 
     func run(_ body: @Sendable (Client) async throws -> Void) async throws {
         let device = SimulatedDevice(authority: self.authority, appID: Self.appID, environment: .development, seed: 21)
-        let router = try await FormAttestApplication.router(configuration: self.configuration, store: self.storeOverride ?? self.store, signingKeys: self.keys, simulator: device)
+        let router = try await FormAttestApplication.router(configuration: self.configuration, store: self.storeOverride ?? self.store, signingKeys: self.keys, developmentDevice: SimulatedDevelopmentDevice(device: device))
         let app = Application(router: router, logger: Logger(label: "test"))
         let recorder = self.recorder
         try await app.test(.router) { client in

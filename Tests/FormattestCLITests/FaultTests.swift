@@ -18,7 +18,7 @@ struct FaultTests {
         let files = try TemporaryFiles()
         let result = try await check.run(
             "tests/faults/fault_test.py",
-            ["--binary", Formattest.executable.path, "--mongoeco-python", check.python.path, "--work", files.directory.path]
+            ["--binary", Formattest.executable.path, "--dev-binary", Formattest.developerExecutable.path, "--mongoeco-python", check.python.path, "--work", files.directory.path]
         )
         #expect(result.status == 0, "\(result.output)")
         #expect(result.output.contains(" passed, 0 failed"), "\(result.output)")

@@ -10,7 +10,7 @@ import Testing
 import Glibc
 #endif
 
-/// Runs the built `formattest` executable.
+/// Runs the built `formattest` executable (or `formattest-dev` for the developer tools).
 enum Formattest {
     struct Result {
         var status: Int32
@@ -36,6 +36,22 @@ enum Formattest {
             directory.deleteLastPathComponent()
         }
         return directory.appendingPathComponent("formattest")
+    }
+
+    /// The developer executable beside it (`bench`, `simulate`, `pool`, `serve --dev-simulator`).
+    static var developerExecutable: URL {
+        if let override = ProcessInfo.processInfo.environment["FORMATTEST_DEV_BINARY"] {
+            return URL(fileURLWithPath: override)
+        }
+        return Self.executable.deletingLastPathComponent().appendingPathComponent("formattest-dev")
+    }
+
+    /// The binary that has the command: the developer tools are `formattest-dev`'s alone (the
+    /// product's binary contains no simulator; `FormattestCLITests` show that it refuses them).
+    static func executable(for arguments: [String]) -> URL {
+        guard let command = arguments.first else { return Self.executable }
+        let developer = ["bench", "simulate", "pool"].contains(command) || (command == "serve" && arguments.contains("--dev-simulator"))
+        return developer ? Self.developerExecutable : Self.executable
     }
 
     /// A started process; ``finish()`` collects its output.
@@ -83,15 +99,17 @@ enum Formattest {
     ///   - environment: variables set for the child on top of this process's, without any
     ///     FORMATTEST_* setting of this process when given.
     ///   - currentDirectory: the child's working directory (default: this process's).
+    ///   - executable: the binary to run (default: the one that has the command).
     static func start(
         _ arguments: [String],
         stdin: Data?,
         keepStdinOpen: Bool,
         environment: [String: String] = [:],
-        currentDirectory: URL? = nil
+        currentDirectory: URL? = nil,
+        executable: URL? = nil
     ) throws -> Running {
         let process = Process()
-        process.executableURL = Self.executable
+        process.executableURL = executable ?? Self.executable(for: arguments)
         process.arguments = arguments
         if let currentDirectory { process.currentDirectoryURL = currentDirectory }
         if !environment.isEmpty {

@@ -19,7 +19,7 @@ struct HostileClientTests {
         let files = try TemporaryFiles()
         let result = try await check.run(
             "tests/hostile/hostile_test.py",
-            ["--binary", Formattest.executable.path, "--work", files.directory.path]
+            ["--binary", Formattest.executable.path, "--dev-binary", Formattest.developerExecutable.path, "--work", files.directory.path]
         )
         #expect(result.status == 0, "\(result.output)")
         #expect(result.output.contains(" passed, 0 failed"), "\(result.output)")

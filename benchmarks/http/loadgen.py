@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """HTTP load on POST /api/appattest/assert from a second process, one keep-alive connection per
-key (so each key's counters arrive in order). Bodies come from `formattest simulate prepare-load`.
+key (so each key's counters arrive in order). Bodies come from `formattest-dev simulate prepare-load`.
 
 usage: loadgen.py --url http://127.0.0.1:8080 --bodies FILE [--duration SECONDS] [--rss-pid PID] [--loop]
 With --loop, a connection that has sent all its bodies starts over (the server answers 409 replay).

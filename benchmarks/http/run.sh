@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # HTTP load on POST /api/appattest/assert: a release server on SQLite (or MongoDB with
-# FORMATTEST_MONGODB_URI), pre-signed forms from `formattest simulate prepare-load`, and wrk
+# FORMATTEST_MONGODB_URI), pre-signed forms from `formattest-dev simulate prepare-load`, and wrk
 # (assert.lua) with one connection per key, so each key's counters arrive in order. wrk is C: it
 # leaves the cores to the server (the former Python generator, loadgen.py, spent most of one).
 #
-# Also, in the same run: `formattest bench --only assertion,jws` for the budget the server's CPU
+# Also, in the same run: `formattest-dev bench --only assertion,jws` for the budget the server's CPU
 # per request is compared with (one assertion verification + one JWS signing), and the server's
 # CPU time over the load from /proc/PID/stat.
 #
 # usage: benchmarks/http/run.sh [CONNECTIONS] [SECONDS]      (from any directory)
-# environment: FORMATTEST_BINARY (a built release formattest; default: build one),
+# environment: FORMATTEST_BINARY (a built release formattest; default: build one; the developer
+#   tools come from the formattest-dev beside it, built too when it is missing),
 #   FORMATTEST_LOAD_RATE (bodies prepared per second of load, default 8000),
 #   FORMATTEST_MONGODB_URI (load MongoDB instead of SQLite), FORMATTEST_LOAD_PORT (default 18080),
 #   FORMATTEST_PERF (a file: `perf record -g` samples the server over the load into it).
@@ -31,6 +32,13 @@ else
     (cd "$root" && swift build -c release --product formattest >/dev/null)
     binary="$root/.build/release/formattest"
 fi
+# The developer tools (bench, simulate): the product's binary contains no simulator.
+dev_binary="$(dirname "$binary")/formattest-dev"
+if [ ! -x "$dev_binary" ]; then
+    say "building the release formattest-dev (swift build -c release) ..."
+    (cd "$root" && swift build -c release --product formattest-dev >/dev/null)
+    dev_binary="$root/.build/release/formattest-dev"
+fi
 work=$(mktemp -d)
 server=""
 trap '[ -n "$server" ] && kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
@@ -44,13 +52,13 @@ if [ -n "${FORMATTEST_MONGODB_URI:-}" ]; then
 fi
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 
-say "budget: formattest bench --only assertion,jws --duration 2 ..."
-"$binary" bench --only assertion,jws --duration 2 > "$work/bench.json"
+say "budget: formattest-dev bench --only assertion,jws --duration 2 ..."
+"$dev_binary" bench --only assertion,jws --duration 2 > "$work/bench.json"
 
 per_key=$((seconds * rate / connections + 100))
 say "preparing $connections keys × $per_key pre-signed bodies ..."
-"$binary" simulate root > "$work/root.pem"
-"$binary" simulate prepare-load --store "$store" "${database[@]}" --keys "$connections" \
+"$dev_binary" simulate root > "$work/root.pem"
+"$dev_binary" simulate prepare-load --store "$store" "${database[@]}" --keys "$connections" \
     --per-key "$per_key" --out "$work/bodies.jsonl"
 mkdir "$work/bodies"
 python3 - "$work/bodies.jsonl" "$work/bodies" <<'PY'

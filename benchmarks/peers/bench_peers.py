@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Peers measured on the same machine and inputs as `formattest bench`: pyattest (App Attest
+"""Peers measured on the same machine and inputs as `formattest-dev bench`: pyattest (App Attest
 attestation verification) and the rfc8785 package (RFC 8785 canonicalization). Prints JSON.
 
 usage: bench_peers.py [--duration SECONDS] [--repo DIR]

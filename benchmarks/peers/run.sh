@@ -11,5 +11,5 @@ fi
 echo "== peers"
 .venv-peers/bin/python benchmarks/peers/bench_peers.py --duration "$duration"
 echo "== formattest (release)"
-swift build -c release --product formattest >/dev/null
-.build/release/formattest bench --duration "$duration"
+swift build -c release --product formattest-dev >/dev/null
+.build/release/formattest-dev bench --duration "$duration"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fault injection under load (run by the Swift test suite).
 
-usage: fault_test.py --binary FORMATTEST --mongoeco-python PYTHON --work DIR
+usage: fault_test.py --binary FORMATTEST --dev-binary FORMATTEST_DEV --mongoeco-python PYTHON --work DIR
 
 1. SQLite, restart mid-load: the service is killed (SIGKILL) while two clients submit signed
    forms, then restarted on the same file; the clients go on. Afterwards every form that was
@@ -100,9 +100,9 @@ def finish_clients(threads, stop, seconds):
     stop.set()
 
 
-def prepare_load(binary, store, path, per_key, extra=()):
+def prepare_load(dev_binary, store, path, per_key, extra=()):
     """Pre-signed forms for two registered keys, grouped per client."""
-    subprocess.run([binary, "simulate", "prepare-load", "--store", store, *extra, "--keys", "2", "--per-key", str(per_key),
+    subprocess.run([dev_binary, "simulate", "prepare-load", "--store", store, *extra, "--keys", "2", "--per-key", str(per_key),
                     "--out", path], check=True)
     return load_bodies(path)
 
@@ -189,7 +189,7 @@ def disk_full(args, check, serve, outcomes, replay_all):
         return
     try:
         store = "sqlite:" + os.path.join(mount_point, "full.sqlite")
-        per_client = prepare_load(args.binary, store, os.path.join(args.work, "full.jsonl"), 300)
+        per_client = prepare_load(args.dev_binary, store, os.path.join(args.work, "full.jsonl"), 300)
         port = [free_port()]
         server = serve(port[0], store)
         check("full disk: service starts", wait_ready(port[0]))
@@ -233,6 +233,7 @@ def disk_full(args, check, serve, outcomes, replay_all):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--binary", required=True)
+    parser.add_argument("--dev-binary", required=True, help="formattest-dev (simulate prepare-load, simulate root)")
     parser.add_argument("--mongoeco-python", required=True)
     parser.add_argument("--work", required=True)
     args = parser.parse_args()
@@ -248,7 +249,7 @@ def main():
 
     root = os.path.join(args.work, "root.pem")
     with open(root, "w") as out:
-        subprocess.run([args.binary, "simulate", "root"], stdout=out, check=True)
+        subprocess.run([args.dev_binary, "simulate", "root"], stdout=out, check=True)
 
     def serve(port, store, extra=()):
         return subprocess.Popen(
@@ -294,7 +295,7 @@ def main():
 
     # 1. SQLite: kill -9 mid-load, restart.
     store = "sqlite:" + os.path.join(args.work, "restart.sqlite")
-    per_client = prepare_load(args.binary, store, os.path.join(args.work, "restart.jsonl"), 400)
+    per_client = prepare_load(args.dev_binary, store, os.path.join(args.work, "restart.jsonl"), 400)
     port = [free_port()]
     server = serve(port[0], store)
     check("sqlite: service starts", wait_ready(port[0]))
@@ -329,7 +330,7 @@ def main():
         return process, line.split(" ", 1)[1].strip()
 
     mongod, uri = mongo()
-    per_client = prepare_load(args.binary, uri, os.path.join(args.work, "mongo.jsonl"), 150, ("--mongodb-database", "faults"))
+    per_client = prepare_load(args.dev_binary, uri, os.path.join(args.work, "mongo.jsonl"), 150, ("--mongodb-database", "faults"))
     port = [free_port()]
     server = serve(port[0], uri, ("--mongodb-database", "faults"))
     check("mongodb: service starts", wait_ready(port[0]))

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Hostile, unauthenticated callers against `formattest serve` (run by the Swift test suite).
 
-usage: hostile_test.py --binary FORMATTEST --work DIR
+usage: hostile_test.py --binary FORMATTEST --dev-binary FORMATTEST_DEV --work DIR
 
 Python standard library only; every socket and loop is bounded; only 127.0.0.1 is contacted.
-Valid signed requests come from the service's own `--dev-simulator` device.
+Valid signed requests come from the service's own `--dev-simulator` device (the service is then
+`formattest-dev serve`: the product binary has no simulator).
 
 1. Timestamps: a form timestamp is accepted only as ASCII `YYYY-MM-DDTHH:MM:SS[.1-9 digits]Z`
    with range-checked fields; 35 or 60 fraction digits, offsets, lowercase `z`/`t`, a space,
@@ -160,7 +161,7 @@ def stop_process(process, seconds=10):
 
 
 class Service:
-    """One `formattest serve --dev-simulator`, its stderr in files, and the calls to sign forms.
+    """One `formattest-dev serve --dev-simulator`, its stderr in files, and the calls to sign forms.
     After a crash, revive() starts it again on the same store (a crash is a failure, reported by
     the checks; reviving lets the remaining checks still observe the service)."""
 
@@ -175,7 +176,7 @@ class Service:
         self.port = free_port()
         self.stderr_path = os.path.join(self.args.work, f"{self.name}-{len(self.stderr_paths)}.stderr")
         self.stderr_paths.append(self.stderr_path)
-        command = [self.args.binary, "serve", "--dev-simulator", "--port", str(self.port), "--store", "sqlite:" + self.store_path,
+        command = [self.args.dev_binary, "serve", "--dev-simulator", "--port", str(self.port), "--store", "sqlite:" + self.store_path,
                    "--data-dir", self.data, "--log-level", "info", "--app-id", APP_ID,
                    # The rate limits have their own tests; here they would only hide the classes under test.
                    "--rate-limit-per-user", "1000000", "--rate-limit-per-address", "1000000", *self.extra]
@@ -916,9 +917,11 @@ def bounded_reads(args, check):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--binary", required=True)
+    parser.add_argument("--dev-binary", required=True, help="formattest-dev (serve --dev-simulator)")
     parser.add_argument("--work", required=True)
     args = parser.parse_args()
     args.binary, args.work = os.path.abspath(args.binary), os.path.abspath(args.work)
+    args.dev_binary = os.path.abspath(args.dev_binary)
     os.makedirs(args.work, exist_ok=True)
     passed, failures = 0, []
 

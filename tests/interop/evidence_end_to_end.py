@@ -1,8 +1,8 @@
-"""Evidence records end to end: a running `formattest serve --dev-simulator --evidence-dir DIR
+"""Evidence records end to end: a running `formattest-dev serve --dev-simulator --evidence-dir DIR
 --evidence-in-answer` archives a record of every accepted form, and `formattest evidence verify`
 re-verifies each offline (no store, no network) with the JWKS the service published.
 
-Usage: evidence_end_to_end.py BASE_URL EVIDENCE_DIR FORMATTEST_BINARY WORK_DIR
+Usage: evidence_end_to_end.py BASE_URL EVIDENCE_DIR FORMATTEST_BINARY WORK_DIR FORMATTEST_DEV_BINARY
 
 Registers a key (the form signed by the attestation), signs two more forms (assertions), replays
 one, and checks: each accepted answer names its record (evidenceId, evidenceArchived) and carries
@@ -54,7 +54,7 @@ def form(amount):
 
 
 def main():
-    base, evidence_dir, binary, work = sys.argv[1:5]
+    base, evidence_dir, binary, work, dev_binary = sys.argv[1:6]
     passed, failures = 0, []
 
     def check(name, condition, detail=""):
@@ -65,7 +65,9 @@ def main():
             failures.append(f"{name} {detail}")
 
     def run(*arguments):
-        result = subprocess.run([binary, *arguments], capture_output=True, timeout=120)
+        # The simulator's commands are the developer executable's; the product has none.
+        executable = dev_binary if arguments[0] == "simulate" else binary
+        result = subprocess.run([executable, *arguments], capture_output=True, timeout=120)
         return result.returncode, result.stdout.decode(), result.stderr.decode()
 
     def write(name, data):

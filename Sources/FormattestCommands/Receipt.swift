@@ -82,7 +82,7 @@ struct Receipt: AsyncParsableCommand {
             } catch {
                 throw UsageError("\(self.appleKey) is not a P-256 private key in PEM")
             }
-            let anchors = try self.receiptRoots.isEmpty ? [AppleRootCAG3.certificate] : self.receiptRoots.map(InputFile.readCertificate)
+            let anchors = try InputFile.readCertificates(self.receiptRoots, orDefault: AppAttestPolicy.appleReceiptTrustAnchors)
             let verifier = try AppAttestVerifier(
                 policy: AppAttestPolicy(appIDs: self.appIDs, environments: Set(AppAttestEnvironment.allCases), receiptTrustAnchors: anchors)
             )

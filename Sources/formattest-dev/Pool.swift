@@ -8,6 +8,7 @@ import AppAttestSimulator
 import ArgumentParser
 import FormAttestClient
 import FormAttestForm
+import FormattestCommands
 import Foundation
 
 /// The extension key pool on a shared directory, for scripts and tests: fill it with simulated

@@ -4,20 +4,37 @@
 //===----------------------------------------------------------------------===//
 
 import AppAttest
-import AppAttestSimulator
-import ArgumentParser
+public import ArgumentParser
 import Crypto
 import FormAttestForm
 import FormAttestFlows
-import FormAttestServer
+public import FormAttestServer
 import Foundation
 import Hummingbird
 import Logging
 import SwiftASN1
-import X509
+public import X509
 
+/// `formattest serve`: the service without a development device. `--dev-simulator` is refused
+/// here (exit 2): the simulator is `formattest-dev serve`'s, so this binary never contains a CA
+/// that mints attestations the service accepts.
 struct Serve: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+    static let configuration = ServeOptions.configuration
+
+    @OptionGroup var options: ServeOptions
+
+    func run() async throws {
+        try await self.options.run(developmentDevice: nil)
+    }
+}
+
+/// `serve`'s settings (one flag each, beside its environment variable and the configuration
+/// file) and the wiring of the service from them, shared by `formattest serve` and
+/// `formattest-dev serve`.
+public struct ServeOptions: ParsableArguments {
+    /// The `serve` command's name, abstract and discussion.
+    public static let configuration = CommandConfiguration(
+        commandName: "serve",
         abstract: "Run the HTTP service (and the demo page).",
         discussion: """
             Every setting comes from its flag, its environment variable or the JSON configuration \
@@ -29,6 +46,8 @@ struct Serve: AsyncParsableCommand {
             alone.
             """
     )
+
+    public init() {}
 
     @Option(name: .customLong("config"), help: ServeSettings.help("config")) var config: String?
     @Option(name: .customLong("host"), help: ServeSettings.help("host")) var host: String?
@@ -139,9 +158,24 @@ struct Serve: AsyncParsableCommand {
         ]
     }
 
-    func run() async throws {
+    /// What `--dev-simulator` adds, made for the first app id: the device behind
+    /// `/api/dev/simulate` and the two roots the verifier must trust to accept what it signs.
+    public typealias DevelopmentDeviceFactory = @Sendable (_ appID: String) throws -> (
+        device: any DevelopmentDevice, trustAnchor: X509.Certificate, receiptTrustAnchor: X509.Certificate
+    )
+
+    /// Resolves the settings, then runs the service until it is stopped.
+    ///
+    /// - Parameter factory: the development device, or `nil` in a binary without one, where
+    ///   `--dev-simulator` is refused before anything starts.
+    public func run(developmentDevice factory: DevelopmentDeviceFactory?) async throws {
         let settings = try ServeSettings.resolve(flags: self.givenFlags, environment: ProcessInfo.processInfo.environment)
         let plan = try ServePlan(settings)
+        if plan.devSimulator && factory == nil {
+            throw UsageError(
+                "--dev-simulator (\(settings.source("dev-simulator"))): this binary contains no simulator; run the developer executable instead: formattest-dev serve --dev-simulator"
+            )
+        }
         let level = Logger.Level(rawValue: settings.text("log-level") ?? "info") ?? .info  // checked: a choice
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
@@ -153,14 +187,14 @@ struct Serve: AsyncParsableCommand {
             logger.info("configuration file", metadata: ["path": "\(config.texts[0])", "source": "\(config.source)"])
         }
 
-        var anchors = try plan.roots.isEmpty ? [AppleAppAttestationRoot.certificate] : plan.roots.map(InputFile.readCertificate)
-        var receiptAnchors = [AppleRootCAG3.certificate]
-        var simulator: SimulatedDevice?
-        if plan.devSimulator {
-            let authority = try SimulatedAttestationAuthority()
-            anchors.append(authority.rootCertificate)
-            receiptAnchors.append(authority.receiptAuthority.rootCertificate)
-            simulator = SimulatedDevice(authority: authority, appID: plan.appIDs[0], environment: .development, seed: UInt64.random(in: 1...UInt64.max))
+        var anchors = try InputFile.readCertificates(plan.roots, orDefault: AppAttestPolicy.appleTrustAnchors)
+        var receiptAnchors = AppAttestPolicy.appleReceiptTrustAnchors
+        var developmentDevice: (any DevelopmentDevice)?
+        if plan.devSimulator, let factory {
+            let simulated = try factory(plan.appIDs[0])
+            anchors.append(simulated.trustAnchor)
+            receiptAnchors.append(simulated.receiptTrustAnchor)
+            developmentDevice = simulated.device
             let banner = String(repeating: "!", count: 78)
             logger.warning("\(banner)")
             logger.warning("DEV SIMULATOR MODE: the simulator's CA is TRUSTED and /api/dev/simulate is served.")
@@ -240,7 +274,7 @@ struct Serve: AsyncParsableCommand {
             configuration: configuration,
             store: store,
             signingKeys: try plan.signing.keys(),
-            simulator: simulator,
+            developmentDevice: developmentDevice,
             logger: logger
         )
         try await application.runService()

@@ -84,9 +84,8 @@ struct AttestationOptions: ParsableArguments {
         let attestationBytes = try InputFile.readBinaryDocument(self.attestation)
         let keyID = try InputFile.decodeBase64(self.keyID, what: "--key-id")
         let time = try self.at.map { try RFC3339UTC.argument($0) } ?? Date()
-        let anchors = try self.roots.isEmpty ? [AppleAppAttestationRoot.certificate] : self.roots.map(InputFile.readCertificate)
-        let receiptAnchors =
-            try self.receiptRoots.isEmpty ? [AppleRootCAG3.certificate] : self.receiptRoots.map(InputFile.readCertificate)
+        let anchors = try InputFile.readCertificates(self.roots, orDefault: AppAttestPolicy.appleTrustAnchors)
+        let receiptAnchors = try InputFile.readCertificates(self.receiptRoots, orDefault: AppAttestPolicy.appleReceiptTrustAnchors)
         var policy = AppAttestPolicy(
             appIDs: [self.appID],
             environments: self.environment.environments,

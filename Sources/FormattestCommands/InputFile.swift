@@ -5,19 +5,19 @@
 
 import AppAttest
 import FormAttestForm
-import Foundation
-import RFC3339
+public import Foundation
+public import RFC3339
 import SwiftASN1
 import X509
 
 /// Reading the command line's input files. Every failure here is a usage or I/O error (exit 2).
-enum InputFile {
+public enum InputFile {
     /// Largest input file read, far above any App Attest object: a bound on memory, not a policy.
-    static let maximumSize = 1 << 20
+    public static let maximumSize = 1 << 20
 
     /// The bytes of `path`, or of standard input for `-`, read in chunks and refused as soon as
     /// they pass the limit: a huge file costs at most the limit in memory, never its own size.
-    static func readBytes(_ path: String, limit: Int = InputFile.maximumSize) throws -> [UInt8] {
+    public static func readBytes(_ path: String, limit: Int = InputFile.maximumSize) throws -> [UInt8] {
         let handle: FileHandle
         if path == "-" {
             handle = FileHandle.standardInput
@@ -84,12 +84,19 @@ enum InputFile {
             throw UsageError("\(path) is not a PEM certificate")
         }
     }
+
+    /// The PEM certificates named by a repeatable `--root`/`--receipt-root` option, or `defaults`
+    /// (``AppAttestPolicy/appleTrustAnchors`` or ``AppAttestPolicy/appleReceiptTrustAnchors``)
+    /// when none is named.
+    static func readCertificates(_ paths: [String], orDefault defaults: [Certificate]) throws -> [Certificate] {
+        try paths.isEmpty ? defaults : paths.map(self.readCertificate)
+    }
 }
 
 /// Hexadecimal text.
-enum HexCoding {
+public enum HexCoding {
     /// Decodes hex (either case); `nil` for odd length or another character.
-    static func decode(_ text: String) -> [UInt8]? {
+    public static func decode(_ text: String) -> [UInt8]? {
         AppAttest.bytes(hex: text)
     }
 
@@ -101,7 +108,7 @@ enum HexCoding {
 extension RFC3339UTC {
     /// A time given on the command line or in a batch line: strict RFC 3339 UTC (the one reader
     /// of untrusted times), or a usage error.
-    static func argument(_ text: String) throws -> Date {
+    public static func argument(_ text: String) throws -> Date {
         guard let date = Self.parse(text) else {
             throw UsageError("\(text.prefix(64)) is not an RFC 3339 UTC time such as 2024-02-07T21:08:56Z")
         }

@@ -91,8 +91,8 @@ struct EvidenceVerify: AsyncParsableCommand {
 
     func run() async throws {
         let envelope = try InputFile.readBytes(self.file)
-        let anchors = try self.roots.isEmpty ? [AppleAppAttestationRoot.certificate] : self.roots.map(InputFile.readCertificate)
-        let receiptAnchors = try self.receiptRoots.isEmpty ? [AppleRootCAG3.certificate] : self.receiptRoots.map(InputFile.readCertificate)
+        let anchors = try InputFile.readCertificates(self.roots, orDefault: AppAttestPolicy.appleTrustAnchors)
+        let receiptAnchors = try InputFile.readCertificates(self.receiptRoots, orDefault: AppAttestPolicy.appleReceiptTrustAnchors)
         let signers: [String: SignedEvidence.SignerKey]
         do {
             signers = try SignedEvidence.signers(jwks: try InputFile.readBytes(self.jwks))

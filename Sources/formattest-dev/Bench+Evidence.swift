@@ -8,6 +8,7 @@ import AppAttestSimulator
 import CanonicalJSON
 import Crypto
 import FormAttestForm
+import FormattestCommands
 import FormAttestEvidence
 import FormAttestServer
 import FormAttestTokens

@@ -184,7 +184,7 @@ enum ServeSettings {
             "evidence-in-answer", env: ["FORMATTEST_EVIDENCE_IN_ANSWER"], .toggle, default: "false",
             help: "Return each accepted form's signed evidence record in its answer; implies require-valid-receipt"
         ),
-        .init("dev-simulator", env: ["FORMATTEST_DEV_SIMULATOR"], .toggle, default: "false", help: "DEVELOPMENT ONLY: trust the simulator's CA and serve /api/dev/simulate"),
+        .init("dev-simulator", env: ["FORMATTEST_DEV_SIMULATOR"], .toggle, default: "false", help: "DEVELOPMENT ONLY: trust the simulator's CA and serve /api/dev/simulate (formattest-dev serve; formattest refuses it)"),
         .init(
             "demo-dir", env: ["FORMATTEST_DEMO_DIR"], .path, default: "demo",
             help: "Directory of the demo page's files; set and missing: refused; the default and missing: no demo page (logged)"

@@ -8,6 +8,7 @@ import AppAttestSimulator
 import ArgumentParser
 import CanonicalJSON
 import FormAttestForm
+import FormattestCommands
 import FormAttestFlows
 import Foundation
 import RFC3339
@@ -49,9 +50,7 @@ struct Simulate: AsyncParsableCommand {
         func flows(store: any AttestationStore) throws -> (FormFlows, SimulatedDevice) {
             let authority = try SimulatedAttestationAuthority()
             let device = SimulatedDevice(authority: authority, appID: self.appID, seed: self.seed)
-            let verifier = try AppAttestVerifier(
-                policy: AppAttestPolicy(appIDs: [self.appID], environments: [.development], trustAnchors: [authority.rootCertificate], receiptTrustAnchors: [authority.receiptAuthority.rootCertificate])
-            )
+            let verifier = try AppAttestVerifier(policy: authority.policy(appIDs: [self.appID]))
             return (FormFlows(verifier: verifier, store: store), device)
         }
 
@@ -60,15 +59,7 @@ struct Simulate: AsyncParsableCommand {
                 guard RFC3339UTC.parse(text) != nil else { throw UsageError("--timestamp must be RFC 3339 UTC") }
                 return text
             } ?? RFC3339UTC.format(Date())
-            let object = try JSONObject([
-                ("action", .string(JSONString("transfer"))),
-                ("amount", .string(JSONString(self.amount))),
-                ("to", .string(JSONString("bob"))),
-                ("username", .string(JSONString(self.username))),
-                ("timestamp", .string(JSONString(stamp))),
-                ("nonce", .string(JSONString(self.nonce))),
-            ])
-            return JSONValue.object(object).canonicalBytes
+            return DemoTransferForm.bytes(username: self.username, amount: self.amount, timestamp: stamp, nonce: self.nonce)
         }
     }
 
@@ -173,9 +164,7 @@ struct Simulate: AsyncParsableCommand {
             let store = try await self.storeOptions.open()
             let authority = try SimulatedAttestationAuthority()
             let device = SimulatedDevice(authority: authority, appID: self.appID, seed: self.seed)
-            let verifier = try AppAttestVerifier(
-                policy: AppAttestPolicy(appIDs: [self.appID], environments: [.development], trustAnchors: [authority.rootCertificate], receiptTrustAnchors: [authority.receiptAuthority.rootCertificate])
-            )
+            let verifier = try AppAttestVerifier(policy: authority.policy(appIDs: [self.appID]))
             let flows = FormFlows(verifier: verifier, store: store)
             guard FileManager.default.createFile(atPath: self.out, contents: nil),
                 let handle = FileHandle(forWritingAtPath: self.out)
@@ -220,13 +209,7 @@ struct Simulate: AsyncParsableCommand {
         }
 
         static func form(user: String, nonce: String, at date: Date) throws -> [UInt8] {
-            JSONValue.object(
-                JSONObject(constantMembers: [
-                    ("action", .string(JSONString("transfer"))), ("amount", .string(JSONString("10.00"))), ("to", .string(JSONString("bob"))),
-                    ("username", .string(JSONString(user))), ("timestamp", .string(JSONString(RFC3339UTC.format(date)))),
-                    ("nonce", .string(JSONString(nonce))),
-                ])
-            ).canonicalBytes
+            DemoTransferForm.bytes(username: user, timestamp: RFC3339UTC.format(date), nonce: nonce)
         }
     }
 }

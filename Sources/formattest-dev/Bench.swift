@@ -9,6 +9,7 @@ import ArgumentParser
 import CanonicalJSON
 import Crypto
 import FormAttestForm
+import FormattestCommands
 import FormAttestFlows
 import FormAttestTokens
 import Foundation
@@ -160,9 +161,7 @@ struct Bench: AsyncParsableCommand {
         let key = device.key(0)
         let at = Date(timeIntervalSince1970: 1_749_988_800)
         let simulated = try device.attest(key, clientDataHash: sample.clientDataHash, at: at)
-        let simulatedVerifier = try AppAttestVerifier(
-            policy: AppAttestPolicy(appIDs: [sample.appID], environments: [.development], trustAnchors: [authority.rootCertificate], receiptTrustAnchors: [authority.receiptAuthority.rootCertificate])
-        )
+        let simulatedVerifier = try AppAttestVerifier(policy: authority.policy(appIDs: [sample.appID]))
         let statement = try AttestationObject(cborEncoded: sample.attestation).statement
         let expectation = ReceiptExpectation(
             appID: sample.appID,
@@ -273,17 +272,12 @@ struct Bench: AsyncParsableCommand {
         let store = try await options.open()
         let authority = try SimulatedAttestationAuthority()
         let device = SimulatedDevice(authority: authority, appID: "ABCDE12345.com.formattest.bench", seed: 99)
-        let verifier = try AppAttestVerifier(
-            policy: AppAttestPolicy(appIDs: [device.appID], environments: [.development], trustAnchors: [authority.rootCertificate], receiptTrustAnchors: [authority.receiptAuthority.rootCertificate])
-        )
+        let verifier = try AppAttestVerifier(policy: authority.policy(appIDs: [device.appID]))
         let flows = FormFlows(verifier: verifier, store: store)
         let key = device.generateKey()
         let now = Date()
         func form(_ nonce: String) throws -> [UInt8] {
-            JSONValue.object(JSONObject(constantMembers: [
-                ("amount", .string(JSONString("10.00"))), ("to", .string(JSONString("bob"))), ("username", .string(JSONString("bench"))),
-                ("timestamp", .string(JSONString(RFC3339UTC.format(now)))), ("nonce", .string(JSONString(nonce))),
-            ])).canonicalBytes
+            DemoTransferForm.bytes(username: "bench", timestamp: RFC3339UTC.format(now), nonce: nonce)
         }
         let registration = try form("register")
         do {

@@ -179,7 +179,7 @@ struct Wrap: AsyncParsableCommand {
     }
 
     private func anchors() throws -> [X509Certificate] {
-        try self.roots.isEmpty ? [AppleAppAttestationRoot.certificate] : self.roots.map(InputFile.readCertificate)
+        try InputFile.readCertificates(self.roots, orDefault: AppAttestPolicy.appleTrustAnchors)
     }
 
     /// Writes a file that must not exist yet (O_EXCL: an existing file is never replaced).
@@ -302,26 +302,16 @@ struct WrapRequest {
     var username: String?
 
     func run(formatter: TokenFormatter, anchors: [X509Certificate]) async throws -> Result<[UInt8], AppAttestError> {
-        let verified: VerifiedAttestation
+        let verifier: AppAttestVerifier
         do {
-            let verifier = try AppAttestVerifier(policy: AppAttestPolicy(appIDs: [self.appID], environments: self.environments, trustAnchors: anchors))
-            verified = try await verifier.verifyAttestation(self.attestation, keyID: self.keyID, clientDataHash: self.clientDataHash, at: self.at)
+            verifier = try AppAttestVerifier(policy: AppAttestPolicy(appIDs: [self.appID], environments: self.environments, trustAnchors: anchors))
         } catch let error as AppAttestError {
             return .failure(error)
         }
-        let output = try await formatter.formats(
-            self.formats,
-            for: TokenFormatter.Input(
-                credential: AttestedCredential(verified),
-                attestationObject: self.attestation,
-                authenticatorData: verified.authenticatorData.rawValue,
-                clientDataHash: self.clientDataHash,
-                counter: verified.counter,
-                verifiedAt: self.at,
-                username: self.username ?? Base64URL.encode(verified.keyID)
-            )
-        )
-        return .success(output.canonicalBytes)
+        return try await formatter.verifyThenFormat(
+            self.formats, attestation: self.attestation, keyID: self.keyID, clientDataHash: self.clientDataHash, verifier: verifier, at: self.at,
+            username: self.username
+        ).map(\.canonicalBytes)
     }
 
     /// Parses one JSON Lines request (strictly).

@@ -3,15 +3,15 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
-import ArgumentParser
-import FormAttestFlows
+public import ArgumentParser
+public import FormAttestFlows
 import Foundation
 import MongoAttestStore
 import SQLiteAttestStore
 
 /// `--store sqlite:PATH | mongodb://... | mongodb+srv://... | memory`, shared by every command
 /// that keeps state. The MongoDB URI may also come from FORMATTEST_MONGODB_URI.
-struct StoreOptions: ParsableArguments {
+public struct StoreOptions: ParsableArguments {
     @Option(
         name: .customLong("store"),
         help: "sqlite:PATH (default sqlite:./formattest-data/formattest.sqlite), a MongoDB URI, or memory."
@@ -19,10 +19,12 @@ struct StoreOptions: ParsableArguments {
     var store: String?
 
     @Option(name: .customLong("mongodb-database"), help: "MongoDB database name (default: the URI's, else formattest).")
-    var mongoDatabase: String?
+    public var mongoDatabase: String?
 
     @Option(name: .customLong("mongodb-collection-prefix"), help: "Prefix of the MongoDB collections.")
     var mongoCollectionPrefix = "formattest_"
+
+    public init() {}
 
     /// The store location after flags and environment.
     var location: String {
@@ -30,7 +32,7 @@ struct StoreOptions: ParsableArguments {
     }
 
     /// Opens the store; fails closed (exit 2 with the reason) when it cannot be reached.
-    func open() async throws -> any AttestationStore {
+    public func open() async throws -> any AttestationStore {
         let location = self.location
         do {
             if location.hasPrefix("mongodb://") || location.hasPrefix("mongodb+srv://") {

@@ -186,8 +186,8 @@ struct CheckedClientData: Encodable {
     }
 }
 
-enum JSONOutput {
-    static func string(_ value: some Encodable) throws -> String {
+public enum JSONOutput {
+    public static func string(_ value: some Encodable) throws -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .rfc3339UTC(fractionDigits: 0)
