@@ -34,6 +34,7 @@ let package = Package(
         .library(name: "AppAttestSimulator", targets: ["AppAttestSimulator"]),
         .library(name: "AppleReceiptExchange", targets: ["AppleReceiptExchange"]),
         .library(name: "AppAttestInspector", targets: ["AppAttestInspector"]),
+        .library(name: "FormAttestResponses", targets: ["FormAttestResponses"]),
         .executable(name: "formattest", targets: ["formattest"]),
     ],
     dependencies: [
@@ -168,6 +169,21 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The typed answers of the HTTP API and the CLI's `--json` (Encodable, serialized with
+        // RFC 8785), each named after its schema in schemas/openapi.yaml. No IO.
+        .target(
+            name: "FormAttestResponses",
+            dependencies: [
+                "RFC3339",
+                "AppAttest",
+                "CanonicalJSON",
+                "FormAttestClient",
+                "FormAttestFlows",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // The HTTP service (Hummingbird 2): routes, error mapping, metrics, the demo page's files.
         .target(
             name: "FormAttestServer",
@@ -181,6 +197,7 @@ let package = Package(
                 "FormAttestFlows",
                 "FormAttestTokens",
                 "FormAttestEvidence",
+                "FormAttestResponses",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
@@ -236,6 +253,7 @@ let package = Package(
                 "FormAttestTokens",
                 "FormAttestEvidence",
                 "FormAttestServer",
+                "FormAttestResponses",
                 "MongoAttestStore",
                 "SQLiteAttestStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -337,7 +355,7 @@ let package = Package(
             name: "FormAttestServerTests",
             dependencies: [
                 "FormAttestServer", "FormAttestFlows", "FormAttestTokens", "FormAttestClient", "CanonicalJSON", "AppAttest",
-                "AppAttestSimulator", "FormAttestTestSupport", "RFC3339", "FormAttestEvidence",
+                "AppAttestSimulator", "FormAttestTestSupport", "RFC3339", "FormAttestEvidence", "FormAttestResponses",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

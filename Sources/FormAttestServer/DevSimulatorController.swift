@@ -7,6 +7,8 @@ import AppAttest
 import AppAttestSimulator
 import CanonicalJSON
 import FormAttestClient
+import FormAttestFlows
+import FormAttestResponses
 import Foundation
 import Hummingbird
 
@@ -24,7 +26,7 @@ import Hummingbird
 /// hex, spelling: "apple" | "documentation" | "both", assertionMap: bool, assertionFlags: 0-255}`.
 /// Without it the device is the server's (iOS 14–26 unless configured otherwise).
 ///
-/// A keyId the device does not hold is 404 `simulator_unknown_key` (``unknownKey``).
+/// A keyId the device does not hold is 404 `simulator_unknown_key` (``APIError/simulatorUnknownKey``).
 struct DevSimulatorController {
     let service: SimulatedAppAttestService
 
@@ -45,47 +47,36 @@ struct DevSimulatorController {
             do {
                 hash = try SignedForm(jsonBytes: try body.form()).clientDataHash
             } catch let error as FormError {
-                throw APIError(status: .badRequest, code: error.code.identifier, message: error.reason)
+                // The flows' category decides the status, as on /attest and /assert.
+                throw APIError(FlowError(error))
             }
         }
         let profile = try body.value["device"].map(Self.profile) ?? self.service.device.profile
-        var members: [(name: String, value: JSONValue)] = [("clientDataHash", .string(JSONString(Base64URL.encode(hash))))]
+        let answer: SimulatedResponse
         do {
             switch body.value["action"]?.stringValue {
             case "attest":
                 let keyId = self.service.generateKey()
                 let attestation = try self.service.attestKey(keyId, clientDataHash: hash, profile: profile)
-                members += [
-                    ("keyId", .string(JSONString(Base64URL.encode(Base64URL.decode(keyId) ?? [])))),
-                    ("attestationObject", .string(JSONString(Base64URL.encode(attestation)))),
-                ]
+                answer = SimulatedResponse(keyID: Base64URL.decode(keyId) ?? [], clientDataHash: hash, attestationObject: attestation)
             case "assert":
                 let keyID = try body.bytes("keyId")
                 let assertion = try self.service.generateAssertion(Data(keyID).base64EncodedString(), clientDataHash: hash, profile: profile)
-                members += [("keyId", .string(JSONString(Base64URL.encode(keyID)))), ("assertion", .string(JSONString(Base64URL.encode(assertion))))]
+                answer = SimulatedResponse(keyID: keyID, clientDataHash: hash, assertion: assertion)
             default:
                 throw APIError.invalidRequest("action must be attest or assert")
             }
         } catch let error as AppAttest.AppAttestError {
-            throw APIError(status: .badRequest, code: "simulator_error", message: "\(error)")
+            throw APIError.simulatorError("\(error)")
         } catch let error as APIError {
             throw error
         } catch let error where DCErrorCode(error) == .invalidKey {
-            throw Self.unknownKey
+            throw APIError.simulatorUnknownKey
         } catch {
-            throw APIError(status: .badRequest, code: "simulator_error", message: "the simulated device refused to sign")
+            throw APIError.simulatorError("the simulated device refused to sign")
         }
-        return JSONResponse.make(.object(JSONObject(constantMembers: members)))
+        return try JSONResponse.make(answer)
     }
-
-    /// The answer for a keyId the simulated device does not hold (DeviceCheck's `invalidKey`):
-    /// its keys live in memory, so after a server restart every key a page remembers is unknown,
-    /// and the page must attest a new one.
-    static let unknownKey = APIError(
-        status: .notFound,
-        code: "simulator_unknown_key",
-        message: "the simulated device holds no key with this keyId (it keeps its keys in memory, so a server restart forgets them): attest a new key"
-    )
 
     /// Reads `device` strictly: unknown members and values of another type are refused.
     static func profile(_ value: JSONValue) throws(APIError) -> SimulatedDevice.Profile {

@@ -7,6 +7,7 @@ import AppAttest
 import ArgumentParser
 import Crypto
 import FormAttestClient
+import FormAttestResponses
 import Foundation
 import RFC3339
 
@@ -126,9 +127,7 @@ struct VerifyAttestation: AsyncParsableCommand {
         let clientData = try self.clientData.clientData()
         let (_, result) = try await self.attestation.verify(clientDataHash: clientData.clientDataHash)
         try self.output.finish(
-            result.flatMap { verified in
-                Result { try VerificationReport(verified) }.mapError { _ in AppAttest.AppAttestError(code: .malformedAttestation, reason: "unreportable result") }
-            },
+            result.map(VerificationReport.init),
             clientData: clientData
         )
     }
@@ -194,7 +193,7 @@ struct VerifyAssertion: AsyncParsableCommand {
                 clientDataHash: clientDataHash,
                 previousCounter: self.previousCounter
             )
-            verdict = .success(try VerificationReport(result, publicKey: key))
+            verdict = .success(VerificationReport(result, publicKey: key))
         } catch let error as AppAttest.AppAttestError {
             verdict = .failure(error)
         }
