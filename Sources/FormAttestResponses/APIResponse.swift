@@ -18,12 +18,13 @@ public protocol APIResponse: Encodable, Sendable {
 }
 
 extension APIResponse {
-    /// The RFC 8785 bytes: the encoder's output canonicalized by the strict parser and the
-    /// canonical writer. The responses hold integers below 2^53 (counters, counts, categories),
-    /// strings and booleans, so no number changes on the way; dates are pre-formatted strings.
+    /// The RFC 8785 bytes: encoded straight into a `JSONValue` (``JSONValueEncoder``, no JSON
+    /// text in between), then written by the canonical writer. The responses hold integers below
+    /// 2^53 (counters, counts, categories), strings and booleans; dates are pre-formatted strings.
     ///
-    /// - Throws: the encoder's error or ``CanonicalJSONError`` (neither happens for these types).
+    /// - Throws: `EncodingError` for a number JSON cannot hold exactly or a duplicated member
+    ///   name (neither happens for these types).
     public func canonicalBytes() throws -> [UInt8] {
-        try CanonicalJSON.canonicalize(encoding: self)
+        try JSONValueEncoder().encode(self).canonicalBytes
     }
 }
