@@ -35,6 +35,7 @@ let package = Package(
         .library(name: "AppAttestSimulator", targets: ["AppAttestSimulator"]),
         .library(name: "AppleReceiptExchange", targets: ["AppleReceiptExchange"]),
         .library(name: "AppAttestInspector", targets: ["AppAttestInspector"]),
+        .library(name: "FormAttestResponses", targets: ["FormAttestResponses"]),
         .executable(name: "formattest", targets: ["formattest"]),
         .executable(name: "formattest-dev", targets: ["formattest-dev"]),
     ],
@@ -179,6 +180,21 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The typed answers of the HTTP API and the CLI's `--json` (Encodable, serialized with
+        // RFC 8785), each named after its schema in schemas/openapi.yaml. No IO.
+        .target(
+            name: "FormAttestResponses",
+            dependencies: [
+                "RFC3339",
+                "AppAttest",
+                "CanonicalJSON",
+                "FormAttestForm",
+                "FormAttestFlows",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // The HTTP service (Hummingbird 2): routes, error mapping, metrics, the demo page's files.
         .target(
             name: "FormAttestServer",
@@ -191,6 +207,7 @@ let package = Package(
                 "FormAttestFlows",
                 "FormAttestTokens",
                 "FormAttestEvidence",
+                "FormAttestResponses",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
@@ -263,6 +280,7 @@ let package = Package(
                 "FormAttestTokens",
                 "FormAttestEvidence",
                 "FormAttestServer",
+                "FormAttestResponses",
                 "MongoAttestStore",
                 "SQLiteAttestStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -393,7 +411,7 @@ let package = Package(
             name: "FormAttestServerTests",
             dependencies: [
                 "FormAttestServer", "FormAttestFlows", "FormAttestTokens", "FormAttestForm", "CanonicalJSON", "AppAttest",
-                "AppAttestSimulator", "FormAttestTestSupport", "RFC3339", "FormAttestEvidence",
+                "AppAttestSimulator", "FormAttestTestSupport", "RFC3339", "FormAttestEvidence", "FormAttestResponses",
                 "FormAttestDevSimulator",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Hummingbird", package: "hummingbird"),

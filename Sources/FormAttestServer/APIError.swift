@@ -6,13 +6,17 @@
 import CanonicalJSON
 public import FormAttestFlows
 import FormAttestForm
+public import FormAttestResponses
 import Foundation
-import RFC3339
 public import HTTPTypes
 public import Hummingbird
 
 /// The only error that reaches clients: `{error: {code, message}, next_challenge?}` with the
-/// status of its category. Every status decision is made here.
+/// status of its category. Every status decision is made in this file: the flows' errors by
+/// their category (``init(_:)-(FlowError)``), caller authentication's by its code, and the HTTP
+/// layer's own errors as the named values below. The memberwise initializer is private, so no
+/// other file can choose a status; an adapter that meets a form or store error converts it to a
+/// ``FlowError`` first.
 public struct APIError: HTTPResponseError, Sendable {
     public let status: HTTPResponse.Status
     public let code: String
@@ -21,7 +25,7 @@ public struct APIError: HTTPResponseError, Sendable {
     /// Extra response headers (`Retry-After`, `WWW-Authenticate`).
     public let headers: HTTPFields
 
-    public init(status: HTTPResponse.Status, code: String, message: String, nextChallenge: IssuedChallenge? = nil, headers: HTTPFields = [:]) {
+    private init(status: HTTPResponse.Status, code: String, message: String, nextChallenge: IssuedChallenge? = nil, headers: HTTPFields = [:]) {
         self.status = status
         self.code = code
         self.message = message
@@ -48,6 +52,19 @@ public struct APIError: HTTPResponseError, Sendable {
         self.init(status: status, code: error.code.identifier, message: message, nextChallenge: error.nextChallenge)
     }
 
+    /// Caller authentication's outcomes: 401, 403, or 503 when the identity provider's keys are
+    /// unavailable (fail closed). The 401 carries a `WWW-Authenticate` challenge.
+    init(_ error: CallerAuthenticationError) {
+        switch error.code {
+        case .identityMismatch, .sessionMismatch:
+            self.init(status: .forbidden, code: error.code.identifier, message: error.reason)
+        case .identityProviderUnavailable:
+            self.init(status: .serviceUnavailable, code: error.code.identifier, message: error.reason)
+        default:
+            self.init(status: .unauthorized, code: error.code.identifier, message: error.reason, headers: [.wwwAuthenticate: "Bearer"])
+        }
+    }
+
     static let storeUnavailableMessage = "the store is unavailable; nothing was changed; retry later"
 
     /// A username from a body or a query string, by ``Username``'s rule.
@@ -67,35 +84,74 @@ public struct APIError: HTTPResponseError, Sendable {
         status: .contentTooLarge, code: "body_too_large", message: "the request body is larger than 64 KiB", headers: [.connection: "close"]
     )
 
-    public func response(from request: Request, context: some RequestContext) throws -> Response {
-        var members: [(name: String, value: JSONValue)] = [
-            ("error", .object(JSONObject(constantMembers: [("code", .string(JSONString(self.code))), ("message", .string(JSONString(self.message)))])))
-        ]
-        if let next = self.nextChallenge {
-            members.append(("next_challenge", JSONResponse.challenge(next)))
+    /// 429 with `Retry-After`.
+    static func rateLimited(retryAfter seconds: Int, reason: String) -> APIError {
+        APIError(status: .tooManyRequests, code: "rate_limited", message: reason, headers: [.retryAfter: String(seconds)])
+    }
+
+    /// A request that is not valid HTTP/1.1 (bad chunked encoding, ...): the client's fault.
+    static func malformedRequest(_ detail: String) -> APIError {
+        APIError(status: .badRequest, code: "malformed_request", message: "the request is not valid HTTP/1.1: \(detail)")
+    }
+
+    /// The server framework's own HTTP errors, with their status: `not_found` (404),
+    /// `method_not_allowed` (405), `body_too_large` (413), `http_error` for any other.
+    static func framework(status: HTTPResponse.Status, message: String?) -> APIError {
+        switch status {
+        case .contentTooLarge: return .bodyTooLarge
+        case .notFound: return APIError(status: status, code: "not_found", message: message ?? status.reasonPhrase)
+        case .methodNotAllowed: return APIError(status: status, code: "method_not_allowed", message: message ?? status.reasonPhrase)
+        default: return APIError(status: status, code: "http_error", message: message ?? status.reasonPhrase)
         }
-        var response = JSONResponse.make(.object(JSONObject(constantMembers: members)), status: self.status)
+    }
+
+    /// An unexpected error: 500, saying nothing internal (the log has it).
+    static let internalError = APIError(status: .internalServerError, code: "internal_error", message: "internal error")
+
+    /// Admin API: no key has this keyId.
+    static let unknownKey = APIError(status: .notFound, code: "unknown_key", message: "no key has this keyId")
+
+    /// Dev simulator only: the simulated device could not produce the request.
+    static func simulatorError(_ message: String) -> APIError {
+        APIError(status: .badRequest, code: "simulator_error", message: message)
+    }
+
+    /// Dev simulator only: a keyId the simulated device does not hold (DeviceCheck's
+    /// `invalidKey`): its keys live in memory, so after a server restart every key a page
+    /// remembers is unknown, and the page must attest a new one.
+    static let simulatorUnknownKey = APIError(
+        status: .notFound,
+        code: "simulator_unknown_key",
+        message: "the simulated device holds no key with this keyId (it keeps its keys in memory, so a server restart forgets them): attest a new key"
+    )
+
+    /// The body, ``ErrorResponse``.
+    public var body: ErrorResponse {
+        ErrorResponse(code: self.code, message: self.message, nextChallenge: self.nextChallenge)
+    }
+
+    public func response(from request: Request, context: some RequestContext) throws -> Response {
+        var response = try JSONResponse.make(self.body, status: self.status)
         response.headers.append(contentsOf: self.headers)
         return response
     }
 }
 
-/// JSON responses, serialized with RFC 8785.
+/// JSON responses: a typed ``APIResponse`` serialized with RFC 8785.
 enum JSONResponse {
+    static func make(_ body: some APIResponse, status: HTTPResponse.Status = .ok) throws -> Response {
+        Self.make(bytes: try body.canonicalBytes(), status: status)
+    }
+
+    /// Bytes already RFC 8785 (the inspector's view, the JWKS).
     static func make(_ value: JSONValue, status: HTTPResponse.Status = .ok) -> Response {
+        Self.make(bytes: value.canonicalBytes, status: status)
+    }
+
+    private static func make(bytes: [UInt8], status: HTTPResponse.Status) -> Response {
         var headers = HTTPFields()
         headers[.contentType] = "application/json"
         headers[.cacheControl] = "no-store"
-        return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: value.canonicalBytes)))
-    }
-
-    static func challenge(_ challenge: IssuedChallenge) -> JSONValue {
-        .object(
-            JSONObject(constantMembers: [
-                ("challenge", .string(JSONString(Base64URL.encode(challenge.value)))),
-                ("purpose", .string(JSONString(challenge.purpose.rawValue))),
-                ("expiresAt", .string(JSONString(RFC3339UTC.format(challenge.expiresAt)))),
-            ])
-        )
+        return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
     }
 }

@@ -3,13 +3,12 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
-public import CanonicalJSON
 import FormAttestForm
-public import FormAttestFlows
-public import Foundation
+import FormAttestFlows
+import FormAttestResponses
+import Foundation
 import HTTPTypes
 import Hummingbird
-import RFC3339
 
 /// `/admin/*`, for operators, with a credential of its own (`--admin-secret-file`, never the
 /// callers'): a user's keys, and revoking a key (401 `key_revoked` at its next assertion).
@@ -43,7 +42,7 @@ struct AdminController {
         } catch {
             throw APIError(FlowError(code: .init(error.code), category: .storeUnavailable, reason: error.reason))
         }
-        return JSONResponse.make(DeviceKeyListing.json(username: username, keys: keys, now: self.now(), registrationWindow: self.registrationWindow))
+        return try JSONResponse.make(KeyListingResponse(username: username, keys: keys, now: self.now(), registrationWindow: self.registrationWindow))
     }
 
     @Sendable func revoke(_ request: Request, context: AppRequestContext) async throws -> Response {
@@ -55,45 +54,11 @@ struct AdminController {
         do {
             try await self.store.revokeKey(keyID: keyID, at: now)
         } catch where error.code == .unknownKey {
-            throw APIError(status: .notFound, code: "unknown_key", message: "no key has this keyId")
+            throw APIError.unknownKey
         } catch {
             throw APIError(FlowError(code: .init(error.code), category: .storeUnavailable, reason: error.reason))
         }
         let key = try? await self.store.loadKey(keyID: keyID)
-        return JSONResponse.make(
-            .object(JSONObject(constantMembers: [
-                ("keyId", .string(JSONString(Base64URL.encode(keyID)))),
-                ("revokedAt", .string(JSONString(RFC3339UTC.format(key?.revokedAt ?? now)))),
-            ]))
-        )
-    }
-}
-
-/// A user's keys as JSON, the same for the admin API and `formattest device-keys list --json`.
-public enum DeviceKeyListing {
-    public static func json(username: String, keys: [StoredKey], now: Date, registrationWindow: TimeInterval = 30 * 86_400) -> JSONValue {
-        let since = now.addingTimeInterval(-registrationWindow)
-        let entries: [JSONValue] = keys.map { key in
-            var members: [(name: String, value: JSONValue)] = [
-                ("keyId", .string(JSONString(Base64URL.encode(key.keyID)))),
-                ("appId", .string(JSONString(key.appID))),
-                ("environment", .string(JSONString(key.environment))),
-                ("counter", .number(Double(key.counter))),
-                ("createdAt", .string(JSONString(RFC3339UTC.format(key.createdAt)))),
-                ("lastUsed", .string(JSONString(RFC3339UTC.format(key.lastUsed)))),
-                ("reattestationRequired", .bool(key.reattestationRequired)),
-                ("status", .string(JSONString(key.revokedAt != nil ? "revoked" : key.reattestationRequired ? "requires_reattestation" : "active"))),
-            ]
-            if let revokedAt = key.revokedAt { members.append(("revokedAt", .string(JSONString(RFC3339UTC.format(revokedAt))))) }
-            return .object(JSONObject(constantMembers: members))
-        }
-        return .object(
-            JSONObject(constantMembers: [
-                ("username", .string(JSONString(username))),
-                ("keys", .array(entries)),
-                ("activeKeys", .number(Double(keys.filter { $0.revokedAt == nil && !$0.reattestationRequired }.count))),
-                ("recentRegistrations", .number(Double(keys.filter { $0.createdAt >= since }.count))),
-            ])
-        )
+        return try JSONResponse.make(RevocationResponse(keyID: keyID, revokedAt: key?.revokedAt ?? now))
     }
 }

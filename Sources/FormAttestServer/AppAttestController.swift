@@ -10,6 +10,7 @@ import Crypto
 import FormAttestEvidence
 import FormAttestForm
 import FormAttestFlows
+import FormAttestResponses
 import FormAttestTokens
 import Foundation
 import RFC3339
@@ -96,7 +97,7 @@ struct AppAttestController {
         let challenge = try await self.outcome("challenge", context: context) { () async throws(FlowError) in
             try await self.flows.issueChallenge(purpose: purpose, username: username, now: now)
         }
-        return JSONResponse.make(JSONResponse.challenge(challenge))
+        return try JSONResponse.make(ChallengeResponse(challenge))
     }
 
     @Sendable func attest(_ request: Request, context: AppRequestContext) async throws -> Response {
@@ -147,27 +148,12 @@ struct AppAttestController {
                 username: username
             )
         )
-        var members: [(name: String, value: JSONValue)] = [
-            ("verified", .bool(true)),
-            ("keyId", .string(JSONString(Base64URL.encode(result.attestation.keyID)))),
-            ("publicKey", .string(JSONString(result.attestation.publicKey.pemRepresentation))),
-            ("counter", .number(Double(result.counter))),
-            ("appId", .string(JSONString(result.attestation.appID))),
-            ("environment", .string(JSONString(result.attestation.environment.rawValue))),
-            ("formHash", .string(JSONString(Base64URL.encode(result.form.clientDataHash)))),
-            ("receipt", Self.receipt(result.attestation.receiptCheck.summary)),
-            ("formats", formats),
-        ]
         if let recent = result.recentRegistrations {
             // A fraud signal for the bank's own rules (never a refusal here): many new keys for
             // one user in a month.
-            members.append(("recentRegistrations", .number(Double(recent))))
             Recorder(label: "formattest_user_registrations_30d").record(recent)
         }
-        if let extensions = result.attestation.extensions { members.append(("extensions", Self.signals(extensions))) }
-        if let accessControl = result.attestation.accessControl {
-            members.append(("macosAccessControl", .string(JSONString(Base64URL.encode(accessControl)))))
-        }
+        var evidenceFields: EvidenceFields?
         if let evidence = self.evidence {
             let record = EvidenceRecord(
                 kind: assertion == nil ? .attestation : .pooled,
@@ -182,40 +168,14 @@ struct AppAttestController {
                 assertion: assertion,
                 policy: evidence.policy(sessionBound: sessionBound)
             )
-            members += await evidence.answerMembers(for: record, logger: context.logger)
+            evidenceFields = await evidence.answerFields(for: record, logger: context.logger)
         }
-        if let next = result.nextChallenge { members.append(("next_challenge", JSONResponse.challenge(next))) }
-        return JSONResponse.make(.object(JSONObject(constantMembers: members)))
-    }
-
-    /// The iOS 27 signals, in the shape `formattest verify --json` prints them:
-    /// `{validationCategory: {value, name}, bundleVersion, cdHash (hex), cdHashType, otherKeys}`.
-    static func signals(_ extensions: AuthenticatorExtensions) -> JSONValue {
-        var members: [(name: String, value: JSONValue)] = [
-            ("otherKeys", .array(extensions.additionalEntries.keys.sorted().map { .string(JSONString($0)) }))
-        ]
-        if let category = extensions.validationCategory {
-            let name: JSONValue = category.name.map { .string(JSONString($0)) } ?? .null
-            members.append(("validationCategory", .object(JSONObject(constantMembers: [("value", .number(Double(category.rawValue))), ("name", name)]))))
-        }
-        if let version = extensions.bundleVersion { members.append(("bundleVersion", .string(JSONString(version)))) }
-        if let cdHash = extensions.cdHash { members.append(("cdHash", .string(JSONString(hex(cdHash))))) }
-        if let type = extensions.cdHashType { members.append(("cdHashType", .number(Double(type)))) }
-        return .object(JSONObject(constantMembers: members))
-    }
-
-    private static func receipt(_ summary: ReceiptCheck.Summary) -> JSONValue {
-        var members: [(name: String, value: JSONValue)] = [("status", .string(JSONString(summary.status)))]
-        let strings: [(String, String?)] = [
-            ("code", summary.code), ("message", summary.message), ("type", summary.type), ("environment", summary.environment),
-            ("creationTime", summary.creationTime.map { RFC3339UTC.format($0) }),
-            ("expirationTime", summary.expirationTime.map { RFC3339UTC.format($0) }),
-        ]
-        for case (let name, let value?) in strings {
-            members.append((name, .string(JSONString(value))))
-        }
-        if let metric = summary.riskMetric { members.append(("riskMetric", .number(Double(metric)))) }
-        return .object(JSONObject(constantMembers: members))
+        return try JSONResponse.make(
+            RegisteredResponse(
+                result.attestation, counter: result.counter, formHash: result.form.clientDataHash, formats: formats,
+                recentRegistrations: result.recentRegistrations, evidence: evidenceFields, nextChallenge: result.nextChallenge.map(ChallengeResponse.init)
+            )
+        )
     }
 
     @Sendable func assert(_ request: Request, context: AppRequestContext) async throws -> Response {
@@ -244,14 +204,7 @@ struct AppAttestController {
                 username: assertRequest.username
             )
         )
-        var members: [(name: String, value: JSONValue)] = [
-            ("verified", .bool(true)),
-            ("keyId", .string(JSONString(Base64URL.encode(result.key.keyID)))),
-            ("counter", .number(Double(result.assertion.counter))),
-            ("formHash", .string(JSONString(Base64URL.encode(result.form.clientDataHash)))),
-            ("formats", formats),
-        ]
-        if let extensions = result.assertion.extensions { members.append(("extensions", Self.signals(extensions))) }
+        var evidenceFields: EvidenceFields?
         if let evidence = self.evidence {
             if let attestation = result.key.attestation, let environment = AppAttestEnvironment(rawValue: result.key.environment) {
                 let record = EvidenceRecord(
@@ -267,7 +220,7 @@ struct AppAttestController {
                     assertion: assertRequest.assertion,
                     policy: evidence.policy(sessionBound: assertRequest.session != nil)
                 )
-                members += await evidence.answerMembers(for: record, logger: context.logger)
+                evidenceFields = await evidence.answerFields(for: record, logger: context.logger)
             } else {
                 // A key registered before its attestation was kept: the form is accepted, but no
                 // record can prove the key Apple-attested.
@@ -275,8 +228,12 @@ struct AppAttestController {
                 Counter(label: "formattest_evidence_failures_total", dimensions: [("step", "key_attestation_missing")]).increment()
             }
         }
-        if let next = result.nextChallenge { members.append(("next_challenge", JSONResponse.challenge(next))) }
-        return JSONResponse.make(.object(JSONObject(constantMembers: members)))
+        return try JSONResponse.make(
+            AssertedResponse(
+                keyID: result.key.keyID, counter: result.assertion.counter, formHash: result.form.clientDataHash, formats: formats,
+                extensions: result.assertion.extensions, evidence: evidenceFields, nextChallenge: result.nextChallenge.map(ChallengeResponse.init)
+            )
+        )
     }
 
     /// A decoded view of an attestation object, an assertion or a receipt (``Inspection``, the

@@ -4,7 +4,9 @@
 //===----------------------------------------------------------------------===//
 
 import CanonicalJSON
+import FormAttestFlows
 import FormAttestForm
+import FormAttestResponses
 import Hummingbird
 
 /// `POST /api/dev/simulate`, only with `--dev-simulator`: browsers cannot call App Attest, so the
@@ -21,7 +23,7 @@ import Hummingbird
 /// hex, spelling: "apple" | "documentation" | "both", assertionMap: bool, assertionFlags: 0-255}`.
 /// Without it the device is the server's (iOS 14–26 unless configured otherwise).
 ///
-/// A keyId the device does not hold is 404 `simulator_unknown_key` (``unknownKey``). The device is
+/// A keyId the device does not hold is 404 `simulator_unknown_key` (``APIError/simulatorUnknownKey``). The device is
 /// a ``DevelopmentDevice``: this module never links the simulator.
 struct DevSimulatorController<Device: DevelopmentDevice> {
     let device: Device
@@ -39,34 +41,32 @@ struct DevSimulatorController<Device: DevelopmentDevice> {
             do {
                 hash = try SignedForm(jsonBytes: try body.form()).clientDataHash
             } catch let error as FormError {
-                throw APIError(status: .badRequest, code: error.code.identifier, message: error.reason)
+                // The flows' category decides the status, as on /attest and /assert.
+                throw APIError(FlowError(error))
             }
         }
-        var members: [(name: String, value: JSONValue)] = [("clientDataHash", .string(JSONString(Base64URL.encode(hash))))]
+        let answer: SimulatedResponse
         do {
             let profile = try self.device.profile(body.value["device"])
             switch body.value["action"]?.stringValue {
             case "attest":
                 let (keyID, attestation) = try self.device.attestNewKey(clientDataHash: hash, profile: profile)
-                members += [
-                    ("keyId", .string(JSONString(Base64URL.encode(keyID)))),
-                    ("attestationObject", .string(JSONString(Base64URL.encode(attestation)))),
-                ]
+                answer = SimulatedResponse(keyID: keyID, clientDataHash: hash, attestationObject: attestation)
             case "assert":
                 let keyID = try body.bytes("keyId")
                 let assertion = try self.device.assert(keyID: keyID, clientDataHash: hash, profile: profile)
-                members += [("keyId", .string(JSONString(Base64URL.encode(keyID)))), ("assertion", .string(JSONString(Base64URL.encode(assertion))))]
+                answer = SimulatedResponse(keyID: keyID, clientDataHash: hash, assertion: assertion)
             default:
                 throw APIError.invalidRequest("action must be attest or assert")
             }
         } catch let error as DevelopmentDeviceError {
             switch error {
             case .invalidRequest(let message): throw APIError.invalidRequest(message)
-            case .unknownKey: throw DevSimulatorControllerErrors.unknownKey
-            case .failed(let message): throw APIError(status: .badRequest, code: "simulator_error", message: message)
+            case .unknownKey: throw APIError.simulatorUnknownKey
+            case .failed(let message): throw APIError.simulatorError(message)
             }
         }
-        return JSONResponse.make(.object(JSONObject(constantMembers: members)))
+        return try JSONResponse.make(answer)
     }
 }
 
@@ -75,16 +75,4 @@ extension FormAttestApplication {
     static func addDevelopmentRoutes(_ device: some DevelopmentDevice, to group: RouterGroup<AppRequestContext>) {
         DevSimulatorController(device: device).addRoutes(to: group)
     }
-}
-
-/// The dev simulator route's own answers (a generic type cannot hold static stored properties).
-enum DevSimulatorControllerErrors {
-    /// The answer for a keyId the simulated device does not hold (DeviceCheck's `invalidKey`):
-    /// its keys live in memory, so after a server restart every key a page remembers is unknown,
-    /// and the page must attest a new one.
-    static let unknownKey = APIError(
-        status: .notFound,
-        code: "simulator_unknown_key",
-        message: "the simulated device holds no key with this keyId (it keeps its keys in memory, so a server restart forgets them): attest a new key"
-    )
 }

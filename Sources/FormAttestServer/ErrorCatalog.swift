@@ -82,17 +82,17 @@ public enum ErrorCatalog {
             Self.http(APIError.requestTimeout, "the request body did not arrive within the body timeout; the connection is closed", "Send the whole body promptly; retry once on a good connection."),
             Self.http(APIError.bodyTooLarge, "the request body is larger than 64 KiB; the connection is closed", "Send a smaller request; do not retry it unchanged."),
             Self.http(APIError.rateLimited(retryAfter: 1, reason: ""), "too many requests for this user or client address in the window", "Wait the seconds of `Retry-After`, then retry."),
-            Self.http(APIError(status: .badRequest, code: "malformed_request", message: ""), "the request is not valid HTTP/1.1 (bad chunked encoding, ...)", "Fix the client's HTTP; do not retry unchanged."),
-            Self.http(APIError(status: .notFound, code: "not_found", message: ""), "no such route (or the demo page's file is missing)", "Check the URL and method against docs/api.md."),
-            Self.http(APIError(status: .methodNotAllowed, code: "method_not_allowed", message: ""), "the route exists but not with this method", "Use the method docs/api.md gives."),
-            Self.http(APIError(status: .notFound, code: "unknown_key", message: ""), "admin API: no key has this keyId", "Check the keyId (base64url) against GET /admin/users/{username}/keys."),
-            Self.http(APIError(status: .badRequest, code: "simulator_error", message: ""), "dev simulator only: the simulator could not produce the request", "Development only; read the message."),
+            Self.http(APIError.malformedRequest(""), "the request is not valid HTTP/1.1 (bad chunked encoding, ...)", "Fix the client's HTTP; do not retry unchanged."),
+            Self.http(APIError.framework(status: .notFound, message: nil), "no such route (or the demo page's file is missing)", "Check the URL and method against docs/api.md."),
+            Self.http(APIError.framework(status: .methodNotAllowed, message: nil), "the route exists but not with this method", "Use the method docs/api.md gives."),
+            Self.http(APIError.unknownKey, "admin API: no key has this keyId", "Check the keyId (base64url) against GET /admin/users/{username}/keys."),
+            Self.http(APIError.simulatorError(""), "dev simulator only: the simulator could not produce the request", "Development only; read the message."),
             Self.http(
-                DevSimulatorControllerErrors.unknownKey, "dev simulator only: the simulated device holds no key with this keyId (a restart forgets its keys)",
+                APIError.simulatorUnknownKey, "dev simulator only: the simulated device holds no key with this keyId (a restart forgets its keys)",
                 "Development only; forget the key and attest a new one."
             ),
-            Self.http(APIError(status: .internalServerError, code: "internal_error", message: ""), "an unexpected server error; the message says nothing internal, the log has it", "Retry later; report it with the time if it persists."),
-            Self.http(APIError(status: .gatewayTimeout, code: "http_error", message: ""), "another HTTP error of the server framework, with its status", "Read the status and message; retry later for a 5xx."),
+            Self.http(APIError.internalError, "an unexpected server error; the message says nothing internal, the log has it", "Retry later; report it with the time if it persists."),
+            Self.http(APIError.framework(status: .gatewayTimeout, message: nil), "another HTTP error of the server framework, with its status", "Read the status and message; retry later for a 5xx."),
         ]
         return entries
     }

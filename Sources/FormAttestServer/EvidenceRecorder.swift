@@ -9,6 +9,7 @@ import Crypto
 import FormAttestForm
 public import FormAttestEvidence
 import FormAttestFlows
+import FormAttestResponses
 import Foundation
 import Logging
 import Metrics
@@ -72,9 +73,10 @@ struct EvidenceRecorder: Sendable {
         return policy
     }
 
-    /// Signs and archives `record`; returns the answer's members (`evidenceId`, and `evidence`
-    /// when asked for or when the archive failed).
-    func answerMembers(for record: EvidenceRecord, logger: Logger) async -> [(name: String, value: JSONValue)] {
+    /// Signs and archives `record`; returns what the answer says of it (`evidenceId`,
+    /// `evidenceArchived`, and `evidence` when asked for or when the archive failed), or nil when
+    /// the record could not be signed (the form stays accepted).
+    func answerFields(for record: EvidenceRecord, logger: Logger) async -> EvidenceFields? {
         let signed: SignedEvidence.Signed
         do {
             signed = try SignedEvidence.sign(record, with: self.signingKey)
@@ -82,25 +84,25 @@ struct EvidenceRecorder: Sendable {
             // ECDSA signing does not fail with a valid key; if it ever does, the form stays accepted.
             logger.error("evidence record not signed", metadata: ["reason": "\(error)"])
             Counter(label: "formattest_evidence_failures_total", dimensions: [("step", "sign")]).increment()
-            return []
+            return nil
         }
         var inAnswer = self.configuration.inAnswer
-        var members: [(name: String, value: JSONValue)] = [("evidenceId", .string(JSONString(signed.id)))]
+        var fields = EvidenceFields(id: signed.id, archived: nil, envelope: nil)
         if let directory = self.configuration.archiveDirectory {
             do {
                 try await EvidenceArchive(directory: directory).write(signed)
-                members.append(("evidenceArchived", .bool(true)))
+                fields.archived = true
             } catch {
                 logger.error("evidence record not archived", metadata: ["id": "\(signed.id)", "reason": "\(error)"])
                 Counter(label: "formattest_evidence_failures_total", dimensions: [("step", "archive")]).increment()
-                members.append(("evidenceArchived", .bool(false)))
+                fields.archived = false
                 inAnswer = true
             }
         }
         if inAnswer, let envelope = try? CanonicalJSON.parse(signed.bytes) {
-            members.append(("evidence", envelope))
+            fields.envelope = envelope
         }
-        return members
+        return fields
     }
 }
 

@@ -6,6 +6,7 @@
 import AppAttest
 import CanonicalJSON
 public import FormAttestFlows
+import FormAttestResponses
 public import FormAttestTokens
 import Foundation
 public import Hummingbird
@@ -133,13 +134,8 @@ public enum FormAttestApplication {
         let health = HealthProbe(store: store, interval: configuration.healthProbeInterval, now: configuration.now)
         router.get("healthz") { _, context in
             // The store takes a write, or the service says so (and load balancers take it out).
-            if await health.storeIsWritable(logger: context.logger) {
-                return JSONResponse.make(.object(JSONObject(constantMembers: [("status", .string(JSONString("ok")))])))
-            }
-            return JSONResponse.make(
-                .object(JSONObject(constantMembers: [("status", .string(JSONString("store_unavailable")))])),
-                status: .serviceUnavailable
-            )
+            let writable = await health.storeIsWritable(logger: context.logger)
+            return try JSONResponse.make(HealthResponse(storeAvailable: writable), status: writable ? .ok : .serviceUnavailable)
         }
         return router
     }
@@ -208,14 +204,12 @@ struct ErrorShapeMiddleware: RouterMiddleware {
         } catch let error as HTTPParserError {
             // A malformed request (bad chunked encoding, ...) met while reading the body: the
             // client's fault, never a 5xx.
-            throw APIError(status: .badRequest, code: "malformed_request", message: "the request is not valid HTTP/1.1: \(error)")
+            throw APIError.malformedRequest("\(error)")
         } catch let error as HTTPError {
-            if error.status == .contentTooLarge { throw APIError.bodyTooLarge }
-            let code = error.status == .notFound ? "not_found" : error.status == .methodNotAllowed ? "method_not_allowed" : "http_error"
-            throw APIError(status: error.status, code: code, message: error.body ?? error.status.reasonPhrase)
+            throw APIError.framework(status: error.status, message: error.body)
         } catch {
             context.logger.error("unexpected error", metadata: ["error": "\(type(of: error))"])
-            throw APIError(status: .internalServerError, code: "internal_error", message: "internal error")
+            throw APIError.internalError
         }
     }
 }

@@ -26,7 +26,7 @@ struct RequestBody {
         } catch let error as HTTPError where error.status == .contentTooLarge {
             throw APIError.bodyTooLarge
         } catch let error as HTTPParserError {
-            throw APIError(status: .badRequest, code: "malformed_request", message: "the request is not valid HTTP/1.1: \(error)")
+            throw APIError.malformedRequest("\(error)")
         }
         do {
             return RequestBody(value: try FormFlows.parseBody(buffer.readableBytesView, maximumSize: context.maxUploadSize))

@@ -7,6 +7,7 @@ import ArgumentParser
 import CanonicalJSON
 import FormAttestForm
 import FormAttestFlows
+import FormAttestResponses
 import FormAttestServer
 import Foundation
 import RFC3339
@@ -37,7 +38,7 @@ struct DeviceKeys: AsyncParsableCommand {
                 throw UsageError("the store is unavailable: \(error.reason)")
             }
             if self.json {
-                print(String(decoding: DeviceKeyListing.json(username: self.user, keys: keys, now: Date()).canonicalBytes, as: UTF8.self))
+                print(String(decoding: try KeyListingResponse(username: self.user, keys: keys, now: Date()).canonicalBytes(), as: UTF8.self))
                 return
             }
             print("\(keys.count) key(s) of \(self.user.debugDescription)")

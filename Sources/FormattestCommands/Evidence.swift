@@ -8,6 +8,7 @@ import ArgumentParser
 import CanonicalJSON
 import FormAttestForm
 import FormAttestEvidence
+import FormAttestResponses
 import FormAttestServer
 import Foundation
 import RFC3339

@@ -9,6 +9,7 @@ import ArgumentParser
 import AsyncHTTPClient
 import Crypto
 import FormAttestFlows
+import FormAttestResponses
 import Foundation
 
 struct Receipt: AsyncParsableCommand {

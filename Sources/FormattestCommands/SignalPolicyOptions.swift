@@ -48,7 +48,7 @@ struct SignalPolicyOptions: ParsableArguments {
 
     @Option(
         name: .customLong("macos-access-control"),
-        help: "Require exactly this access-control extension (1.2.840.113635.100.8.6) value, base64, as verify --json prints it (FORMATTEST_MACOS_ACCESS_CONTROL)."
+        help: "Require exactly this access-control extension (1.2.840.113635.100.8.6) value, base64url as verify --json prints it, or base64 (FORMATTEST_MACOS_ACCESS_CONTROL)."
     )
     var macOSAccessControl: String?
 

@@ -7,6 +7,7 @@ import AppAttest
 import ArgumentParser
 import Crypto
 import FormAttestForm
+import FormAttestResponses
 import Foundation
 import RFC3339
 
@@ -125,9 +126,7 @@ struct VerifyAttestation: AsyncParsableCommand {
         let clientData = try self.clientData.clientData()
         let (_, result) = try await self.attestation.verify(clientDataHash: clientData.clientDataHash)
         try self.output.finish(
-            result.flatMap { verified in
-                Result { try VerificationReport(verified) }.mapError { _ in AppAttestError(code: .malformedAttestation, reason: "unreportable result") }
-            },
+            result.map(VerificationReport.init),
             clientData: clientData
         )
     }
@@ -193,7 +192,7 @@ struct VerifyAssertion: AsyncParsableCommand {
                 clientDataHash: clientDataHash,
                 previousCounter: self.previousCounter
             )
-            verdict = .success(try VerificationReport(result, publicKey: key))
+            verdict = .success(VerificationReport(result, publicKey: key))
         } catch let error as AppAttestError {
             verdict = .failure(error)
         }

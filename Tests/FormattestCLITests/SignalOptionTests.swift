@@ -39,7 +39,8 @@ struct SignalOptionTests {
         #expect(category["name"] as? String == "os-executable")
         #expect(extensions["bundleVersion"] as? String == "1")
         #expect(extensions["cdHash"] == nil)
-        #expect(json["macosAccessControl"] as? String == Data(SimulatedDevice.sampleAccessControl).base64EncodedString())
+        // base64url, as the HTTP API writes it (docs/formats.md, Encodings).
+        #expect(json["macosAccessControl"] as? String == Formattest.base64url(SimulatedDevice.sampleAccessControl))
 
         for accepting in [["--validation-category", "os-executable"], ["--validation-category", "app-store,1"], ["--minimum-bundle-version", "1.0"]] {
             let result = try await Formattest.run(base + accepting)

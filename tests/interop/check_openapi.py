@@ -1,12 +1,19 @@
 #!/usr/bin/env python3
-"""Checks recorded HTTP exchanges against schemas/openapi.yaml.
+"""Checks recorded HTTP exchanges, or samples of the response types, against schemas/openapi.yaml.
 
 usage: check_openapi.py OPENAPI_YAML EXCHANGES_JSONL
 
-Each line: {method, path, status, contentType, body}. The operation must declare the status; the
-content type must be one the response declares; JSON bodies must validate against its schema
-(JSON Schema 2020-12, as OpenAPI 3.1 specifies). A path the document does not know must be a
-404 with the Error schema. Prints "N passed, M failed".
+Each line is an exchange {method, path, status, contentType, body} or a sample of a Swift
+response type {type, schema, body}.
+
+An exchange: the operation must declare the status; the content type must be one the response
+declares; JSON bodies must validate against its schema (JSON Schema 2020-12, as OpenAPI 3.1
+specifies). A path the document does not know must be a 404 with the Error schema.
+
+A sample: its type's schema must exist under components/schemas (a type without one fails), and
+the body must validate against it.
+
+Prints "N passed, M failed".
 """
 import json
 import sys
@@ -37,6 +44,17 @@ def main():
         if not line.strip():
             continue
         exchange = json.loads(line)
+        if "schema" in exchange:
+            label = f"{exchange['type']} ({exchange['schema']})"
+            if exchange["schema"] not in spec.get("components", {}).get("schemas", {}):
+                failures.append(f"{label}: no such schema under components/schemas")
+                continue
+            errors = sorted(validator("#/components/schemas/" + exchange["schema"]).iter_errors(json.loads(exchange["body"])), key=str)
+            if errors:
+                failures.append(f"{label}: {errors[0].message} at {list(errors[0].absolute_path)}")
+                continue
+            passed += 1
+            continue
         label = f"{exchange['method'].upper()} {exchange['path']} {exchange['status']}"
         content_type = exchange["contentType"].split(";")[0].strip()
         operation = spec["paths"].get(exchange["path"], {}).get(exchange["method"])

@@ -1,0 +1,69 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+import FormAttestForm
+public import FormAttestFlows
+public import Foundation
+import RFC3339
+
+/// A user's keys: `GET /admin/users/{username}/keys` and `formattest device-keys list --json`.
+public struct KeyListingResponse: APIResponse, Hashable {
+    public static let schemaName = "KeyListing"
+
+    public struct Key: Encodable, Sendable, Hashable {
+        /// base64url.
+        public var keyId: String
+        public var appId: String
+        public var environment: String
+        public var counter: UInt32
+        public var createdAt: String
+        public var lastUsed: String
+        public var reattestationRequired: Bool
+        /// `active`, `requires_reattestation` or `revoked`.
+        public var status: String
+        public var revokedAt: String?
+
+        public init(_ key: StoredKey) {
+            self.keyId = Base64URL.encode(key.keyID)
+            self.appId = key.appID
+            self.environment = key.environment
+            self.counter = key.counter
+            self.createdAt = RFC3339UTC.format(key.createdAt)
+            self.lastUsed = RFC3339UTC.format(key.lastUsed)
+            self.reattestationRequired = key.reattestationRequired
+            self.status = key.revokedAt != nil ? "revoked" : key.reattestationRequired ? "requires_reattestation" : "active"
+            self.revokedAt = key.revokedAt.map { RFC3339UTC.format($0) }
+        }
+    }
+
+    public var username: String
+    public var keys: [Key]
+    /// Keys neither revoked nor awaiting re-attestation.
+    public var activeKeys: Int
+    /// Keys created within `registrationWindow` before now.
+    public var recentRegistrations: Int
+
+    public init(username: String, keys: [StoredKey], now: Date, registrationWindow: TimeInterval = 30 * 86_400) {
+        let since = now.addingTimeInterval(-registrationWindow)
+        self.username = username
+        self.keys = keys.map(Key.init)
+        self.activeKeys = keys.filter { $0.revokedAt == nil && !$0.reattestationRequired }.count
+        self.recentRegistrations = keys.filter { $0.createdAt >= since }.count
+    }
+}
+
+/// `POST /admin/keys/{keyId}/revoke`'s answer.
+public struct RevocationResponse: APIResponse, Hashable {
+    public static let schemaName = "Revocation"
+
+    /// base64url.
+    public var keyId: String
+    public var revokedAt: String
+
+    public init(keyID: [UInt8], revokedAt: Date) {
+        self.keyId = Base64URL.encode(keyID)
+        self.revokedAt = RFC3339UTC.format(revokedAt)
+    }
+}

@@ -1,0 +1,66 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+import FormAttestForm
+public import FormAttestFlows
+import RFC3339
+
+/// `GET /api/appattest/challenge`'s answer, and `next_challenge` in other answers.
+public struct ChallengeResponse: APIResponse, Hashable {
+    public static let schemaName = "Challenge"
+
+    /// 32 random bytes, base64url.
+    public var challenge: String
+    /// `form` or `pool`.
+    public var purpose: String
+    /// RFC 3339 UTC, milliseconds.
+    public var expiresAt: String
+
+    public init(_ challenge: IssuedChallenge) {
+        self.challenge = Base64URL.encode(challenge.value)
+        self.purpose = challenge.purpose.rawValue
+        self.expiresAt = RFC3339UTC.format(challenge.expiresAt)
+    }
+}
+
+/// Every error answer: `{error: {code, message}, next_challenge?}`.
+public struct ErrorResponse: APIResponse, Hashable {
+    public static let schemaName = "Error"
+
+    public struct Detail: Encodable, Sendable, Hashable {
+        public var code: String
+        public var message: String
+
+        public init(code: String, message: String) {
+            self.code = code
+            self.message = message
+        }
+    }
+
+    public var error: Detail
+    /// A fresh challenge for the retry, when the configuration rotates challenges.
+    public var nextChallenge: ChallengeResponse?
+
+    public init(code: String, message: String, nextChallenge: IssuedChallenge? = nil) {
+        self.error = Detail(code: code, message: message)
+        self.nextChallenge = nextChallenge.map(ChallengeResponse.init)
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case error
+        case nextChallenge = "next_challenge"
+    }
+}
+
+/// `GET /healthz`'s answer: `ok` or `store_unavailable`.
+public struct HealthResponse: APIResponse, Hashable {
+    public static let schemaName = "Health"
+
+    public var status: String
+
+    public init(storeAvailable: Bool) {
+        self.status = storeAvailable ? "ok" : "store_unavailable"
+    }
+}
