@@ -455,6 +455,13 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // System tests: the built binaries under faults (kill -9, outages, full disk), hostile
+        // clients, a real browser on the demo page, and schemathesis over the OpenAPI document.
+        .testTarget(
+            name: "SystemTests",
+            dependencies: ["formattest", "formattest-dev", "FormAttestTestSupport"],
+            swiftSettings: swiftSettings
+        ),
     ]
 )
 

@@ -5,6 +5,7 @@
 
 import AppAttestSimulator
 import Crypto
+import FormAttestTestSupport
 import Foundation
 import ReceiptExchangeFake
 import Testing

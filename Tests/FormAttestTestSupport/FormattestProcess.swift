@@ -3,21 +3,20 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
-import FormAttestTestSupport
-import Foundation
-import Testing
+public import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// Runs the built `formattest` executable (or `formattest-dev` for the developer tools).
-enum Formattest {
-    struct Result {
-        var status: Int32
-        var stdout: String
-        var stderr: String
+/// Runs the built `formattest` executable (or `formattest-dev` for the developer tools), for every
+/// test target that runs the binaries: the CLI's tests and the system tests.
+public enum Formattest {
+    public struct Result {
+        public var status: Int32
+        public var stdout: String
+        public var stderr: String
 
-        func jsonObject() throws -> [String: Any] {
+        public func jsonObject() throws -> [String: Any] {
             let object = try JSONSerialization.jsonObject(with: Data(self.stdout.utf8))
             guard let dictionary = object as? [String: Any] else {
                 throw CocoaError(.propertyListReadCorrupt)
@@ -27,7 +26,7 @@ enum Formattest {
     }
 
     /// The executable beside the test bundle (SwiftPM puts both in the products directory).
-    static var executable: URL {
+    public static var executable: URL {
         if let override = ProcessInfo.processInfo.environment["FORMATTEST_BINARY"] {
             return URL(fileURLWithPath: override)
         }
@@ -39,7 +38,7 @@ enum Formattest {
     }
 
     /// The developer executable beside it (`bench`, `simulate`, `pool`, `serve --dev-simulator`).
-    static var developerExecutable: URL {
+    public static var developerExecutable: URL {
         if let override = ProcessInfo.processInfo.environment["FORMATTEST_DEV_BINARY"] {
             return URL(fileURLWithPath: override)
         }
@@ -48,21 +47,21 @@ enum Formattest {
 
     /// The binary that has the command: the developer tools are `formattest-dev`'s alone (the
     /// product's binary contains no simulator; `FormattestCLITests` show that it refuses them).
-    static func executable(for arguments: [String]) -> URL {
+    public static func executable(for arguments: [String]) -> URL {
         guard let command = arguments.first else { return Self.executable }
         let developer = ["bench", "simulate", "pool"].contains(command) || (command == "serve" && arguments.contains("--dev-simulator"))
         return developer ? Self.developerExecutable : Self.executable
     }
 
     /// A started process; ``finish()`` collects its output.
-    struct Running {
-        let process: Process
-        let output: Pipe
-        let errors: Pipe
+    public struct Running {
+        public let process: Process
+        public let output: Pipe
+        public let errors: Pipe
 
         /// Sends SIGTERM and waits up to `seconds` for the process to exit; kills it otherwise.
         /// - Returns: whether it exited by itself in time.
-        func terminate(within seconds: Double) -> Bool {
+        public func terminate(within seconds: Double) -> Bool {
             self.process.terminate()
             let deadline = Date().addingTimeInterval(seconds)
             while self.process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
@@ -74,7 +73,7 @@ enum Formattest {
             return true
         }
 
-        func finish() -> Result {
+        public func finish() -> Result {
             // Read stderr on another thread so that neither pipe can fill up and block the child.
             let errors = self.errors
             let stderrData = LockedData()
@@ -91,7 +90,7 @@ enum Formattest {
         }
     }
 
-    static func start(_ arguments: [String], stdin: Data? = nil, environment: [String: String] = [:], currentDirectory: URL? = nil) throws -> Running {
+    public static func start(_ arguments: [String], stdin: Data? = nil, environment: [String: String] = [:], currentDirectory: URL? = nil) throws -> Running {
         try self.start(arguments, stdin: stdin, keepStdinOpen: false, environment: environment, currentDirectory: currentDirectory)
     }
 
@@ -100,7 +99,7 @@ enum Formattest {
     ///     FORMATTEST_* setting of this process when given.
     ///   - currentDirectory: the child's working directory (default: this process's).
     ///   - executable: the binary to run (default: the one that has the command).
-    static func start(
+    public static func start(
         _ arguments: [String],
         stdin: Data?,
         keepStdinOpen: Bool,
@@ -131,7 +130,7 @@ enum Formattest {
 
     /// Runs the executable to completion, waiting on a dispatch thread so that the few concurrency
     /// threads stay free for the tests running beside it (their timers, their in-process servers).
-    static func run(_ arguments: [String], stdin: Data? = nil, environment: [String: String] = [:], currentDirectory: URL? = nil) async throws -> Result {
+    public static func run(_ arguments: [String], stdin: Data? = nil, environment: [String: String] = [:], currentDirectory: URL? = nil) async throws -> Result {
         try await withCheckedThrowingContinuation { continuation in
             DispatchQueue.global().async {
                 continuation.resume(with: Swift.Result { try self.start(arguments, stdin: stdin, environment: environment, currentDirectory: currentDirectory).finish() })
@@ -141,7 +140,7 @@ enum Formattest {
 
     /// A port nothing listens on now: the kernel's choice for a socket bound to port 0 (another
     /// process may still take it before the caller does, but far less often than a random pick).
-    static func freePort() -> Int {
+    public static func freePort() -> Int {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(descriptor) }
         var address = sockaddr_in()
@@ -156,7 +155,7 @@ enum Formattest {
 
     /// Waits until something accepts TCP connections on 127.0.0.1:`port`, for at most `seconds`,
     /// or until `process` (when given) has exited: a server that failed to start is not waited for.
-    static func waitForListener(port: Int, seconds: Double = 120, process: Process? = nil) -> Bool {
+    public static func waitForListener(port: Int, seconds: Double = 120, process: Process? = nil) -> Bool {
         let deadline = Date().addingTimeInterval(seconds)
         while Date() < deadline {
             if let process, !process.isRunning { return false }
@@ -179,24 +178,27 @@ enum Formattest {
     }
 
     /// `verify attestation` of a real sample at its pinned time, with its clientDataHash, as JSON.
-    static func verifyArguments(_ sample: RealSample, attestationPath: String) throws -> [String] {
-        [
+    public static func verifyArguments(_ sample: RealSample, attestationPath: String) throws -> [String] {
+        guard let keyID = sample.keyID, let clientDataHash = sample.clientDataHash, let at = Self.rfc3339(sample.validAt) else {
+            throw CocoaError(.coderValueNotFound, userInfo: [NSLocalizedDescriptionKey: "\(sample.name) has no keyId, clientDataHash or time"])
+        }
+        return [
             "verify", "attestation", "--attestation", attestationPath,
-            "--key-id", Data(try #require(sample.keyID)).base64EncodedString(),
+            "--key-id", Data(keyID).base64EncodedString(),
             "--app-id", sample.appID,
-            "--client-data-hash", try #require(sample.clientDataHash).map { String(format: "%02x", $0) }.joined(),
-            "--at", try #require(Self.rfc3339(sample.validAt)),
+            "--client-data-hash", clientDataHash.map { String(format: "%02x", $0) }.joined(),
+            "--at", at,
             "--json",
         ]
     }
 
     /// base64url without padding: how FormAttest writes key ids (docs/formats.md, Encodings).
-    static func base64url(_ bytes: [UInt8]) -> String {
+    public static func base64url(_ bytes: [UInt8]) -> String {
         Data(bytes).base64EncodedString()
             .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
     }
 
-    static func rfc3339(_ date: Date?) -> String? {
+    public static func rfc3339(_ date: Date?) -> String? {
         guard let date else { return nil }
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
@@ -215,10 +217,10 @@ final class LockedData: @unchecked Sendable {
 }
 
 /// A temporary directory removed when the value goes away.
-final class TemporaryFiles {
-    let directory: URL
+public final class TemporaryFiles {
+    public let directory: URL
 
-    init() throws {
+    public init() throws {
         self.directory = FileManager.default.temporaryDirectory.appendingPathComponent("formattest-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: self.directory, withIntermediateDirectories: true)
     }
@@ -227,13 +229,13 @@ final class TemporaryFiles {
         try? FileManager.default.removeItem(at: self.directory)
     }
 
-    func write(_ data: Data, named name: String) throws -> String {
+    public func write(_ data: Data, named name: String) throws -> String {
         let url = self.directory.appendingPathComponent(name)
         try data.write(to: url)
         return url.path
     }
 
-    func write(_ text: String, named name: String) throws -> String {
+    public func write(_ text: String, named name: String) throws -> String {
         try self.write(Data(text.utf8), named: name)
     }
 }
