@@ -45,7 +45,7 @@ struct RealSampleTests {
         var serializer = DER.Serializer()
         try serializer.serialize(AppleAppAttestationRoot.certificate)
         #expect(
-            SHA256.hash(data: serializer.serializedBytes).map { String(format: "%02x", $0) }.joined()
+            hexString(SHA256.hash(data: serializer.serializedBytes))
                 == "1cb9823ba28ba6ad2d33a006941de2ae4f513ef1d4e831b9f7e0fa7b6242c932"
         )
         let copied = try String(

@@ -64,7 +64,7 @@ struct ReceiptTests {
     func embeddedG3IsPinned() throws {
         var serializer = DER.Serializer()
         try serializer.serialize(AppleRootCAG3.certificate)
-        #expect(hex(SHA256.hash(data: serializer.serializedBytes)) == "63343abfb89a6a03ebb57e9b3f5fa7be7c4f5c756f3017b3a8c488c3653e9179")
+        #expect(hexString(SHA256.hash(data: serializer.serializedBytes)) == "63343abfb89a6a03ebb57e9b3f5fa7be7c4f5c756f3017b3a8c488c3653e9179")
         for sample in try RealSample.withAttestation() {
             let receipt = try AppAttestReceipt(berEncoded: Self.parts(of: sample).receipt)
             #expect(try receipt.certificates.contains(AppleRootCAG3.certificate), "\(sample)")
@@ -352,4 +352,3 @@ struct ReceiptTests {
     }
 }
 
-private func hex(_ bytes: some Sequence<UInt8>) -> String { bytes.map { String(format: "%02x", $0) }.joined() }

@@ -45,7 +45,7 @@ struct SimulatorTests {
         #expect(Array(leaf.extensions[oid: .AppAttest.nonce].map(\.value) ?? []).prefix(6) == [0x30, 0x24, 0xA1, 0x22, 0x04, 0x20])
         #expect(try leaf.extensions.basicConstraints == realLeaf.extensions.basicConstraints)
         #expect(try leaf.extensions.keyUsage == realLeaf.extensions.keyUsage)
-        #expect(leaf.subject.description.contains(scenario.key.keyID.map { String(format: "%02x", $0) }.joined()))
+        #expect(leaf.subject.description.contains(hexString(scenario.key.keyID)))
         #expect(P384.Signing.PublicKey(scenario.authority.rootCertificate.publicKey) != nil)
         #expect(P384.Signing.PublicKey(intermediate.publicKey) != nil)
     }

@@ -47,7 +47,7 @@ struct ConformanceTests {
             let fields = line.split(separator: "\t", omittingEmptySubsequences: false)
             guard fields.count > 4, fields[1] == "accept" else { continue }
             let output = try CanonicalJSON.canonicalize(Self.read("\(fields[0]).input.json"))
-            #expect(SHA256.hash(data: output).map { String(format: "%02x", $0) }.joined() == String(fields[4]), "\(fields[0])")
+            #expect(hexString(SHA256.hash(data: output)) == String(fields[4]), "\(fields[0])")
             checked += 1
         }
         #expect(checked == 29)

@@ -186,7 +186,7 @@ public enum Formattest {
             "verify", "attestation", "--attestation", attestationPath,
             "--key-id", Data(keyID).base64EncodedString(),
             "--app-id", sample.appID,
-            "--client-data-hash", clientDataHash.map { String(format: "%02x", $0) }.joined(),
+            "--client-data-hash", hexString(clientDataHash),
             "--at", at,
             "--json",
         ]

@@ -44,7 +44,7 @@ struct FormattestVerifyTests {
             if let text = recorded.clientData {
                 clientData = ["--client-data", try files.write(text, named: "client\(index).json")]
             } else {
-                clientData = ["--client-data-hash", recorded.clientDataHash.map { String(format: "%02x", $0) }.joined()]
+                clientData = ["--client-data-hash", hexString(recorded.clientDataHash)]
             }
             let result = try await Formattest.run(
                 ["verify", "assertion", "--assertion", assertion, "--app-id", sample.appID, "--json"] + keyArguments + clientData
@@ -134,7 +134,7 @@ struct FormattestVerifyTests {
         let base = [
             "verify", "attestation", "--attestation", try files.write(Data(attestation), named: "sim.cbor"),
             "--key-id", Data(key.keyID).base64EncodedString(), "--app-id", device.appID,
-            "--client-data-hash", Array("challenge-bytes".utf8).map { String(format: "%02x", $0) }.joined(),
+            "--client-data-hash", hexString(Array("challenge-bytes".utf8)),
             "--at", "2025-06-15T12:00:00Z", "--json",
         ]
         let untrusted = try await Formattest.run(base)

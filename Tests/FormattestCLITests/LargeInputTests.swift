@@ -58,7 +58,7 @@ struct LargeInputTests {
 
         let hash = try await Formattest.run(["hash", path])
         #expect(hash.status == 0, "\(hash.stderr)")
-        #expect(hash.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == SHA256.hash(data: canonicalBytes).map { String(format: "%02x", $0) }.joined())
+        #expect(hash.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == hexString(SHA256.hash(data: canonicalBytes)))
 
         let bounded = try await Formattest.run(["canonicalize", "--max-bytes", "1000000", path])
         #expect(bounded.status == 2)

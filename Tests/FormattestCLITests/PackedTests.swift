@@ -37,7 +37,7 @@ struct PackedTests {
             let keyID = Data(try #require(sample.keyID)).base64EncodedString()
             let result = try await Formattest.run([
                 "wrap", "--attestation", attestation, "--key-id", keyID, "--app-id", sample.appID,
-                "--client-data-hash", try #require(sample.clientDataHash).map { String(format: "%02x", $0) }.joined(),
+                "--client-data-hash", hexString(try #require(sample.clientDataHash)),
                 "--at", try #require(Formattest.rfc3339(sample.validAt)), "--format", "packed",
                 "--attestation-ca", authority, "--rp-id", "bank.example",
             ])

@@ -17,7 +17,7 @@ import Testing
 struct SignalOptionTests {
     static let sample = "apple_docs_sample_2026_via_webauthn4j"
     static let cdHash = Array(SHA256.hash(data: Array("build 4.2".utf8)))
-    static let hexCDHash = cdHash.map { String(format: "%02x", $0) }.joined()
+    static let hexCDHash = hexString(cdHash)
 
     static func error(_ result: Formattest.Result) throws -> String? {
         (try result.jsonObject()["error"] as? [String: Any])?["code"] as? String
@@ -157,7 +157,7 @@ struct SignalOptionTests {
             var signals = signals
             signals?.spelling = shape.spelling
             let map = signals?.extensionMap ?? []
-            let hashHex = self.clientDataHash.map { String(format: "%02x", $0) }.joined()
+            let hashHex = hexString(self.clientDataHash)
             if shape.isAttestation {
                 var options = SimulatedDevice.AttestationOptions()
                 options.authenticatorDataSuffix = map

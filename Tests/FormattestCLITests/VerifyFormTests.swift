@@ -66,9 +66,6 @@ struct VerifyFormTests {
         (try result.jsonObject()["error"] as? [String: Any])?["code"] as? String
     }
 
-    static func hex(_ bytes: [UInt8]) -> String {
-        bytes.map { String(format: "%02x", $0) }.joined()
-    }
 
     @Test("verify attestation --form: verifies over the form's RFC 8785 hash; one byte changed is refused at the nonce (hash) step")
     func attestation() async throws {
@@ -79,7 +76,7 @@ struct VerifyFormTests {
         #expect(report["verified"] as? Bool == true)
         let clientData = try #require(report["clientData"] as? [String: Any])
         #expect(clientData["source"] as? String == "form")
-        #expect(clientData["clientDataHash"] as? String == Self.hex(simulated.hash))
+        #expect(clientData["clientDataHash"] as? String == hexString(simulated.hash))
 
         let refused = try await Formattest.run(try simulated.attestationArguments(form: Self.changed) + ["--json"])
         #expect(refused.status == 1, "\(refused.stdout) \(refused.stderr)")
@@ -98,7 +95,7 @@ struct VerifyFormTests {
         let simulated = try Simulated()
         let accepted = try await Formattest.run(try simulated.assertionArguments(form: Self.form) + ["--json"])
         #expect(accepted.status == 0, "\(accepted.stdout) \(accepted.stderr)")
-        #expect(((try accepted.jsonObject()["clientData"] as? [String: Any])?["clientDataHash"] as? String) == Self.hex(simulated.hash))
+        #expect(((try accepted.jsonObject()["clientData"] as? [String: Any])?["clientDataHash"] as? String) == hexString(simulated.hash))
 
         let refused = try await Formattest.run(try simulated.assertionArguments(form: Self.changed) + ["--json"])
         #expect(refused.status == 1, "\(refused.stdout) \(refused.stderr)")

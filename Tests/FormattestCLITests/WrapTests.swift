@@ -23,7 +23,7 @@ struct WrapTests {
         if let challenge {
             fields["challenge"] = challenge
         } else {
-            fields["clientDataHash"] = try #require(sample.clientDataHash).map { String(format: "%02x", $0) }.joined()
+            fields["clientDataHash"] = hexString(try #require(sample.clientDataHash))
         }
         return String(decoding: try JSONSerialization.data(withJSONObject: fields, options: [.sortedKeys]), as: UTF8.self)
     }
@@ -75,7 +75,7 @@ struct WrapTests {
             return [
                 "name": sample.name,
                 "assertion_b64": Data(first.assertion).base64EncodedString(),
-                "client_data_hash_hex": first.clientDataHash.map { String(format: "%02x", $0) }.joined(),
+                "client_data_hash_hex": hexString(first.clientDataHash),
             ]
         }
         #expect(assertions.count == 7)
