@@ -36,7 +36,7 @@ public enum FormAttestApplication {
     ///   - logger: the service's logger.
     public static func make(
         configuration: ServerConfiguration,
-        store: any AttestationStore,
+        store: any OperationalAttestationStore,
         signingKeys: SigningKeys,
         simulator: SimulatedDevice?,
         logger: Logger
@@ -65,7 +65,7 @@ public enum FormAttestApplication {
 
     /// The operators' router, for ``ServerConfiguration/adminListener``: `/metrics` and, with
     /// admin secrets, `/admin/*`; nothing else.
-    public static func operatorRouter(configuration: ServerConfiguration, store: any AttestationStore) -> Router<AppRequestContext> {
+    public static func operatorRouter(configuration: ServerConfiguration, store: any OperationalAttestationStore) -> Router<AppRequestContext> {
         _ = Self.metricsRegistry
         let router = Router(context: AppRequestContext.self)
         router.add(middleware: RequestLogMiddleware())
@@ -76,7 +76,7 @@ public enum FormAttestApplication {
     }
 
     /// `/metrics` and `/admin/*`, on whichever router serves them.
-    static func addOperatorRoutes(to router: Router<AppRequestContext>, configuration: ServerConfiguration, store: any AttestationStore) {
+    static func addOperatorRoutes(to router: Router<AppRequestContext>, configuration: ServerConfiguration, store: any OperationalAttestationStore) {
         if let adminSecrets = configuration.adminSecrets {
             AdminController(store: store, secrets: adminSecrets, registrationWindow: configuration.flows.registrationCountWindow, now: configuration.now)
                 .addRoutes(to: router.group("admin"))
@@ -91,7 +91,7 @@ public enum FormAttestApplication {
     /// The router alone (the route tests drive it in process).
     public static func router(
         configuration: ServerConfiguration,
-        store: any AttestationStore,
+        store: any OperationalAttestationStore,
         signingKeys: SigningKeys,
         simulator: SimulatedDevice?
     ) async throws -> Router<AppRequestContext> {
@@ -259,12 +259,12 @@ struct RequestLogMiddleware: RouterMiddleware {
 /// the same statement path as every accepted form. At most one probe an `interval` (a second by
 /// default) runs; callers in between share its answer, so that `/healthz` cannot load the store.
 actor HealthProbe {
-    private let store: any AttestationStore
+    private let store: any OperationalAttestationStore
     private let interval: Duration
     private let now: @Sendable () -> Date
     private var last: (at: ContinuousClock.Instant, writable: Bool)?
 
-    init(store: any AttestationStore, interval: Duration, now: @escaping @Sendable () -> Date) {
+    init(store: any OperationalAttestationStore, interval: Duration, now: @escaping @Sendable () -> Date) {
         self.store = store
         self.interval = interval
         self.now = now

@@ -7,7 +7,7 @@ public import FormAttestFlows
 public import Foundation
 import NIOPosix
 
-/// ``AttestationStore`` on MongoDB, shared by any number of stateless verifier instances.
+/// The store (``StepwiseAttestationStore``, and so every narrower protocol) on MongoDB, shared by any number of stateless verifier instances.
 ///
 /// Atomicity comes from MongoDB's single-document operations, never from read-then-write:
 /// - keys: `_id` = keyId (unique); the counter advances by `findAndModify` with
@@ -28,7 +28,7 @@ import NIOPosix
 /// `$jsonSchema` validators and indexes are created idempotently at ``connect(connectionString:database:collectionPrefix:)``
 /// from the JSON files in schemas/mongodb/. Every blocking libmongoc call runs on NIO's thread
 /// pool, never on the caller's executor.
-public final class MongoAttestationStore: AttestationStore, Sendable {
+public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
     private let pool: MongoClientPool
     private let keys: String
     private let challenges: String
@@ -72,7 +72,7 @@ public final class MongoAttestationStore: AttestationStore, Sendable {
         return store
     }
 
-    // MARK: - AttestationStore
+    // MARK: - The store protocols
 
     public func insertKey(_ key: StoredKey) async throws(StoreError) {
         try await self.run { () throws in try self.insertKeyDocument(key) }

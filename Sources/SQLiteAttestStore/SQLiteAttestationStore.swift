@@ -7,7 +7,7 @@ public import FormAttestFlows
 public import Foundation
 import GRDB
 
-/// The embedded default ``AttestationStore``: one SQLite file in WAL mode, created and migrated
+/// The embedded default store (``StepwiseAttestationStore``, and so every narrower protocol): one SQLite file in WAL mode, created and migrated
 /// on first use.
 ///
 /// Each operation, and each commit as a whole, runs in its own SQLite savepoint, so a failure
@@ -19,7 +19,7 @@ import GRDB
 /// Writes are committed in groups (see ``GroupCommit``): the writes that arrive while a commit is
 /// being synced share the next transaction and its one fsync. A caller is answered only after
 /// the COMMIT of its group returned (`synchronous = FULL`): what it was told is durable.
-public final class SQLiteAttestationStore: AttestationStore {
+public final class SQLiteAttestationStore: StepwiseAttestationStore {
     /// The default location, relative to the working directory.
     public static let defaultPath = "./formattest-data/formattest.sqlite"
 
@@ -133,7 +133,7 @@ public final class SQLiteAttestationStore: AttestationStore {
         return migrator
     }
 
-    // MARK: - AttestationStore
+    // MARK: - The store protocols
 
     public func insertKey(_ key: StoredKey) async throws(StoreError) {
         try await self.write { db in try Self.insert(key, db) }

@@ -30,7 +30,7 @@ struct StoreOptions: ParsableArguments {
     }
 
     /// Opens the store; fails closed (exit 2 with the reason) when it cannot be reached.
-    func open() async throws -> any AttestationStore {
+    func open() async throws -> any OperationalAttestationStore {
         let location = self.location
         do {
             if location.hasPrefix("mongodb://") || location.hasPrefix("mongodb+srv://") {

@@ -7,12 +7,12 @@ public import FormAttestFlows
 import Foundation
 public import Testing
 
-/// The contract every ``AttestationStore`` must pass. Each check takes a fresh, empty store.
+/// The contract every store must pass, on the widest protocol, ``StepwiseAttestationStore``. Each check takes a fresh, empty store.
 ///
 /// Test targets call these from their own `@Test`s, one per store: the memory store, SQLite,
 /// and MongoDB run exactly the same checks.
 public enum StoreContract {
-    public typealias Factory = @Sendable () async throws -> any AttestationStore
+    public typealias Factory = @Sendable () async throws -> any StepwiseAttestationStore
 
     /// The check's start: the real clock's second at which ``run(_:_:)`` began the check.
     ///

@@ -5,9 +5,9 @@
 
 public import Foundation
 
-/// An in-memory ``AttestationStore`` for tests and single-process demos. The actor makes every
+/// An in-memory ``StepwiseAttestationStore`` for tests and single-process demos. The actor makes every
 /// operation, commits included, atomic.
-public actor MemoryAttestationStore: AttestationStore {
+public actor MemoryAttestationStore: StepwiseAttestationStore {
     private var keys: [[UInt8]: StoredKey] = [:]
     private var challenges: [[UInt8]: (challenge: IssuedChallenge, used: Bool)] = [:]
     private var replays: [[UInt8]: Date] = [:]
