@@ -114,6 +114,7 @@ let package = Package(
         .target(
             name: "SQLiteAttestStore",
             dependencies: [
+                "AppAttest",
                 "FormAttestFlows",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
@@ -129,6 +130,7 @@ let package = Package(
         .target(
             name: "MongoAttestStore",
             dependencies: [
+                "AppAttest",
                 "CLibMongoC",
                 "FormAttestFlows",
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -297,7 +299,7 @@ let package = Package(
         // The contract every store passes (memory, SQLite, MongoDB), shared by their test targets.
         .target(
             name: "AttestationStoreContract",
-            dependencies: ["FormAttestFlows"],
+            dependencies: ["AppAttest", "FormAttestFlows"],
             path: "Tests/StoreContract",
             swiftSettings: swiftSettings
         ),
@@ -312,7 +314,7 @@ let package = Package(
         ),
         .testTarget(
             name: "MongoAttestStoreTests",
-            dependencies: ["MongoAttestStore", "FormAttestFlows", "AttestationStoreContract", "FormAttestTestSupport"],
+            dependencies: ["AppAttest", "MongoAttestStore", "FormAttestFlows", "AttestationStoreContract", "FormAttestTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

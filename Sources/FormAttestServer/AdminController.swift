@@ -3,6 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
+import AppAttest
 public import CanonicalJSON
 import FormAttestClient
 public import FormAttestFlows
@@ -77,7 +78,7 @@ public enum DeviceKeyListing {
             var members: [(name: String, value: JSONValue)] = [
                 ("keyId", .string(JSONString(Base64URL.encode(key.keyID)))),
                 ("appId", .string(JSONString(key.appID))),
-                ("environment", .string(JSONString(key.environment))),
+                ("environment", .string(JSONString(key.environment.rawValue))),
                 ("counter", .number(Double(key.counter))),
                 ("createdAt", .string(JSONString(RFC3339UTC.format(key.createdAt)))),
                 ("lastUsed", .string(JSONString(RFC3339UTC.format(key.lastUsed)))),

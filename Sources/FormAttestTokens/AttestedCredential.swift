@@ -31,7 +31,7 @@ public struct AttestedCredential: Sendable {
             keyID: key.keyID,
             publicKey: try P256.Signing.PublicKey(x963Representation: key.publicKey),
             appID: key.appID,
-            environment: key.environment
+            environment: key.environment.rawValue
         )
     }
 

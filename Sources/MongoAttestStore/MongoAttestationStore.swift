@@ -3,6 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
+import AppAttest
 public import FormAttestFlows
 public import Foundation
 import NIOPosix
@@ -84,7 +85,7 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
                 .document([("find", .string(self.keys)), ("filter", .document([("_id", .binary(keyID))])), ("limit", .int32(1))])
             )
             let batch = (reply["cursor"] as? [String: Any])?["firstBatch"] as? [[String: Any]]
-            return batch?.first.flatMap(Self.key)
+            return try batch?.first.flatMap(Self.key)
         }
     }
 
@@ -117,7 +118,7 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
                 ])
             )
             let batch = ((reply["cursor"] as? [String: Any])?["firstBatch"] as? [[String: Any]]) ?? []
-            return batch.compactMap(Self.key)
+            return try batch.compactMap(Self.key)
         }
     }
 
@@ -405,10 +406,18 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
         )
     }
 
-    private func insertKeyDocument(_ key: StoredKey) throws {
+    /// Tests only: inserts `key` with `environment` as its stored environment, past the
+    /// collection's validator: a document FormAttest itself never writes, to show that reading it
+    /// back fails closed.
+    package func insertKey(_ key: StoredKey, storingEnvironmentAs environment: String) async throws(StoreError) {
+        try await self.run { () throws in try self.insertKeyDocument(key, storingEnvironmentAs: environment) }
+    }
+
+    private func insertKeyDocument(_ key: StoredKey, storingEnvironmentAs rawEnvironment: String? = nil) throws {
         var fields: [(String, BSONValue)] = [
             ("_id", .binary(key.keyID)), ("username", .string(key.username)), ("publicKey", .binary(key.publicKey)),
-            ("counter", .int64(Int64(key.counter))), ("appId", .string(key.appID)), ("environment", .string(key.environment)),
+            ("counter", .int64(Int64(key.counter))), ("appId", .string(key.appID)),
+            ("environment", .string(rawEnvironment ?? key.environment.rawValue)),
             ("receipt", .binary(key.receipt)), ("createdAt", .date(key.createdAt)), ("lastUsed", .date(key.lastUsed)),
             ("reattestationRequired", .bool(key.reattestationRequired)),
         ] + Self.optionalDate("revokedAt", key.revokedAt)
@@ -416,7 +425,10 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
         if let attestation = key.attestation {
             fields.append(("attestation", .document([("object", .binary(attestation.object)), ("clientDataHash", .binary(attestation.clientDataHash))])))
         }
-        let command = BSONValue.document([("insert", .string(self.keys)), ("documents", .array([.document(fields)]))])
+        let command = BSONValue.document(
+            [("insert", .string(self.keys)), ("documents", .array([.document(fields)]))]
+                + (rawEnvironment == nil ? [] : [("bypassDocumentValidation", .bool(true))])
+        )
         // A plain catch: `catch where` here crashes Swift 6.3.1's SILGen (an ownership error on
         // the typed MongoError) once the document is built before the `do`.
         do {
@@ -478,13 +490,21 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
         return !(((reply["cursor"] as? [String: Any])?["firstBatch"] as? [Any]) ?? []).isEmpty
     }
 
-    private static func key(_ document: [String: Any]) -> StoredKey? {
+    /// A document as a key (`nil` without a required field); a document that names an
+    /// environment FormAttest never writes fails closed.
+    private static func key(_ document: [String: Any]) throws(StoreError) -> StoredKey? {
         guard let keyID = ExtendedJSON.binary(document["_id"]), let username = document["username"] as? String,
             let publicKey = ExtendedJSON.binary(document["publicKey"]), let counter = ExtendedJSON.int64(document["counter"]),
-            let appID = document["appId"] as? String, let environment = document["environment"] as? String,
+            let appID = document["appId"] as? String, let storedEnvironment = document["environment"] as? String,
             let receipt = ExtendedJSON.binary(document["receipt"]), let createdAt = ExtendedJSON.date(document["createdAt"]),
             let lastUsed = ExtendedJSON.date(document["lastUsed"])
         else { return nil }
+        guard let environment = AppAttestEnvironment(rawValue: storedEnvironment) else {
+            throw StoreError(
+                code: .unavailable,
+                reason: "MongoDB: a stored key's environment is \(storedEnvironment.debugDescription), neither development nor production"
+            )
+        }
         return StoredKey(
             keyID: keyID, username: username, publicKey: publicKey, counter: UInt32(clamping: counter), appID: appID,
             environment: environment, receipt: receipt, createdAt: createdAt, lastUsed: lastUsed,

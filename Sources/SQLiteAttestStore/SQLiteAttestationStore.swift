@@ -5,6 +5,7 @@
 
 public import FormAttestFlows
 public import Foundation
+import AppAttest
 import GRDB
 
 /// The embedded default store (``StepwiseAttestationStore``, and so every narrower protocol): one SQLite file in WAL mode, created and migrated
@@ -142,7 +143,7 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
     public func loadKey(keyID: [UInt8]) async throws(StoreError) -> StoredKey? {
         do {
             return try await self.database.read { db in
-                try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM keys WHERE key_id = ?"), arguments: [Data(keyID)]).map(Self.key)
+                try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM keys WHERE key_id = ?"), arguments: [Data(keyID)]).map { row throws(StoreError) in try Self.key(row) }
             }
         } catch {
             throw Self.storeError(error)
@@ -170,7 +171,7 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
     public func keys(username: String) async throws(StoreError) -> [StoredKey] {
         do {
             return try await self.database.read { db in
-                try Row.fetchAll(db, sql: "SELECT * FROM keys WHERE username = ? ORDER BY created_at, key_id", arguments: [username]).map(Self.key)
+                try Row.fetchAll(db, sql: "SELECT * FROM keys WHERE username = ? ORDER BY created_at, key_id", arguments: [username]).map { row throws(StoreError) in try Self.key(row) }
             }
         } catch {
             throw Self.storeError(error)
@@ -312,7 +313,7 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
-                    Data(key.keyID), key.username, Data(key.publicKey), Int64(key.counter), key.appID, key.environment,
+                    Data(key.keyID), key.username, Data(key.publicKey), Int64(key.counter), key.appID, key.environment.rawValue,
                     Data(key.receipt), key.createdAt.timeIntervalSince1970, key.lastUsed.timeIntervalSince1970,
                     key.reattestationRequired, key.revokedAt?.timeIntervalSince1970,
                 ] + Self.signalArguments(key.lastSignals) + [
@@ -379,14 +380,19 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
         }
     }
 
-    private static func key(_ row: Row) -> StoredKey {
-        StoredKey(
+    /// A row as a key; a row that names an environment FormAttest never writes fails closed.
+    private static func key(_ row: Row) throws(StoreError) -> StoredKey {
+        let stored: String = row["environment"]
+        guard let environment = AppAttestEnvironment(rawValue: stored) else {
+            throw StoreError(code: .unavailable, reason: "SQLite: a stored key's environment is \(stored.debugDescription), neither development nor production")
+        }
+        return StoredKey(
             keyID: Array(row["key_id"] as Data),
             username: row["username"],
             publicKey: Array(row["public_key"] as Data),
             counter: UInt32(clamping: row["counter"] as Int64),
             appID: row["app_id"],
-            environment: row["environment"],
+            environment: environment,
             receipt: Array(row["receipt"] as Data),
             createdAt: Date(timeIntervalSince1970: row["created_at"]),
             lastUsed: Date(timeIntervalSince1970: row["last_used"]),

@@ -3,9 +3,11 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
+import AppAttest
 import AttestationStoreContract
 import FormAttestFlows
 import Foundation
+import GRDB
 import SQLiteAttestStore
 import Testing
 
@@ -39,5 +41,21 @@ struct StoreContractTests {
         #expect(try await reopened.loadKey(keyID: StoreContract.key(1).keyID) != nil)
         // Every commit is synced: an OS crash cannot forget an accepted form's replay record.
         #expect(try await reopened.synchronousLevel() == 2)
+    }
+
+    @Test("SQLite: a key whose stored environment is neither development nor production is refused (store_unavailable), not defaulted")
+    func sqliteUnknownEnvironment() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sqlite-environment-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("formattest.sqlite").path
+        let store = try SQLiteAttestationStore(path: path)
+        try await store.insertKey(StoreContract.key(1))
+        #expect(try await store.loadKey(keyID: StoreContract.key(1).keyID)?.environment == .production)
+        // What another writer (or an older or newer FormAttest) may have left: only the column changes.
+        let raw = try DatabaseQueue(path: path)
+        try await raw.write { db in try db.execute(sql: "UPDATE keys SET environment = 'staging'") }
+        try raw.close()
+        await StoreContract.expect(.unavailable) { _ = try await store.loadKey(keyID: StoreContract.key(1).keyID) }
+        await StoreContract.expect(.unavailable) { _ = try await store.keys(username: "alice") }
     }
 }

@@ -3,6 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
+import AppAttest
 public import FormAttestFlows
 import Foundation
 public import Testing
@@ -32,7 +33,7 @@ public enum StoreContract {
             publicKey: [0x04] + [UInt8](repeating: id, count: 64),
             counter: counter,
             appID: "ABCDE12345.com.example",
-            environment: "production",
+            environment: .production,
             receipt: [1, 2, 3],
             createdAt: t0,
             lastUsed: t0

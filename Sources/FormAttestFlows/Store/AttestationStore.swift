@@ -3,6 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
+public import AppAttest
 public import Foundation
 
 /// What the flows need of the state FormAttest shares between verifier instances: attested keys
@@ -71,7 +72,9 @@ public struct StoredKey: Sendable, Hashable, Codable {
     public var publicKey: [UInt8]
     public var counter: UInt32
     public var appID: String
-    public var environment: String
+    /// Stored as its raw value (`development`, `production`); a store refuses to read any other
+    /// (``StoreError/Code/unavailable``) rather than guess.
+    public var environment: AppAttestEnvironment
     /// Apple's receipt, kept for receipt validation and risk-metric refreshes.
     public var receipt: [UInt8]
     public var createdAt: Date
@@ -94,7 +97,7 @@ public struct StoredKey: Sendable, Hashable, Codable {
         publicKey: [UInt8],
         counter: UInt32,
         appID: String,
-        environment: String,
+        environment: AppAttestEnvironment,
         receipt: [UInt8],
         createdAt: Date,
         lastUsed: Date,
