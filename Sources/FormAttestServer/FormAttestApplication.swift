@@ -30,7 +30,8 @@ public enum FormAttestApplication {
     ///
     /// - Parameters:
     ///   - configuration: what to serve and how.
-    ///   - store: the shared state.
+    ///   - store: the shared state. The application owns it from here: it closes it when it shuts
+    ///     down, after its HTTP servers drained.
     ///   - signingKeys: the JWS keys (the JWKS publishes them).
     ///   - simulator: the simulated device, when `devSimulator` is set.
     ///   - logger: the service's logger.
@@ -42,7 +43,11 @@ public enum FormAttestApplication {
         logger: Logger
     ) async throws -> some ApplicationProtocol {
         let router = try await self.router(configuration: configuration, store: store, signingKeys: signingKeys, simulator: simulator)
-        var services: [any Service] = [PurgeService(store: store, interval: configuration.purgeInterval, now: configuration.now, logger: logger)]
+        // First, so that the service group stops it last (see StoreShutdownService).
+        var services: [any Service] = [
+            StoreShutdownService(store: store, logger: logger),
+            PurgeService(store: store, interval: configuration.purgeInterval, now: configuration.now, logger: logger),
+        ]
         if let admin = configuration.adminListener {
             // The operators' listener runs beside the public one, in the same service group.
             services.append(

@@ -308,6 +308,15 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
         }
     }
 
+    public func shutdown() async {
+        do {
+            try await NIOThreadPool.singleton.runIfActive { self.pool.close() }
+        } catch {
+            // The thread pool is gone (the process is ending): close here, blocking.
+            self.pool.close()
+        }
+    }
+
     // MARK: - Commit ordering and compensation
 
     /// Consumes the claims, records the replay, then runs `decide`; undoes what was done when a

@@ -279,6 +279,18 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
         }
     }
 
+    public func shutdown() async {
+        // Writes first: the queued ones commit, later ones are refused; then the connections
+        // close (GRDB waits for running reads), after which every read throws.
+        await self.group.close()
+        do {
+            try self.database.close()
+        } catch {
+            // Not closed (GRDB leaves it fully open): reads still work until the store is freed;
+            // writes are refused by the closed group commit either way.
+        }
+    }
+
     /// How many writes were submitted, and in how many groups they ran.
     package func groupCommitStatistics() async -> GroupCommit.Statistics {
         await self.group.statistics

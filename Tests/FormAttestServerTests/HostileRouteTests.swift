@@ -68,6 +68,7 @@ actor WriteFailingStore: OperationalAttestationStore {
         try self.write()
         return try await self.inner.purgeExpired(now: now)
     }
+    func shutdown() async { await self.inner.shutdown() }
 }
 
 struct HostileRouteTests {

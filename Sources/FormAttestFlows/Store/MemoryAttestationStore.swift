@@ -14,6 +14,8 @@ public actor MemoryAttestationStore: StepwiseAttestationStore {
     private var rateWindows: [RateLimitWindow: Int] = [:]
     /// When set, every operation fails with ``StoreError/Code/unavailable`` (fault injection).
     private var failing = false
+    /// Set by ``shutdown()``: every later operation fails with ``StoreError/Code/unavailable``.
+    private var isShutDown = false
 
     public init() {}
 
@@ -22,7 +24,12 @@ public actor MemoryAttestationStore: StepwiseAttestationStore {
         self.failing = unavailable
     }
 
+    public func shutdown() {
+        self.isShutDown = true
+    }
+
     private func check() throws(StoreError) {
+        if self.isShutDown { throw StoreError(code: .unavailable, reason: "the in-memory store is shut down") }
         if self.failing { throw StoreError(code: .unavailable, reason: "the in-memory store is set to fail") }
     }
 

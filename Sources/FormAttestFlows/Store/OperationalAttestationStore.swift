@@ -6,7 +6,8 @@
 public import Foundation
 
 /// A store as a running service uses it: the flows' ``AttestationStore``, plus rate-limit
-/// counting, operators' revocation, housekeeping, and the health probe's write.
+/// counting, operators' revocation, housekeeping, the health probe's write, and an orderly
+/// shutdown.
 ///
 /// The same rules hold: every operation is atomic, and errors are ``StoreError``.
 public protocol OperationalAttestationStore: AttestationStore {
@@ -27,4 +28,10 @@ public protocol OperationalAttestationStore: AttestationStore {
     /// Deletes records that expired before `now` (housekeeping only; reads already ignore them).
     /// - Returns: how many records were deleted.
     func purgeExpired(now: Date) async throws(StoreError) -> Int
+
+    /// Closes the store: lets the calls already running finish, then releases what the store
+    /// holds (connections, the client pool, the database file). Every later call throws
+    /// ``StoreError/Code/unavailable`` and changes nothing. Idempotent. The HTTP service calls it
+    /// when it shuts down, after its servers drained.
+    func shutdown() async
 }
