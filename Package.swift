@@ -308,6 +308,13 @@ let package = Package(
             dependencies: [
                 "FormAttestFlows", "SQLiteAttestStore", "AttestationStoreContract", "AppAttest", "AppAttestSimulator",
                 "FormAttestClient", "CanonicalJSON", .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "SQLiteAttestStoreTests",
+            dependencies: [
+                "SQLiteAttestStore", "FormAttestFlows", "AttestationStoreContract", "AppAttest",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: swiftSettings
