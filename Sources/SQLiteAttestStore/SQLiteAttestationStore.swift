@@ -6,6 +6,7 @@
 public import FormAttestFlows
 public import Foundation
 import AppAttest
+import Dispatch
 import GRDB
 
 /// The embedded default store (``StepwiseAttestationStore``, and so every narrower protocol): one SQLite file in WAL mode, created and migrated
@@ -51,6 +52,14 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
             // let an accepted form be accepted again, so the writer syncs every commit (FULL).
             try self.database.barrierWriteWithoutTransaction { db in
                 try db.execute(sql: "PRAGMA synchronous = FULL")
+                // Write once, rolled back (the header's user_version, rewritten unchanged): a file
+                // this process cannot write (a read-only file or filesystem, which SQLite may still
+                // open, and even lock, for reading) fails here, at open, not at the first request.
+                try db.inTransaction(.immediate) {
+                    let version = try Int.fetchOne(db, sql: "PRAGMA user_version") ?? 0
+                    try db.execute(sql: "PRAGMA user_version = \(version)")
+                    return .rollback
+                }
             }
             try Self.migrator.migrate(self.database)
             self.group = GroupCommit(database: self.database)
@@ -283,11 +292,18 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
         // Writes first: the queued ones commit, later ones are refused; then the connections
         // close (GRDB waits for running reads), after which every read throws.
         await self.group.close()
-        do {
-            try self.database.close()
-        } catch {
-            // Not closed (GRDB leaves it fully open): reads still work until the store is freed;
-            // writes are refused by the closed group commit either way.
+        // GRDB's close blocks until the running reads released their connections, and a read
+        // resumes on the concurrency pool: block a Dispatch thread, never one of the pool's.
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            DispatchQueue.global().async {
+                do {
+                    try self.database.close()
+                } catch {
+                    // Not closed (GRDB leaves it fully open): reads still work until the store is
+                    // freed; writes are refused by the closed group commit either way.
+                }
+                continuation.resume()
+            }
         }
     }
 
