@@ -127,6 +127,7 @@ let package = Package(
         .target(
             name: "SQLiteAttestStore",
             dependencies: [
+                "AppAttest",
                 "FormAttestFlows",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
@@ -142,6 +143,7 @@ let package = Package(
         .target(
             name: "MongoAttestStore",
             dependencies: [
+                "AppAttest",
                 "CLibMongoC",
                 "FormAttestFlows",
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -371,7 +373,7 @@ let package = Package(
         // The contract every store passes (memory, SQLite, MongoDB), shared by their test targets.
         .target(
             name: "AttestationStoreContract",
-            dependencies: ["FormAttestFlows"],
+            dependencies: ["AppAttest", "FormAttestFlows"],
             path: "Tests/StoreContract",
             swiftSettings: swiftSettings
         ),
@@ -380,13 +382,20 @@ let package = Package(
             dependencies: [
                 "FormAttestFlows", "SQLiteAttestStore", "AttestationStoreContract", "AppAttest", "AppAttestSimulator",
                 "FormAttestForm", "CanonicalJSON", .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "SQLiteAttestStoreTests",
+            dependencies: [
+                "SQLiteAttestStore", "FormAttestFlows", "AttestationStoreContract", "AppAttest",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "MongoAttestStoreTests",
-            dependencies: ["MongoAttestStore", "FormAttestFlows", "AttestationStoreContract", "FormAttestTestSupport"],
+            dependencies: ["AppAttest", "MongoAttestStore", "FormAttestFlows", "AttestationStoreContract", "FormAttestTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -3,6 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
+import AppAttest
 import FormAttestForm
 public import FormAttestFlows
 public import Foundation
@@ -28,7 +29,7 @@ public struct KeyListingResponse: APIResponse, Hashable {
         public init(_ key: StoredKey) {
             self.keyId = Base64URL.encode(key.keyID)
             self.appId = key.appID
-            self.environment = key.environment
+            self.environment = key.environment.rawValue
             self.counter = key.counter
             self.createdAt = RFC3339UTC.format(key.createdAt)
             self.lastUsed = RFC3339UTC.format(key.lastUsed)

@@ -13,7 +13,7 @@ import Hummingbird
 /// `/admin/*`, for operators, with a credential of its own (`--admin-secret-file`, never the
 /// callers'): a user's keys, and revoking a key (401 `key_revoked` at its next assertion).
 struct AdminController {
-    let store: any AttestationStore
+    let store: any OperationalAttestationStore
     let secrets: BackendSecrets
     let registrationWindow: TimeInterval
     let now: @Sendable () -> Date

@@ -206,7 +206,7 @@ struct AppAttestController {
         )
         var evidenceFields: EvidenceFields?
         if let evidence = self.evidence {
-            if let attestation = result.key.attestation, let environment = AppAttestEnvironment(rawValue: result.key.environment) {
+            if let attestation = result.key.attestation {
                 let record = EvidenceRecord(
                     kind: .assertion,
                     verifiedAt: now,
@@ -214,7 +214,7 @@ struct AppAttestController {
                     form: result.form.canonicalBytes,
                     keyID: result.key.keyID,
                     appID: result.key.appID,
-                    environment: environment,
+                    environment: result.key.environment,
                     counter: result.assertion.counter,
                     keyAttestation: .init(object: attestation.object, clientDataHash: attestation.clientDataHash, verifiedAt: result.key.createdAt),
                     assertion: assertRequest.assertion,

@@ -3,6 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
+import AppAttest
 import Crypto
 import FormAttestFlows
 import FormAttestTokens
@@ -15,7 +16,7 @@ extension AttestedCredential {
             keyID: key.keyID,
             publicKey: try P256.Signing.PublicKey(x963Representation: key.publicKey),
             appID: key.appID,
-            environment: key.environment
+            environment: key.environment.rawValue
         )
     }
 }

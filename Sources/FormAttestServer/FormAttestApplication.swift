@@ -30,20 +30,25 @@ public enum FormAttestApplication {
     ///
     /// - Parameters:
     ///   - configuration: what to serve and how.
-    ///   - store: the shared state.
+    ///   - store: the shared state. The application owns it from here: it closes it when it shuts
+    ///     down, after its HTTP servers drained.
     ///   - signingKeys: the JWS keys (the JWKS publishes them).
     ///   - developmentDevice: the device behind `POST /api/dev/simulate`, served when
     ///     `devSimulator` is set (the developer executable's simulator; `nil` in production).
     ///   - logger: the service's logger.
     public static func make(
         configuration: ServerConfiguration,
-        store: any AttestationStore,
+        store: any OperationalAttestationStore,
         signingKeys: SigningKeys,
         developmentDevice: (any DevelopmentDevice)?,
         logger: Logger
     ) async throws -> some ApplicationProtocol {
         let router = try await self.router(configuration: configuration, store: store, signingKeys: signingKeys, developmentDevice: developmentDevice)
-        var services: [any Service] = [PurgeService(store: store, interval: configuration.purgeInterval, now: configuration.now, logger: logger)]
+        // First, so that the service group stops it last (see StoreShutdownService).
+        var services: [any Service] = [
+            StoreShutdownService(store: store, logger: logger),
+            PurgeService(store: store, interval: configuration.purgeInterval, now: configuration.now, logger: logger),
+        ]
         if let admin = configuration.adminListener {
             // The operators' listener runs beside the public one, in the same service group.
             services.append(
@@ -66,7 +71,7 @@ public enum FormAttestApplication {
 
     /// The operators' router, for ``ServerConfiguration/adminListener``: `/metrics` and, with
     /// admin secrets, `/admin/*`; nothing else.
-    public static func operatorRouter(configuration: ServerConfiguration, store: any AttestationStore) -> Router<AppRequestContext> {
+    public static func operatorRouter(configuration: ServerConfiguration, store: any OperationalAttestationStore) -> Router<AppRequestContext> {
         _ = Self.metricsRegistry
         let router = Router(context: AppRequestContext.self)
         router.add(middleware: RequestLogMiddleware())
@@ -77,7 +82,7 @@ public enum FormAttestApplication {
     }
 
     /// `/metrics` and `/admin/*`, on whichever router serves them.
-    static func addOperatorRoutes(to router: Router<AppRequestContext>, configuration: ServerConfiguration, store: any AttestationStore) {
+    static func addOperatorRoutes(to router: Router<AppRequestContext>, configuration: ServerConfiguration, store: any OperationalAttestationStore) {
         if let adminSecrets = configuration.adminSecrets {
             AdminController(store: store, secrets: adminSecrets, registrationWindow: configuration.flows.registrationCountWindow, now: configuration.now)
                 .addRoutes(to: router.group("admin"))
@@ -92,7 +97,7 @@ public enum FormAttestApplication {
     /// The router alone (the route tests drive it in process).
     public static func router(
         configuration: ServerConfiguration,
-        store: any AttestationStore,
+        store: any OperationalAttestationStore,
         signingKeys: SigningKeys,
         developmentDevice: (any DevelopmentDevice)?
     ) async throws -> Router<AppRequestContext> {
@@ -253,12 +258,12 @@ struct RequestLogMiddleware: RouterMiddleware {
 /// the same statement path as every accepted form. At most one probe an `interval` (a second by
 /// default) runs; callers in between share its answer, so that `/healthz` cannot load the store.
 actor HealthProbe {
-    private let store: any AttestationStore
+    private let store: any OperationalAttestationStore
     private let interval: Duration
     private let now: @Sendable () -> Date
     private var last: (at: ContinuousClock.Instant, writable: Bool)?
 
-    init(store: any AttestationStore, interval: Duration, now: @escaping @Sendable () -> Date) {
+    init(store: any OperationalAttestationStore, interval: Duration, now: @escaping @Sendable () -> Date) {
         self.store = store
         self.interval = interval
         self.now = now

@@ -11,7 +11,7 @@ import ServiceLifecycle
 /// Deletes expired challenges and form hashes periodically. Housekeeping only: every read
 /// already ignores expired records, so a stopped or failing purge never affects correctness.
 struct PurgeService: Service {
-    let store: any AttestationStore
+    let store: any OperationalAttestationStore
     let interval: Duration
     let now: @Sendable () -> Date
     let logger: Logger

@@ -36,7 +36,7 @@ public struct RateLimits: Sendable, Hashable {
 
 struct RateLimiter: Sendable {
     let limits: RateLimits
-    let store: any AttestationStore
+    let store: any OperationalAttestationStore
 
     /// Counts this request against the user's and the address's windows; throws 429 when either
     /// is over its limit (503 when the store cannot count: fail closed).

@@ -32,7 +32,7 @@ public struct StoreOptions: ParsableArguments {
     }
 
     /// Opens the store; fails closed (exit 2 with the reason) when it cannot be reached.
-    public func open() async throws -> any AttestationStore {
+    public func open() async throws -> any OperationalAttestationStore {
         let location = self.location
         do {
             if location.hasPrefix("mongodb://") || location.hasPrefix("mongodb+srv://") {

@@ -3,11 +3,12 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
+import AppAttest
 public import FormAttestFlows
 public import Foundation
 import NIOPosix
 
-/// ``AttestationStore`` on MongoDB, shared by any number of stateless verifier instances.
+/// The store (``StepwiseAttestationStore``, and so every narrower protocol) on MongoDB, shared by any number of stateless verifier instances.
 ///
 /// Atomicity comes from MongoDB's single-document operations, never from read-then-write:
 /// - keys: `_id` = keyId (unique); the counter advances by `findAndModify` with
@@ -28,7 +29,7 @@ import NIOPosix
 /// `$jsonSchema` validators and indexes are created idempotently at ``connect(connectionString:database:collectionPrefix:)``
 /// from the JSON files in schemas/mongodb/. Every blocking libmongoc call runs on NIO's thread
 /// pool, never on the caller's executor.
-public final class MongoAttestationStore: AttestationStore, Sendable {
+public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
     private let pool: MongoClientPool
     private let keys: String
     private let challenges: String
@@ -72,7 +73,7 @@ public final class MongoAttestationStore: AttestationStore, Sendable {
         return store
     }
 
-    // MARK: - AttestationStore
+    // MARK: - The store protocols
 
     public func insertKey(_ key: StoredKey) async throws(StoreError) {
         try await self.run { () throws in try self.insertKeyDocument(key) }
@@ -84,7 +85,7 @@ public final class MongoAttestationStore: AttestationStore, Sendable {
                 .document([("find", .string(self.keys)), ("filter", .document([("_id", .binary(keyID))])), ("limit", .int32(1))])
             )
             let batch = (reply["cursor"] as? [String: Any])?["firstBatch"] as? [[String: Any]]
-            return batch?.first.flatMap(Self.key)
+            return try batch?.first.flatMap(Self.key)
         }
     }
 
@@ -117,7 +118,7 @@ public final class MongoAttestationStore: AttestationStore, Sendable {
                 ])
             )
             let batch = ((reply["cursor"] as? [String: Any])?["firstBatch"] as? [[String: Any]]) ?? []
-            return batch.compactMap(Self.key)
+            return try batch.compactMap(Self.key)
         }
     }
 
@@ -307,6 +308,15 @@ public final class MongoAttestationStore: AttestationStore, Sendable {
         }
     }
 
+    public func shutdown() async {
+        do {
+            try await NIOThreadPool.singleton.runIfActive { self.pool.close() }
+        } catch {
+            // The thread pool is gone (the process is ending): close here, blocking.
+            self.pool.close()
+        }
+    }
+
     // MARK: - Commit ordering and compensation
 
     /// Consumes the claims, records the replay, then runs `decide`; undoes what was done when a
@@ -405,10 +415,18 @@ public final class MongoAttestationStore: AttestationStore, Sendable {
         )
     }
 
-    private func insertKeyDocument(_ key: StoredKey) throws {
+    /// Tests only: inserts `key` with `environment` as its stored environment, past the
+    /// collection's validator: a document FormAttest itself never writes, to show that reading it
+    /// back fails closed.
+    package func insertKey(_ key: StoredKey, storingEnvironmentAs environment: String) async throws(StoreError) {
+        try await self.run { () throws in try self.insertKeyDocument(key, storingEnvironmentAs: environment) }
+    }
+
+    private func insertKeyDocument(_ key: StoredKey, storingEnvironmentAs rawEnvironment: String? = nil) throws {
         var fields: [(String, BSONValue)] = [
             ("_id", .binary(key.keyID)), ("username", .string(key.username)), ("publicKey", .binary(key.publicKey)),
-            ("counter", .int64(Int64(key.counter))), ("appId", .string(key.appID)), ("environment", .string(key.environment)),
+            ("counter", .int64(Int64(key.counter))), ("appId", .string(key.appID)),
+            ("environment", .string(rawEnvironment ?? key.environment.rawValue)),
             ("receipt", .binary(key.receipt)), ("createdAt", .date(key.createdAt)), ("lastUsed", .date(key.lastUsed)),
             ("reattestationRequired", .bool(key.reattestationRequired)),
         ] + Self.optionalDate("revokedAt", key.revokedAt)
@@ -416,7 +434,10 @@ public final class MongoAttestationStore: AttestationStore, Sendable {
         if let attestation = key.attestation {
             fields.append(("attestation", .document([("object", .binary(attestation.object)), ("clientDataHash", .binary(attestation.clientDataHash))])))
         }
-        let command = BSONValue.document([("insert", .string(self.keys)), ("documents", .array([.document(fields)]))])
+        let command = BSONValue.document(
+            [("insert", .string(self.keys)), ("documents", .array([.document(fields)]))]
+                + (rawEnvironment == nil ? [] : [("bypassDocumentValidation", .bool(true))])
+        )
         // A plain catch: `catch where` here crashes Swift 6.3.1's SILGen (an ownership error on
         // the typed MongoError) once the document is built before the `do`.
         do {
@@ -478,13 +499,21 @@ public final class MongoAttestationStore: AttestationStore, Sendable {
         return !(((reply["cursor"] as? [String: Any])?["firstBatch"] as? [Any]) ?? []).isEmpty
     }
 
-    private static func key(_ document: [String: Any]) -> StoredKey? {
+    /// A document as a key (`nil` without a required field); a document that names an
+    /// environment FormAttest never writes fails closed.
+    private static func key(_ document: [String: Any]) throws(StoreError) -> StoredKey? {
         guard let keyID = ExtendedJSON.binary(document["_id"]), let username = document["username"] as? String,
             let publicKey = ExtendedJSON.binary(document["publicKey"]), let counter = ExtendedJSON.int64(document["counter"]),
-            let appID = document["appId"] as? String, let environment = document["environment"] as? String,
+            let appID = document["appId"] as? String, let storedEnvironment = document["environment"] as? String,
             let receipt = ExtendedJSON.binary(document["receipt"]), let createdAt = ExtendedJSON.date(document["createdAt"]),
             let lastUsed = ExtendedJSON.date(document["lastUsed"])
         else { return nil }
+        guard let environment = AppAttestEnvironment(rawValue: storedEnvironment) else {
+            throw StoreError(
+                code: .unavailable,
+                reason: "MongoDB: a stored key's environment is \(storedEnvironment.debugDescription), neither development nor production"
+            )
+        }
         return StoredKey(
             keyID: keyID, username: username, publicKey: publicKey, counter: UInt32(clamping: counter), appID: appID,
             environment: environment, receipt: receipt, createdAt: createdAt, lastUsed: lastUsed,

@@ -7,13 +7,20 @@ internal import CLibMongoC
 import Foundation
 
 /// One libmongoc client pool per store (one per process in the service), owning its URI and
-/// pool and freeing them in `deinit`. Every call blocks; callers run it off the event loop.
+/// pool and freeing them in ``close()`` (or `deinit`, if never closed). Every call blocks;
+/// callers run it off the event loop.
 final class MongoClientPool: @unchecked Sendable {
-    // Invariant: `uri` and `pool` are created in init, never reassigned, destroyed in deinit.
+    // Invariant: `uri` and `pool` are created in init, never reassigned, and destroyed once: by
+    // close() when no command is running (`running` == 0), or in deinit if close() never ran.
     // mongoc_client_pool_t is thread-safe; each popped client is used by one thread at a time.
     private let uri: OpaquePointer
     private let pool: OpaquePointer
     let databaseName: String
+    /// Guards `closed`, `destroyed` and `running`; close() waits on it for `running` to reach 0.
+    private let state = NSCondition()
+    private var closed = false
+    private var destroyed = false
+    private var running = 0
 
     private static let initializeDriver: Void = {
         mongoc_init()
@@ -60,8 +67,23 @@ final class MongoClientPool: @unchecked Sendable {
     }
 
     deinit {
+        if !self.destroyed {
+            mongoc_client_pool_destroy(self.pool)
+            mongoc_uri_destroy(self.uri)
+        }
+    }
+
+    /// Refuses every later command, waits for the running ones, then frees the pool and the URI.
+    /// Idempotent. Blocks; callers run it off the event loop.
+    func close() {
+        self.state.lock()
+        defer { self.state.unlock() }
+        self.closed = true
+        while self.running > 0 { self.state.wait() }
+        guard !self.destroyed else { return }
         mongoc_client_pool_destroy(self.pool)
         mongoc_uri_destroy(self.uri)
+        self.destroyed = true
     }
 
     /// Runs one database command and returns its reply.
@@ -69,6 +91,8 @@ final class MongoClientPool: @unchecked Sendable {
     /// - Throws: ``MongoError`` for a failed command, for the first write error in the reply
     ///   (such as 11000), or for a write concern error.
     func command(_ command: BSONValue) throws(MongoError) -> [String: Any] {
+        try self.enter()
+        defer { self.leave() }
         let document = try BSONDocument(command)
         guard let client = mongoc_client_pool_pop(self.pool) else {
             throw MongoError(code: -1, message: "no client available from the pool")
@@ -98,5 +122,20 @@ final class MongoClientPool: @unchecked Sendable {
             )
         }
         return object
+    }
+
+    /// Counts a command as running, unless the pool is closed.
+    private func enter() throws(MongoError) {
+        self.state.lock()
+        defer { self.state.unlock() }
+        guard !self.closed else { throw MongoError(code: -1, message: "the store is shut down") }
+        self.running += 1
+    }
+
+    private func leave() {
+        self.state.lock()
+        defer { self.state.unlock() }
+        self.running -= 1
+        if self.running == 0 { self.state.broadcast() }
     }
 }

@@ -54,6 +54,10 @@ package actor GroupCommit {
     private let database: DatabasePool
     private var pending: [Member] = []
     private var draining = false
+    /// Set by ``close()``: later writes are refused.
+    private var closed = false
+    /// Callers of ``close()`` waiting for the running groups to commit.
+    private var closeWaiters: [CheckedContinuation<Void, Never>] = []
     package private(set) var statistics = Statistics()
 
     init(database: DatabasePool) {
@@ -63,7 +67,8 @@ package actor GroupCommit {
     /// Runs `body` in the next group's transaction and returns its value once that transaction
     /// committed; throws `body`'s error (its writes rolled back) or the transaction's.
     func submit(_ body: @escaping @Sendable (Database) throws -> any Sendable) async throws -> any Sendable {
-        try await withCheckedThrowingContinuation { continuation in
+        guard !self.closed else { throw StoreError(code: .unavailable, reason: "SQLite: the store is shut down") }
+        return try await withCheckedThrowingContinuation { continuation in
             self.pending.append(Member(body: body, continuation: continuation))
             self.statistics.submitted += 1
             if !self.draining {
@@ -86,6 +91,16 @@ package actor GroupCommit {
             }
         }
         self.draining = false
+        for waiter in self.closeWaiters { waiter.resume() }
+        self.closeWaiters = []
+    }
+
+    /// Refuses every later write, and returns once the writes already queued have committed (or
+    /// failed). Idempotent.
+    func close() async {
+        self.closed = true
+        guard self.draining else { return }
+        await withCheckedContinuation { self.closeWaiters.append($0) }
     }
 
     /// One transaction for `bodies`, each in its own savepoint: their outcomes, in order.

@@ -5,9 +5,11 @@
 
 public import FormAttestFlows
 public import Foundation
+import AppAttest
+import Dispatch
 import GRDB
 
-/// The embedded default ``AttestationStore``: one SQLite file in WAL mode, created and migrated
+/// The embedded default store (``StepwiseAttestationStore``, and so every narrower protocol): one SQLite file in WAL mode, created and migrated
 /// on first use.
 ///
 /// Each operation, and each commit as a whole, runs in its own SQLite savepoint, so a failure
@@ -19,7 +21,7 @@ import GRDB
 /// Writes are committed in groups (see ``GroupCommit``): the writes that arrive while a commit is
 /// being synced share the next transaction and its one fsync. A caller is answered only after
 /// the COMMIT of its group returned (`synchronous = FULL`): what it was told is durable.
-public final class SQLiteAttestationStore: AttestationStore {
+public final class SQLiteAttestationStore: StepwiseAttestationStore {
     /// The default location, relative to the working directory.
     public static let defaultPath = "./formattest-data/formattest.sqlite"
 
@@ -50,6 +52,14 @@ public final class SQLiteAttestationStore: AttestationStore {
             // let an accepted form be accepted again, so the writer syncs every commit (FULL).
             try self.database.barrierWriteWithoutTransaction { db in
                 try db.execute(sql: "PRAGMA synchronous = FULL")
+                // Write once, rolled back (the header's user_version, rewritten unchanged): a file
+                // this process cannot write (a read-only file or filesystem, which SQLite may still
+                // open, and even lock, for reading) fails here, at open, not at the first request.
+                try db.inTransaction(.immediate) {
+                    let version = try Int.fetchOne(db, sql: "PRAGMA user_version") ?? 0
+                    try db.execute(sql: "PRAGMA user_version = \(version)")
+                    return .rollback
+                }
             }
             try Self.migrator.migrate(self.database)
             self.group = GroupCommit(database: self.database)
@@ -133,7 +143,7 @@ public final class SQLiteAttestationStore: AttestationStore {
         return migrator
     }
 
-    // MARK: - AttestationStore
+    // MARK: - The store protocols
 
     public func insertKey(_ key: StoredKey) async throws(StoreError) {
         try await self.write { db in try Self.insert(key, db) }
@@ -142,7 +152,7 @@ public final class SQLiteAttestationStore: AttestationStore {
     public func loadKey(keyID: [UInt8]) async throws(StoreError) -> StoredKey? {
         do {
             return try await self.database.read { db in
-                try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM keys WHERE key_id = ?"), arguments: [Data(keyID)]).map(Self.key)
+                try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM keys WHERE key_id = ?"), arguments: [Data(keyID)]).map { row throws(StoreError) in try Self.key(row) }
             }
         } catch {
             throw Self.storeError(error)
@@ -170,7 +180,7 @@ public final class SQLiteAttestationStore: AttestationStore {
     public func keys(username: String) async throws(StoreError) -> [StoredKey] {
         do {
             return try await self.database.read { db in
-                try Row.fetchAll(db, sql: "SELECT * FROM keys WHERE username = ? ORDER BY created_at, key_id", arguments: [username]).map(Self.key)
+                try Row.fetchAll(db, sql: "SELECT * FROM keys WHERE username = ? ORDER BY created_at, key_id", arguments: [username]).map { row throws(StoreError) in try Self.key(row) }
             }
         } catch {
             throw Self.storeError(error)
@@ -278,6 +288,25 @@ public final class SQLiteAttestationStore: AttestationStore {
         }
     }
 
+    public func shutdown() async {
+        // Writes first: the queued ones commit, later ones are refused; then the connections
+        // close (GRDB waits for running reads), after which every read throws.
+        await self.group.close()
+        // GRDB's close blocks until the running reads released their connections, and a read
+        // resumes on the concurrency pool: block a Dispatch thread, never one of the pool's.
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            DispatchQueue.global().async {
+                do {
+                    try self.database.close()
+                } catch {
+                    // Not closed (GRDB leaves it fully open): reads still work until the store is
+                    // freed; writes are refused by the closed group commit either way.
+                }
+                continuation.resume()
+            }
+        }
+    }
+
     /// How many writes were submitted, and in how many groups they ran.
     package func groupCommitStatistics() async -> GroupCommit.Statistics {
         await self.group.statistics
@@ -312,7 +341,7 @@ public final class SQLiteAttestationStore: AttestationStore {
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
-                    Data(key.keyID), key.username, Data(key.publicKey), Int64(key.counter), key.appID, key.environment,
+                    Data(key.keyID), key.username, Data(key.publicKey), Int64(key.counter), key.appID, key.environment.rawValue,
                     Data(key.receipt), key.createdAt.timeIntervalSince1970, key.lastUsed.timeIntervalSince1970,
                     key.reattestationRequired, key.revokedAt?.timeIntervalSince1970,
                 ] + Self.signalArguments(key.lastSignals) + [
@@ -379,14 +408,19 @@ public final class SQLiteAttestationStore: AttestationStore {
         }
     }
 
-    private static func key(_ row: Row) -> StoredKey {
-        StoredKey(
+    /// A row as a key; a row that names an environment FormAttest never writes fails closed.
+    private static func key(_ row: Row) throws(StoreError) -> StoredKey {
+        let stored: String = row["environment"]
+        guard let environment = AppAttestEnvironment(rawValue: stored) else {
+            throw StoreError(code: .unavailable, reason: "SQLite: a stored key's environment is \(stored.debugDescription), neither development nor production")
+        }
+        return StoredKey(
             keyID: Array(row["key_id"] as Data),
             username: row["username"],
             publicKey: Array(row["public_key"] as Data),
             counter: UInt32(clamping: row["counter"] as Int64),
             appID: row["app_id"],
-            environment: row["environment"],
+            environment: environment,
             receipt: Array(row["receipt"] as Data),
             createdAt: Date(timeIntervalSince1970: row["created_at"]),
             lastUsed: Date(timeIntervalSince1970: row["last_used"]),

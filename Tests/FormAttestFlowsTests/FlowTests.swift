@@ -27,7 +27,7 @@ struct AttestFlowTests {
         #expect(stored.username == "alice")
         #expect(stored.counter == 0)
         #expect(stored.appID == FlowHarness.appID)
-        #expect(stored.environment == "production")
+        #expect(stored.environment == .production)
         #expect(stored.publicKey == Array(key.publicKey.x963Representation))
         // The receipt is kept with the key (for risk-metric refreshes), and it verified.
         #expect(stored.receipt == outcome.attestation.receipt)

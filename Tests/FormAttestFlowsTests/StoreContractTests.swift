@@ -5,39 +5,15 @@
 
 import AttestationStoreContract
 import FormAttestFlows
-import Foundation
-import SQLiteAttestStore
 import Testing
 
-/// The store contract on the in-memory store and on SQLite.
+/// The store contract on the in-memory store (SQLite's runs in SQLiteAttestStoreTests, MongoDB's
+/// in MongoAttestStoreTests).
 struct StoreContractTests {
     static let names = StoreContract.all.map(\.name)
 
     @Test("memory store passes the contract", arguments: StoreContractTests.names)
     func memory(check: String) async throws {
         try await StoreContract.run(check) { MemoryAttestationStore() }
-    }
-
-    @Test("SQLite store passes the contract", arguments: StoreContractTests.names)
-    func sqlite(check: String) async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sqlite-contract-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: directory) }
-        try await StoreContract.run(check) {
-            try SQLiteAttestationStore(path: directory.appendingPathComponent("\(UUID().uuidString).sqlite").path)
-        }
-    }
-
-    @Test("SQLite: created under missing directories, WAL with synchronous FULL, and reopens with its data")
-    func sqliteFile() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sqlite-file-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let path = directory.appendingPathComponent("a/b/formattest.sqlite").path
-        let store = try SQLiteAttestationStore(path: path)
-        try await store.insertKey(StoreContract.key(1))
-        #expect(FileManager.default.fileExists(atPath: path + "-wal"))
-        let reopened = try SQLiteAttestationStore(path: path)
-        #expect(try await reopened.loadKey(keyID: StoreContract.key(1).keyID) != nil)
-        // Every commit is synced: an OS crash cannot forget an accepted form's replay record.
-        #expect(try await reopened.synchronousLevel() == 2)
     }
 }

@@ -14,7 +14,7 @@ import Testing
 
 /// A store whose writes fail (as a full, read-only or locked SQLite file does) while reads still
 /// work, with a reason full of internals that must never reach a client.
-actor WriteFailingStore: AttestationStore {
+actor WriteFailingStore: OperationalAttestationStore {
     let inner: MemoryAttestationStore
     private var failing = false
     static let leakyReason = "SQLite: database is locked - while executing `BEGIN IMMEDIATE TRANSACTION` on /var/lib/formattest/formattest.sqlite"
@@ -27,15 +27,7 @@ actor WriteFailingStore: AttestationStore {
         if self.failing { throw StoreError(code: .unavailable, reason: Self.leakyReason) }
     }
 
-    func insertKey(_ key: StoredKey) async throws(StoreError) {
-        try self.write()
-        try await self.inner.insertKey(key)
-    }
     func loadKey(keyID: [UInt8]) async throws(StoreError) -> StoredKey? { try await self.inner.loadKey(keyID: keyID) }
-    func advanceCounter(keyID: [UInt8], to counter: UInt32, lastUsed: Date) async throws(StoreError) -> Bool {
-        try self.write()
-        return try await self.inner.advanceCounter(keyID: keyID, to: counter, lastUsed: lastUsed)
-    }
     func requireReattestation(keyID: [UInt8]) async throws(StoreError) {
         try self.write()
         try await self.inner.requireReattestation(keyID: keyID)
@@ -57,10 +49,6 @@ actor WriteFailingStore: AttestationStore {
         try self.write()
         try await self.inner.issueChallenge(challenge)
     }
-    func consumeChallenge(_ claim: ChallengeClaim, now: Date) async throws(StoreError) {
-        try self.write()
-        try await self.inner.consumeChallenge(claim, now: now)
-    }
     func recordFormHash(_ record: ReplayRecord, now: Date) async throws(StoreError) {
         try self.write()
         try await self.inner.recordFormHash(record, now: now)
@@ -80,6 +68,7 @@ actor WriteFailingStore: AttestationStore {
         try self.write()
         return try await self.inner.purgeExpired(now: now)
     }
+    func shutdown() async { await self.inner.shutdown() }
 }
 
 struct HostileRouteTests {

@@ -82,12 +82,12 @@ struct ResponseConformanceTests {
         )
         var revoked = StoredKey(
             keyID: mac.keyID, username: "alice", publicKey: Array(mac.publicKey.x963Representation), counter: 3, appID: Self.appID,
-            environment: "development", receipt: [], createdAt: Self.time, lastUsed: Self.time
+            environment: .development, receipt: [], createdAt: Self.time, lastUsed: Self.time
         )
         revoked.revokedAt = Self.time
         let active = StoredKey(
             keyID: plain.keyID, username: "alice", publicKey: Array(plain.publicKey.x963Representation), counter: 0, appID: Self.appID,
-            environment: "production", receipt: [], createdAt: Self.time, lastUsed: Self.time
+            environment: .production, receipt: [], createdAt: Self.time, lastUsed: Self.time
         )
         var report = VerificationReport(mac)
         report.clientData = CheckedClientData(.hash(Array(repeating: 3, count: 32)))

@@ -28,7 +28,7 @@ struct ServiceHarness {
 
     let store = MemoryAttestationStore()
     /// Serve this store instead of ``store`` (a wrapper around it, for faults).
-    var storeOverride: (any AttestationStore)?
+    var storeOverride: (any OperationalAttestationStore)?
     let keys = SigningKeys(current: .init())
     let authority: SimulatedAttestationAuthority
     var configuration: ServerConfiguration

@@ -3,6 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
+import AppAttest
 import AttestationStoreContract
 import FormAttestFlows
 import FormAttestTestSupport
@@ -56,5 +57,16 @@ struct MongoStoreTests {
             #expect(error.code == .unavailable)
             #expect(error.reason.contains("connection string"))
         }
+    }
+
+    @Test("a key document whose environment is neither development nor production is refused (store_unavailable), not defaulted")
+    func unknownEnvironment() async throws {
+        let store = try await MongoTestServer.freshStore()
+        // The same raw write with a known environment reads back: only the environment differs.
+        try await store.insertKey(StoreContract.key(1), storingEnvironmentAs: "production")
+        #expect(try await store.loadKey(keyID: StoreContract.key(1).keyID)?.environment == .production)
+        try await store.insertKey(StoreContract.key(2), storingEnvironmentAs: "staging")
+        await StoreContract.expect(.unavailable) { _ = try await store.loadKey(keyID: StoreContract.key(2).keyID) }
+        await StoreContract.expect(.unavailable) { _ = try await store.keys(username: "alice") }
     }
 }

@@ -3,16 +3,17 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
+import AppAttest
 public import FormAttestFlows
 import Foundation
 public import Testing
 
-/// The contract every ``AttestationStore`` must pass. Each check takes a fresh, empty store.
+/// The contract every store must pass, on the widest protocol, ``StepwiseAttestationStore``. Each check takes a fresh, empty store.
 ///
 /// Test targets call these from their own `@Test`s, one per store: the memory store, SQLite,
 /// and MongoDB run exactly the same checks.
 public enum StoreContract {
-    public typealias Factory = @Sendable () async throws -> any AttestationStore
+    public typealias Factory = @Sendable () async throws -> any StepwiseAttestationStore
 
     /// The check's start: the real clock's second at which ``run(_:_:)`` began the check.
     ///
@@ -32,7 +33,7 @@ public enum StoreContract {
             publicKey: [0x04] + [UInt8](repeating: id, count: 64),
             counter: counter,
             appID: "ABCDE12345.com.example",
-            environment: "production",
+            environment: .production,
             receipt: [1, 2, 3],
             createdAt: t0,
             lastUsed: t0
@@ -84,6 +85,7 @@ public enum StoreContract {
         ("N concurrent submissions of one form: exactly one accepted", concurrentSameForm),
         ("concurrent distinct counters: the maximum wins, none accepted twice", concurrentCounters),
         ("a challenge consumed concurrently has exactly one winner", concurrentChallenge),
+        ("shutdown lets running calls end, is idempotent, and every later call fails with store_unavailable", shutdown),
     ]
 
     static func keys(_ make: Factory) async throws {
@@ -447,6 +449,47 @@ public enum StoreContract {
             return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
         }
         #expect(wins == 1)
+    }
+
+    static func shutdown(_ make: Factory) async throws {
+        let store = try await make()
+        try await store.insertKey(key(1))
+        try await store.issueChallenge(challenge(1))
+        // Calls running while the store shuts down: each one either completes or fails with
+        // store_unavailable (never anything else, never a crash).
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<16 {
+                group.addTask {
+                    do {
+                        if index.isMultiple(of: 2) {
+                            _ = try await store.loadKey(keyID: key(1).keyID)
+                        } else {
+                            _ = try await store.countRequest(in: RateLimitWindow(id: hash(1), start: t0, expiresAt: t0.addingTimeInterval(hour)))
+                        }
+                    } catch let error as StoreError {
+                        #expect(error.code == .unavailable, "\(error)")
+                    }
+                }
+            }
+            group.addTask { await store.shutdown() }
+            group.addTask { await store.shutdown() }
+            try await group.waitForAll()
+        }
+        await store.shutdown()
+        await expect(.unavailable) { _ = try await store.loadKey(keyID: key(1).keyID) }
+        await expect(.unavailable) { _ = try await store.keys(username: "alice") }
+        await expect(.unavailable) { _ = try await store.isFormHashRecorded(hash(1), now: t0) }
+        await expect(.unavailable) { try await store.insertKey(key(2)) }
+        await expect(.unavailable) { try await store.issueChallenge(challenge(2)) }
+        await expect(.unavailable) { try await store.consumeChallenge(ChallengeClaim(value: challenge(1).value, purpose: .form, username: "alice"), now: t0) }
+        await expect(.unavailable) { try await store.recordFormHash(ReplayRecord(formHash: hash(2), expiresAt: t0.addingTimeInterval(hour)), now: t0) }
+        await expect(.unavailable) { try await store.revokeKey(keyID: key(1).keyID, at: t0) }
+        await expect(.unavailable) { _ = try await store.purgeExpired(now: t0) }
+        await expect(.unavailable) {
+            try await store.commitRegistration(
+                RegistrationCommit(key: key(3), replay: ReplayRecord(formHash: hash(3), expiresAt: t0.addingTimeInterval(hour)), challenges: [], now: t0)
+            )
+        }
     }
 }
 

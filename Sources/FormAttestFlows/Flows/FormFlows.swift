@@ -214,11 +214,11 @@ public struct FormFlows: Sendable {
             }
             // The policy in force now, not the one at registration: a key attested in an
             // environment this deployment no longer accepts is refused.
-            guard let environment = AppAttestEnvironment(rawValue: key.environment), self.verifier.policy.environments.contains(environment) else {
+            guard self.verifier.policy.environments.contains(key.environment) else {
                 throw FlowError(
                     code: .init(AppAttestError.Code.environmentNotAllowed),
                     category: .verificationFailed,
-                    reason: "the key was attested in the \(key.environment) environment, which this deployment does not accept"
+                    reason: "the key was attested in the \(key.environment.rawValue) environment, which this deployment does not accept"
                 )
             }
             if let maximumAge = self.configuration.maximumKeyAge, now.timeIntervalSince(key.createdAt) > maximumAge {
@@ -416,7 +416,7 @@ public struct FormFlows: Sendable {
             publicKey: Array(attestation.publicKey.x963Representation),
             counter: counter,
             appID: attestation.appID,
-            environment: attestation.environment.rawValue,
+            environment: attestation.environment,
             receipt: attestation.receipt,
             createdAt: now,
             lastUsed: now,

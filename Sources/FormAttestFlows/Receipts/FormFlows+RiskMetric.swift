@@ -32,12 +32,9 @@ extension FormFlows {
         guard var key = try await self.load(keyID) else {
             throw FlowError.keyMismatch("this keyId is not registered")
         }
-        guard let environment = AppAttestEnvironment(rawValue: key.environment) else {
-            throw FlowError(code: .storeCorrupt, category: .storeUnavailable, reason: "the stored environment is \(key.environment)")
-        }
         let response: ReceiptExchangeResponse
         do {
-            response = try await exchange.exchange(key.receipt, environment: environment)
+            response = try await exchange.exchange(key.receipt, environment: key.environment)
         } catch {
             throw FlowError(code: .init(error.code), category: .upstreamUnavailable, reason: error.reason)
         }

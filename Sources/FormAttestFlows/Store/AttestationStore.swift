@@ -3,10 +3,11 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
+public import AppAttest
 public import Foundation
 
-/// The state FormAttest shares between verifier instances: attested keys with their counters,
-/// issued challenges, and the hashes of forms already accepted.
+/// What the flows need of the state FormAttest shares between verifier instances: attested keys
+/// with their counters, issued challenges, and the hashes of forms already accepted.
 ///
 /// Every operation is atomic on its own, and the two commits are atomic as a whole: a commit
 /// either applies every part or none (so there is never a key without its replay record, nor a
@@ -15,18 +16,13 @@ public import Foundation
 ///
 /// Errors are ``StoreError``; an implementation that cannot reach its storage throws
 /// ``StoreError/Code/unavailable`` and has changed nothing.
+///
+/// The flows take this protocol and nothing wider. ``OperationalAttestationStore`` adds what a
+/// running service needs around them (rate limits, revocation, housekeeping, the health probe),
+/// and ``StepwiseAttestationStore`` each part of the commits on its own (for the store contract).
 public protocol AttestationStore: Sendable {
-    /// Inserts a key.
-    /// - Throws: ``StoreError/Code/duplicateKey`` when a key with this keyId exists.
-    func insertKey(_ key: StoredKey) async throws(StoreError)
-
     /// The key with this keyId, or `nil`.
     func loadKey(keyID: [UInt8]) async throws(StoreError) -> StoredKey?
-
-    /// Compare-and-set: stores `counter` only if the stored counter is strictly smaller.
-    /// - Returns: `true` when stored, `false` when the stored counter is already ≥ `counter`.
-    /// - Throws: ``StoreError/Code/unknownKey`` when no key has this keyId.
-    func advanceCounter(keyID: [UInt8], to counter: UInt32, lastUsed: Date) async throws(StoreError) -> Bool
 
     /// Marks a key as requiring a new attestation (its validly signed counter went backwards: a
     /// cloned key or a restored device). The mark is permanent: the key is never accepted again.
@@ -38,16 +34,6 @@ public protocol AttestationStore: Sendable {
     /// recent registrations with it).
     func keys(username: String) async throws(StoreError) -> [StoredKey]
 
-    /// Revokes a key: every later assertion with it is refused (401 `key_revoked`). Idempotent:
-    /// the first revocation's time is kept.
-    /// - Throws: ``StoreError/Code/unknownKey`` when no key has this keyId.
-    func revokeKey(keyID: [UInt8], at date: Date) async throws(StoreError)
-
-    /// Adds one request to a rate-limit window and returns the window's count after it,
-    /// atomically (across instances sharing the store): two concurrent callers never both see
-    /// the same count.
-    func countRequest(in window: RateLimitWindow) async throws(StoreError) -> Int
-
     /// Compare-and-set of a key's receipt (after a risk-metric refresh): stores `receipt` only if
     /// the stored one is still `previous`, so that concurrent refreshes cannot overwrite a newer one.
     /// - Returns: `true` when stored, `false` when the stored receipt is no longer `previous`.
@@ -57,15 +43,6 @@ public protocol AttestationStore: Sendable {
     /// Records an issued challenge.
     /// - Throws: ``StoreError/Code/duplicateChallenge`` when the value was issued before.
     func issueChallenge(_ challenge: IssuedChallenge) async throws(StoreError)
-
-    /// Consumes a challenge exactly once: it must exist, be unused, unexpired at `now`, and match
-    /// the claim's purpose and user. Of concurrent consumers of one challenge, one wins.
-    /// - Throws: ``StoreError/Code/challengeInvalid`` otherwise, changing nothing.
-    func consumeChallenge(_ claim: ChallengeClaim, now: Date) async throws(StoreError)
-
-    /// Insert-if-absent of an accepted form's hash until `record.expiresAt`.
-    /// - Throws: ``StoreError/Code/replay`` when an unexpired record with this hash exists.
-    func recordFormHash(_ record: ReplayRecord, now: Date) async throws(StoreError)
 
     /// Whether an unexpired record of this form hash exists at `now`. Read-only: flows use it to
     /// name a rejection (a resubmitted form is a replay), never to decide an acceptance.
@@ -85,10 +62,6 @@ public protocol AttestationStore: Sendable {
     /// - Throws: ``StoreError/Code/challengeInvalid``, ``StoreError/Code/replay``,
     ///   ``StoreError/Code/unknownKey`` or ``StoreError/Code/staleCounter``.
     func commitAssertion(_ commit: AssertionCommit) async throws(StoreError)
-
-    /// Deletes records that expired before `now` (housekeeping only; reads already ignore them).
-    /// - Returns: how many records were deleted.
-    func purgeExpired(now: Date) async throws(StoreError) -> Int
 }
 
 /// An attested key as stored.
@@ -99,14 +72,16 @@ public struct StoredKey: Sendable, Hashable, Codable {
     public var publicKey: [UInt8]
     public var counter: UInt32
     public var appID: String
-    public var environment: String
+    /// Stored as its raw value (`development`, `production`); a store refuses to read any other
+    /// (``StoreError/Code/unavailable``) rather than guess.
+    public var environment: AppAttestEnvironment
     /// Apple's receipt, kept for receipt validation and risk-metric refreshes.
     public var receipt: [UInt8]
     public var createdAt: Date
     public var lastUsed: Date
     /// Set by ``AttestationStore/requireReattestation(keyID:)``: the key is refused for good.
     public var reattestationRequired: Bool
-    /// Set by ``AttestationStore/revokeKey(keyID:at:)`` (an operator, or the per-user limit).
+    /// Set by ``OperationalAttestationStore/revokeKey(keyID:at:)`` (an operator, or the per-user limit).
     public var revokedAt: Date?
     /// The iOS 27 signals of the last attestation or assertion of this key that carried any
     /// (`nil`: none yet, such as every key of a device before iOS 27).
@@ -122,7 +97,7 @@ public struct StoredKey: Sendable, Hashable, Codable {
         publicKey: [UInt8],
         counter: UInt32,
         appID: String,
-        environment: String,
+        environment: AppAttestEnvironment,
         receipt: [UInt8],
         createdAt: Date,
         lastUsed: Date,

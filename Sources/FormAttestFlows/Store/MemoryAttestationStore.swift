@@ -5,15 +5,17 @@
 
 public import Foundation
 
-/// An in-memory ``AttestationStore`` for tests and single-process demos. The actor makes every
+/// An in-memory ``StepwiseAttestationStore`` for tests and single-process demos. The actor makes every
 /// operation, commits included, atomic.
-public actor MemoryAttestationStore: AttestationStore {
+public actor MemoryAttestationStore: StepwiseAttestationStore {
     private var keys: [[UInt8]: StoredKey] = [:]
     private var challenges: [[UInt8]: (challenge: IssuedChallenge, used: Bool)] = [:]
     private var replays: [[UInt8]: Date] = [:]
     private var rateWindows: [RateLimitWindow: Int] = [:]
     /// When set, every operation fails with ``StoreError/Code/unavailable`` (fault injection).
     private var failing = false
+    /// Set by ``shutdown()``: every later operation fails with ``StoreError/Code/unavailable``.
+    private var isShutDown = false
 
     public init() {}
 
@@ -22,7 +24,12 @@ public actor MemoryAttestationStore: AttestationStore {
         self.failing = unavailable
     }
 
+    public func shutdown() {
+        self.isShutDown = true
+    }
+
     private func check() throws(StoreError) {
+        if self.isShutDown { throw StoreError(code: .unavailable, reason: "the in-memory store is shut down") }
         if self.failing { throw StoreError(code: .unavailable, reason: "the in-memory store is set to fail") }
     }
 

@@ -3,6 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
+import AppAttest
 import AttestationStoreContract
 import FormAttestFlows
 import Foundation
@@ -23,7 +24,7 @@ struct SQLiteGroupCommitTests {
     func key(_ keyID: [UInt8], counter: UInt32 = 0) -> StoredKey {
         StoredKey(
             keyID: keyID, username: "alice", publicKey: [0x04] + [UInt8](repeating: keyID[1], count: 64), counter: counter,
-            appID: "ABCDE12345.com.example", environment: "production", receipt: [1, 2, 3], createdAt: self.t0, lastUsed: self.t0
+            appID: "ABCDE12345.com.example", environment: .production, receipt: [1, 2, 3], createdAt: self.t0, lastUsed: self.t0
         )
     }
 

@@ -1,0 +1,101 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+import AppAttest
+import AttestationStoreContract
+import FormAttestFlows
+import Foundation
+import GRDB
+import SQLiteAttestStore
+import Testing
+
+/// The store contract on SQLite, and what only the SQLite store has: its file, its migrations.
+struct SQLiteStoreTests {
+    @Test("SQLite store passes the contract", arguments: StoreContract.all.map(\.name))
+    func sqlite(check: String) async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sqlite-contract-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try await StoreContract.run(check) {
+            try SQLiteAttestationStore(path: directory.appendingPathComponent("\(UUID().uuidString).sqlite").path)
+        }
+    }
+
+    @Test("SQLite: created under missing directories, WAL with synchronous FULL, and reopens with its data")
+    func sqliteFile() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sqlite-file-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("a/b/formattest.sqlite").path
+        let store = try SQLiteAttestationStore(path: path)
+        try await store.insertKey(StoreContract.key(1))
+        #expect(FileManager.default.fileExists(atPath: path + "-wal"))
+        let reopened = try SQLiteAttestationStore(path: path)
+        #expect(try await reopened.loadKey(keyID: StoreContract.key(1).keyID) != nil)
+        // Every commit is synced: an OS crash cannot forget an accepted form's replay record.
+        #expect(try await reopened.synchronousLevel() == 2)
+    }
+
+    @Test("SQLite: a key whose stored environment is neither development nor production is refused (store_unavailable), not defaulted")
+    func sqliteUnknownEnvironment() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sqlite-environment-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("formattest.sqlite").path
+        let store = try SQLiteAttestationStore(path: path)
+        try await store.insertKey(StoreContract.key(1))
+        #expect(try await store.loadKey(keyID: StoreContract.key(1).keyID)?.environment == .production)
+        // What another writer (or an older or newer FormAttest) may have left: only the column changes.
+        let raw = try DatabaseQueue(path: path)
+        try await raw.write { db in try db.execute(sql: "UPDATE keys SET environment = 'staging'") }
+        try raw.close()
+        await StoreContract.expect(.unavailable) { _ = try await store.loadKey(keyID: StoreContract.key(1).keyID) }
+        await StoreContract.expect(.unavailable) { _ = try await store.keys(username: "alice") }
+    }
+
+    @Test("a database of the first schema (v1) is migrated on open and its keys read back, environment included")
+    func migrationFromV1() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sqlite-v1-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let path = directory.appendingPathComponent("formattest.sqlite").path
+        // The file as the first release left it: the v1 tables, one key, and GRDB's record of v1.
+        let old = try DatabaseQueue(path: path)
+        try await old.write { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE keys (
+                        key_id BLOB PRIMARY KEY NOT NULL, username TEXT NOT NULL, public_key BLOB NOT NULL,
+                        counter INTEGER NOT NULL, app_id TEXT NOT NULL, environment TEXT NOT NULL,
+                        receipt BLOB NOT NULL, created_at REAL NOT NULL, last_used REAL NOT NULL);
+                    CREATE TABLE challenges (
+                        value BLOB PRIMARY KEY NOT NULL, purpose TEXT NOT NULL, username TEXT,
+                        issued_at REAL NOT NULL, expires_at REAL NOT NULL, used INTEGER NOT NULL DEFAULT 0);
+                    CREATE INDEX challenges_expiry ON challenges(expires_at);
+                    CREATE TABLE form_hashes (hash BLOB PRIMARY KEY NOT NULL, expires_at REAL NOT NULL);
+                    CREATE INDEX form_hashes_expiry ON form_hashes(expires_at);
+                    CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY);
+                    INSERT INTO grdb_migrations VALUES ('v1');
+                    """
+            )
+            try db.execute(
+                sql: "INSERT INTO keys VALUES (?, 'alice', ?, 7, 'ABCDE12345.com.example', 'development', ?, 1000, 2000)",
+                arguments: [Data(repeating: 1, count: 32), Data([0x04] + [UInt8](repeating: 1, count: 64)), Data([1, 2, 3])]
+            )
+        }
+        try old.close()
+
+        let store = try SQLiteAttestationStore(path: path)
+        let key = try #require(try await store.loadKey(keyID: [UInt8](repeating: 1, count: 32)))
+        #expect(key.environment == .development)
+        #expect(key.counter == 7)
+        #expect(key.createdAt == Date(timeIntervalSince1970: 1000))
+        // The columns later migrations added read as their defaults.
+        #expect(key.reattestationRequired == false)
+        #expect(key.revokedAt == nil)
+        #expect(key.lastSignals == nil)
+        #expect(key.attestation == nil)
+        // And the migrated tables take writes (v3 added the rate-limit windows).
+        #expect(try await store.advanceCounter(keyID: key.keyID, to: 8, lastUsed: Date(timeIntervalSince1970: 3000)))
+        #expect(try await store.countRequest(in: RateLimitWindow(id: [UInt8](repeating: 2, count: 32), start: Date(timeIntervalSince1970: 0), expiresAt: Date(timeIntervalSince1970: 60))) == 1)
+    }
+}
