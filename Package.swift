@@ -60,10 +60,16 @@ let package = Package(
             name: "RFC3339",
             swiftSettings: pureLibrarySettings
         ),
-        // The verifier: CBOR, authenticator data, attestation and assertion rules. Pure.
+        // Strict RFC 8949 decoding (byte ranges kept) and deterministic encoding. Pure, no dependencies.
+        .target(
+            name: "CBOR",
+            swiftSettings: pureLibrarySettings
+        ),
+        // The verifier: authenticator data, attestation and assertion rules. Pure.
         .target(
             name: "AppAttest",
             dependencies: [
+                "CBOR",
                 "RFC3339",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
@@ -75,6 +81,7 @@ let package = Package(
         .target(
             name: "AppAttestInspector",
             dependencies: [
+                "CBOR",
                 "RFC3339",
                 "AppAttest",
                 "CanonicalJSON",
@@ -140,6 +147,7 @@ let package = Package(
         .target(
             name: "FormAttestTokens",
             dependencies: [
+                "CBOR",
                 "RFC3339",
                 "AppAttest",
                 "CanonicalJSON",
@@ -212,6 +220,7 @@ let package = Package(
         .target(
             name: "AppAttestSimulator",
             dependencies: [
+                "CBOR",
                 "RFC3339",
                 "AppAttest",
                 "FormAttestClient",
@@ -262,12 +271,18 @@ let package = Package(
             name: "AppAttestTests",
             dependencies: [
                 "AppAttest",
+                "CBOR",
                 "AppAttestSimulator",
                 "FormAttestTestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
             ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "CBORTests",
+            dependencies: ["CBOR", "FormAttestTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -318,7 +333,7 @@ let package = Package(
         .testTarget(
             name: "FormAttestTokensTests",
             dependencies: [
-                "FormAttestTokens", "AppAttest", "CanonicalJSON", "FormAttestClient", "FormAttestTestSupport",
+                "FormAttestTokens", "AppAttest", "CBOR", "CanonicalJSON", "FormAttestClient", "FormAttestTestSupport",
                 .product(name: "Crypto", package: "swift-crypto"), .product(name: "JWTKit", package: "jwt-kit"),
             ],
             swiftSettings: swiftSettings
