@@ -4,8 +4,8 @@
 //===----------------------------------------------------------------------===//
 
 import CBOR
-import Foundation
 import FormAttestTestSupport
+import Foundation
 import Testing
 
 struct CBORDecoderTests {
