@@ -398,15 +398,40 @@ let package = Package(
     ]
 )
 
-// libFuzzer targets: the parsers that need swift-certificates (the attestation object with its
-// certificates, the receipt) and the inspector; and the request pipeline (body bytes, strict JSON,
-// form policy, the flows on the memory store with the simulator). Only `scripts/fuzz` adds them
-// (FORMATTEST_FUZZ=1), and builds them with -sanitize=fuzzer, which supplies the driver.
+// libFuzzer targets, each over the package's own modules: the CBOR decoder, authenticator data and
+// assertions; the RFC 8785 parser; the parsers that need swift-certificates (the attestation object
+// with its certificates, the receipt) and the inspector; and the request pipeline (body bytes,
+// strict JSON, form policy, the flows on the memory store with the simulator). Only `scripts/fuzz`
+// adds them (FORMATTEST_FUZZ=1), and builds them with -sanitize=fuzzer, which supplies the driver.
 if Context.environment["FORMATTEST_FUZZ"] == "1" {
+    // The entry point the four targets share (libFuzzer's driver behind SwiftPM's `<module>_main`).
+    package.targets.append(
+        .target(
+            name: "FuzzDriver",
+            path: "fuzz/FuzzDriver",
+            swiftSettings: swiftSettings
+        )
+    )
+    package.targets.append(
+        .executableTarget(
+            name: "AppAttestFuzz",
+            dependencies: ["AppAttest", "CBOR", "FuzzDriver"],
+            path: "fuzz/AppAttestFuzz",
+            swiftSettings: swiftSettings
+        )
+    )
+    package.targets.append(
+        .executableTarget(
+            name: "JCSFuzz",
+            dependencies: ["CanonicalJSON", "FuzzDriver"],
+            path: "fuzz/JCSFuzz",
+            swiftSettings: swiftSettings
+        )
+    )
     package.targets.append(
         .executableTarget(
             name: "FormAttestFuzz",
-            dependencies: ["AppAttest", "AppAttestInspector"],
+            dependencies: ["AppAttest", "AppAttestInspector", "FuzzDriver"],
             path: "fuzz/FormAttestFuzz",
             swiftSettings: swiftSettings
         )
@@ -414,7 +439,7 @@ if Context.environment["FORMATTEST_FUZZ"] == "1" {
     package.targets.append(
         .executableTarget(
             name: "FormAttestRequestFuzz",
-            dependencies: ["AppAttest", "AppAttestSimulator", "CanonicalJSON", "FormAttestClient", "FormAttestFlows", "RFC3339"],
+            dependencies: ["AppAttest", "AppAttestSimulator", "CanonicalJSON", "FormAttestClient", "FormAttestFlows", "FuzzDriver", "RFC3339"],
             path: "fuzz/RequestFuzz",
             swiftSettings: swiftSettings
         )

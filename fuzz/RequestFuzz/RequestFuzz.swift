@@ -25,6 +25,7 @@ import Dispatch
 import FormAttestClient
 import FormAttestFlows
 import Foundation
+import FuzzDriver
 import RFC3339
 
 // MARK: - The fixture: computed once, copied into a fresh store for every input
@@ -325,20 +326,10 @@ public func fuzzerInitialize(
     return 0
 }
 
-// SwiftPM links an executable target's entry point as `<module>_main`; hand it to libFuzzer's driver
-// (LLVMFuzzerRunDriver, part of the libFuzzer that -sanitize=fuzzer links).
-@_silgen_name("LLVMFuzzerRunDriver")
-func runFuzzerDriver(
-    _ argc: UnsafeMutablePointer<Int32>,
-    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
-    _ callback: @convention(c) (UnsafePointer<UInt8>, Int) -> Int32
-) -> Int32
-
+// SwiftPM links an executable target's entry point as `<module>_main` (see FuzzDriver).
 @_cdecl("FormAttestRequestFuzz_main")
 public func fuzzerMain(_ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) -> Int32 {
-    var count = argc
-    var arguments: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = argv
-    return runFuzzerDriver(&count, &arguments) { data, size in fuzz(data, size) }
+    FuzzDriver.run(argc, argv) { data, size in fuzz(data, size) }
 }
 
 // MARK: - Seeds
