@@ -63,10 +63,16 @@ let package = Package(
             name: "RFC3339",
             swiftSettings: pureLibrarySettings
         ),
-        // The verifier: CBOR, authenticator data, attestation and assertion rules. Pure.
+        // Strict RFC 8949 decoding (byte ranges kept) and deterministic encoding. Pure, no dependencies.
+        .target(
+            name: "CBOR",
+            swiftSettings: pureLibrarySettings
+        ),
+        // The verifier: authenticator data, attestation and assertion rules. Pure.
         .target(
             name: "AppAttest",
             dependencies: [
+                "CBOR",
                 "RFC3339",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
@@ -78,6 +84,7 @@ let package = Package(
         .target(
             name: "AppAttestInspector",
             dependencies: [
+                "CBOR",
                 "RFC3339",
                 "AppAttest",
                 "CanonicalJSON",
@@ -155,6 +162,7 @@ let package = Package(
         .target(
             name: "FormAttestTokens",
             dependencies: [
+                "CBOR",
                 "RFC3339",
                 "AppAttest",
                 "CanonicalJSON",
@@ -256,6 +264,7 @@ let package = Package(
         .target(
             name: "AppAttestSimulator",
             dependencies: [
+                "CBOR",
                 "RFC3339",
                 "AppAttest",
                 "CanonicalJSON",
@@ -338,12 +347,18 @@ let package = Package(
             name: "AppAttestTests",
             dependencies: [
                 "AppAttest",
+                "CBOR",
                 "AppAttestSimulator",
                 "FormAttestTestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
             ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "CBORTests",
+            dependencies: ["CBOR", "FormAttestTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -401,7 +416,7 @@ let package = Package(
         .testTarget(
             name: "FormAttestTokensTests",
             dependencies: [
-                "FormAttestTokens", "AppAttest", "CanonicalJSON", "FormAttestForm", "FormAttestTestSupport",
+                "FormAttestTokens", "AppAttest", "CBOR", "CanonicalJSON", "FormAttestForm", "FormAttestTestSupport",
                 .product(name: "Crypto", package: "swift-crypto"), .product(name: "JWTKit", package: "jwt-kit"),
             ],
             swiftSettings: swiftSettings
@@ -474,15 +489,40 @@ let package = Package(
     ]
 )
 
-// libFuzzer targets: the parsers that need swift-certificates (the attestation object with its
-// certificates, the receipt) and the inspector; and the request pipeline (body bytes, strict JSON,
-// form policy, the flows on the memory store with the simulator). Only `scripts/fuzz` adds them
-// (FORMATTEST_FUZZ=1), and builds them with -sanitize=fuzzer, which supplies the driver.
+// libFuzzer targets, each over the package's own modules: the CBOR decoder, authenticator data and
+// assertions; the RFC 8785 parser; the parsers that need swift-certificates (the attestation object
+// with its certificates, the receipt) and the inspector; and the request pipeline (body bytes,
+// strict JSON, form policy, the flows on the memory store with the simulator). Only `scripts/fuzz`
+// adds them (FORMATTEST_FUZZ=1), and builds them with -sanitize=fuzzer, which supplies the driver.
 if Context.environment["FORMATTEST_FUZZ"] == "1" {
+    // The entry point the four targets share (libFuzzer's driver behind SwiftPM's `<module>_main`).
+    package.targets.append(
+        .target(
+            name: "FuzzDriver",
+            path: "fuzz/FuzzDriver",
+            swiftSettings: swiftSettings
+        )
+    )
+    package.targets.append(
+        .executableTarget(
+            name: "AppAttestFuzz",
+            dependencies: ["AppAttest", "CBOR", "FuzzDriver"],
+            path: "fuzz/AppAttestFuzz",
+            swiftSettings: swiftSettings
+        )
+    )
+    package.targets.append(
+        .executableTarget(
+            name: "JCSFuzz",
+            dependencies: ["CanonicalJSON", "FuzzDriver"],
+            path: "fuzz/JCSFuzz",
+            swiftSettings: swiftSettings
+        )
+    )
     package.targets.append(
         .executableTarget(
             name: "FormAttestFuzz",
-            dependencies: ["AppAttest", "AppAttestInspector"],
+            dependencies: ["AppAttest", "AppAttestInspector", "FuzzDriver"],
             path: "fuzz/FormAttestFuzz",
             swiftSettings: swiftSettings
         )
@@ -490,7 +530,7 @@ if Context.environment["FORMATTEST_FUZZ"] == "1" {
     package.targets.append(
         .executableTarget(
             name: "FormAttestRequestFuzz",
-            dependencies: ["AppAttest", "AppAttestSimulator", "CanonicalJSON", "FormAttestForm", "FormAttestFlows", "RFC3339"],
+            dependencies: ["AppAttest", "AppAttestSimulator", "CanonicalJSON", "FormAttestForm", "FormAttestFlows", "FuzzDriver", "RFC3339"],
             path: "fuzz/RequestFuzz",
             swiftSettings: swiftSettings
         )

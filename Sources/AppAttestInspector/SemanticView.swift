@@ -4,6 +4,7 @@
 //===----------------------------------------------------------------------===//
 
 import AppAttest
+import CBOR
 import Foundation
 import RFC3339
 import SwiftASN1

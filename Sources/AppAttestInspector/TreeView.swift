@@ -4,6 +4,7 @@
 //===----------------------------------------------------------------------===//
 
 import AppAttest
+import CBOR
 
 /// The lossless view: every CBOR item and every ASN.1 item, with its offset, header length,
 /// length and value. Byte strings and OCTET/BIT STRINGs whose content is itself one constructed

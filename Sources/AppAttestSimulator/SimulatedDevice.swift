@@ -4,6 +4,7 @@
 //===----------------------------------------------------------------------===//
 
 public import AppAttest
+import CBOR
 public import Crypto
 public import Foundation
 import SwiftASN1

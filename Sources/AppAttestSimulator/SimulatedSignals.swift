@@ -4,6 +4,7 @@
 //===----------------------------------------------------------------------===//
 
 public import AppAttest
+import CBOR
 
 /// The extension map an iOS 27 / macOS 27 device appends to its authenticator data, entry by
 /// entry, as raw values so that malformed ones can be made too.

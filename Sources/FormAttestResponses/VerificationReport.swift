@@ -113,7 +113,7 @@ public struct Rejection: APIResponse {
     public var error: Detail
     public var clientData: CheckedClientData?
 
-    public init(error: AppAttest.AppAttestError, clientData: CheckedClientData? = nil) {
+    public init(error: AppAttestError, clientData: CheckedClientData? = nil) {
         self.error = Detail(code: error.code.identifier, message: error.reason)
         self.clientData = clientData
     }

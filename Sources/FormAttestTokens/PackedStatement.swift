@@ -3,7 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
-import AppAttest
+import CBOR
 
 /// A `packed`-shaped attestation statement (ES256), and the CBOR attestation object around it:
 /// `{fmt, attStmt: {alg: -7, sig, x5c?}, authData}`. Written once for the packed attestation this

@@ -5,6 +5,7 @@
 
 import AppAttest
 import AppAttestSimulator
+import CBOR
 import Crypto
 import Testing
 

@@ -5,6 +5,7 @@
 
 import AppAttest
 import AppAttestSimulator
+import CBOR
 import Crypto
 import Foundation
 import Testing
@@ -77,7 +78,7 @@ struct AttestationStepTests {
         let scenario = try SimulatedScenario()
         var attestation = try scenario.attestation()
         // The leaf's DER starts right after the x5c array header and its byte-string header.
-        let leafStart = try #require(AttestationObject(cborEncoded: attestation).cbor[textKey: "attStmt"]?[textKey: "x5c"]?.arrayElements?.first)
+        let leafStart = try #require(CBORDecoder.decode(attestation)[textKey: "attStmt"]?[textKey: "x5c"]?.arrayElements?.first)
         attestation[leafStart.range.lowerBound + leafStart.headerLength] = 0x31  // SET instead of SEQUENCE
         await Self.expect(.malformedCertificate) {
             _ = try await scenario.verifier().verifyAttestation(
@@ -265,9 +266,12 @@ struct AttestationStepTests {
     @Test("iOS 27: unknown entries in the map are kept, not interpreted")
     func iOS27UnknownEntries() async throws {
         let scenario = try SimulatedScenario()
-        let map: [UInt8] = [0xA1, 0x67] + Array("future1".utf8) + [0x01]
+        let map: [UInt8] = [0xA2, 0x67] + Array("future1".utf8) + [0x01] + [0x67] + Array("future2".utf8) + [0x42, 0xAB, 0xCD]
         let result = try await scenario.verify { $0.authenticatorDataSuffix = map }
-        #expect(result.extensions?.additionalEntries.keys.sorted() == ["future1"])
+        #expect(result.extensions?.additionalEntries.keys.sorted() == ["future1", "future2"])
+        // Each value is kept as its encoded bytes, exactly as it stood in the authenticator data.
+        #expect(result.extensions?.additionalEntries["future1"] == [0x01])
+        #expect(result.extensions?.additionalEntries["future2"] == [0x42, 0xAB, 0xCD])
         #expect(result.extensions?.validationCategory == nil)
     }
 

@@ -5,6 +5,7 @@
 
 import AppAttest
 import AppAttestSimulator
+import CBOR
 import Crypto
 import Foundation
 import FormAttestTestSupport
@@ -30,10 +31,15 @@ struct SimulatorTests {
     @Test("simulated attestations have the wire shape of real ones")
     func wireShape() throws {
         let scenario = try SimulatedScenario(environment: .production)
-        let simulated = try AttestationObject(cborEncoded: scenario.attestation())
-        let real = try AttestationObject(cborEncoded: try #require(try RealSample.named("uebelack_production").attestation))
+        let simulatedBytes = try scenario.attestation()
+        let realBytes = try #require(try RealSample.named("uebelack_production").attestation)
+        let simulated = try AttestationObject(cborEncoded: simulatedBytes)
+        let real = try AttestationObject(cborEncoded: realBytes)
         // Same top-level key order in the bytes, same authData layout and length, same flags.
-        #expect(simulated.cbor.mapEntries?.map(\.key.textString) == real.cbor.mapEntries?.map(\.key.textString))
+        #expect(
+            try CBORDecoder.decode(simulatedBytes).mapEntries?.map(\.key.textString)
+                == CBORDecoder.decode(realBytes).mapEntries?.map(\.key.textString)
+        )
         #expect(simulated.authenticatorData.rawValue.count == 164)
         #expect(simulated.authenticatorData.flags == real.authenticatorData.flags)
         #expect(simulated.authenticatorData.attestedCredentialData?.aaguid == real.authenticatorData.attestedCredentialData?.aaguid)

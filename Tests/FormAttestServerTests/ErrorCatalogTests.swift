@@ -96,7 +96,7 @@ struct ErrorCatalogTests {
     @Test("every operation of schemas/openapi.yaml declares 408 and 413")
     func openAPIStatuses() async throws {
         let check = try await PythonCheck(venv: ".venv-interop", overrideVariable: "FORMATTEST_INTEROP_PYTHON").run(
-            "tests/interop/check_openapi_statuses.py", [repositoryDirectory.appendingPathComponent("schemas/openapi.yaml").path]
+            "e2e/interop/check_openapi_statuses.py", [repositoryDirectory.appendingPathComponent("schemas/openapi.yaml").path]
         )
         #expect(check.status == 0, "\(check.output)")
         #expect(check.output.contains(" operations, 0 lacking"), "\(check.output)")

@@ -190,7 +190,7 @@ struct ResponseConformanceTests {
         }
         try Data((lines.joined(separator: "\n") + "\n").utf8).write(to: file)
         return try await PythonCheck(venv: ".venv-interop", overrideVariable: "FORMATTEST_INTEROP_PYTHON").run(
-            "tests/interop/check_openapi.py",
+            "e2e/interop/check_openapi.py",
             [repositoryDirectory.appendingPathComponent("schemas/openapi.yaml").path, file.path]
         )
     }

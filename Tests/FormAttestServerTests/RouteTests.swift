@@ -16,7 +16,7 @@ import JWTKit
 import Testing
 
 /// Every endpoint and every error status, in process; then each recorded response is checked
-/// against schemas/openapi.yaml (tests/interop/check_openapi.py).
+/// against schemas/openapi.yaml (e2e/interop/check_openapi.py).
 struct RouteTests {
     static func text(_ value: String) -> JSONValue { .string(JSONString(value)) }
 
@@ -242,14 +242,14 @@ struct RouteTests {
     }
 }
 
-/// Runs tests/interop/check_openapi.py on the recorded exchanges.
+/// Runs e2e/interop/check_openapi.py on the recorded exchanges.
 enum OpenAPIConformance {
     static func check(_ recorder: ResponseRecorder) async throws {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("exchanges-\(UUID().uuidString).jsonl")
         defer { try? FileManager.default.removeItem(at: file) }
         try Data(recorder.jsonLines.utf8).write(to: file)
         let check = try await PythonCheck(venv: ".venv-interop", overrideVariable: "FORMATTEST_INTEROP_PYTHON").run(
-            "tests/interop/check_openapi.py",
+            "e2e/interop/check_openapi.py",
             [repositoryDirectory.appendingPathComponent("schemas/openapi.yaml").path, file.path]
         )
         #expect(check.status == 0, "\(check.output)")

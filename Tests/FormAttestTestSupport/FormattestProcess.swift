@@ -111,11 +111,15 @@ public enum Formattest {
         process.executableURL = executable ?? Self.executable(for: arguments)
         process.arguments = arguments
         if let currentDirectory { process.currentDirectoryURL = currentDirectory }
+        var variables = ProcessInfo.processInfo.environment
         if !environment.isEmpty {
-            var variables = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("FORMATTEST_") }
+            variables = variables.filter { !$0.key.hasPrefix("FORMATTEST_") }
             variables.merge(environment) { $1 }
-            process.environment = variables
         }
+        // libmongoc (loaded by every command) warns on stderr at start when a killed process left
+        // /dev/shm/mongoc-<pid> behind for the pid it got; its shared-memory counters are unused.
+        variables["MONGOC_DISABLE_SHM"] = "1"
+        process.environment = variables
         let output = Pipe()
         let errors = Pipe()
         let input = Pipe()

@@ -9,7 +9,7 @@ public import Foundation
 public let repositoryDirectory = URL(fileURLWithPath: #filePath)
     .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
-/// Runs one of the repository's Python checks (tests/…) with a venv that `scripts/setup` made.
+/// Runs one of the repository's Python checks (e2e/…) with a venv that `scripts/setup` made.
 ///
 /// Each check prints `N passed, M failed` last and exits non-zero on any failure.
 public struct PythonCheck {

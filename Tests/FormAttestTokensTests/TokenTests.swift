@@ -4,6 +4,7 @@
 //===----------------------------------------------------------------------===//
 
 import AppAttest
+import CBOR
 import CanonicalJSON
 import Crypto
 import FormAttestForm

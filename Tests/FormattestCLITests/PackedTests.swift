@@ -9,7 +9,7 @@ import Testing
 
 /// The FIDO2 `packed` format by the deployment's own attestation authority: `formattest keys
 /// attestation-ca generate`, `formattest wrap --format packed` over every real App Attest
-/// attestation, then python-fido2 verifies each (tests/interop/check_packed.py).
+/// attestation, then python-fido2 verifies each (e2e/interop/check_packed.py).
 struct PackedTests {
     @Test("every real attestation wrapped as packed verifies with python-fido2 against the deployment's root, and only its")
     func packedInterop() async throws {
@@ -51,7 +51,7 @@ struct PackedTests {
 
         let casesFile = try files.write(Data(try JSONSerialization.data(withJSONObject: cases)), named: "cases.json")
         let check = try await PythonCheck(venv: ".venv-interop", overrideVariable: "FORMATTEST_INTEROP_PYTHON").run(
-            "tests/interop/check_packed.py", [authority + "/root.pem", other + "/root.pem", "bank.example", casesFile]
+            "e2e/interop/check_packed.py", [authority + "/root.pem", other + "/root.pem", "bank.example", casesFile]
         )
         #expect(check.status == 0, "\(check.output)")
         #expect(check.output.contains(" passed, 0 failed"), "\(check.output)")

@@ -296,7 +296,7 @@ struct SignalOptionTests {
         defer { _ = server.terminate(within: 10) }
         try #require(Formattest.waitForListener(port: port), "the service did not start listening")
         let check = try await PythonCheck(venv: ".venv-interop", overrideVariable: "FORMATTEST_INTEROP_PYTHON").run(
-            "tests/interop/serve_signal_policy.py", ["http://127.0.0.1:\(port)"]
+            "e2e/interop/serve_signal_policy.py", ["http://127.0.0.1:\(port)"]
         )
         #expect(check.status == 0, "\(check.output)")
         #expect(check.output.contains(" passed, 0 failed"), "\(check.output)")

@@ -8,7 +8,7 @@ import FormAttestTestSupport
 import Testing
 
 /// `formattest wrap` in batch over every real sample, then the interop checks with python-fido2,
-/// joserfc and jsonschema (tests/interop/check_tokens.py).
+/// joserfc and jsonschema (e2e/interop/check_tokens.py).
 struct WrapTests {
     static func line(_ sample: RealSample, name: String? = nil, challenge: String? = nil) throws -> String {
         var fields: [String: Any] = [
@@ -85,7 +85,7 @@ struct WrapTests {
         let jwksFile = try files.write(jwks.stdout, named: "jwks.json")
 
         let check = try await PythonCheck(venv: ".venv-interop", overrideVariable: "FORMATTEST_INTEROP_PYTHON").run(
-            "tests/interop/check_tokens.py",
+            "e2e/interop/check_tokens.py",
             [out, jwksFile, assertionsFile, repositoryDirectory.appendingPathComponent("schemas/fido2-wrapper.schema.json").path]
         )
         #expect(check.status == 0, "\(check.output)")

@@ -26,7 +26,7 @@ struct DemoPageTests {
         let screenshot = artifacts.appendingPathComponent("demo-page.png")
         let narrowScreenshot = artifacts.appendingPathComponent("demo-page-390px.png")
         for file in [screenshot, narrowScreenshot] { try? FileManager.default.removeItem(at: file) }
-        let check = try await browser.run("tests/browser/demo_page_test.py", ["http://127.0.0.1:\(port)", screenshot.path])
+        let check = try await browser.run("e2e/browser/demo_page_test.py", ["http://127.0.0.1:\(port)", screenshot.path])
         #expect(check.status == 0, "\(check.output)")
         #expect(check.output.contains(" passed, 0 failed"), "\(check.output)")
         #expect(FileManager.default.fileExists(atPath: screenshot.path))

@@ -7,7 +7,7 @@ import Foundation
 import FormAttestTestSupport
 import Testing
 
-/// Faults under load (tests/faults/fault_test.py): the service killed mid-load and restarted on
+/// Faults under load (e2e/faults/fault_test.py): the service killed mid-load and restarted on
 /// SQLite, MongoDB killed mid-load and brought back, slow clients, a full disk under load and a
 /// read-only filesystem. Every form ends accepted exactly once, outages answer 503, and every
 /// accepted form is a replay afterwards.
@@ -17,7 +17,7 @@ struct FaultTests {
         let check = try PythonCheck(venv: ".venv-mongoeco", overrideVariable: "FORMATTEST_MONGOECO_PYTHON")
         let files = try TemporaryFiles()
         let result = try await check.run(
-            "tests/faults/fault_test.py",
+            "e2e/faults/fault_test.py",
             ["--binary", Formattest.executable.path, "--dev-binary", Formattest.developerExecutable.path, "--mongoeco-python", check.python.path, "--work", files.directory.path]
         )
         #expect(result.status == 0, "\(result.output)")

@@ -7,7 +7,7 @@ import Foundation
 import FormAttestTestSupport
 import Testing
 
-/// Hostile, unauthenticated callers (tests/hostile/hostile_test.py): malformed timestamps,
+/// Hostile, unauthenticated callers (e2e/hostile/hostile_test.py): malformed timestamps,
 /// control characters in usernames, slow bodies on every method, malformed HTTP framing, a locked
 /// store, secrets in logs, invalid configuration, file modes, error oracles, inexact numbers in
 /// forms, 300 seeded random variants, and the CLI reading a 300 MB file. Each is refused with its
@@ -18,7 +18,7 @@ struct HostileClientTests {
         let check = try PythonCheck(venv: ".venv-interop", overrideVariable: "FORMATTEST_INTEROP_PYTHON")
         let files = try TemporaryFiles()
         let result = try await check.run(
-            "tests/hostile/hostile_test.py",
+            "e2e/hostile/hostile_test.py",
             ["--binary", Formattest.executable.path, "--dev-binary", Formattest.developerExecutable.path, "--work", files.directory.path]
         )
         #expect(result.status == 0, "\(result.output)")

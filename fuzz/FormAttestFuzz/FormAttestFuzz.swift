@@ -10,6 +10,7 @@
 
 import AppAttest
 import AppAttestInspector
+import FuzzDriver
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
@@ -31,18 +32,8 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     return 0
 }
 
-// SwiftPM links an executable target's entry point as `<module>_main`; hand it to libFuzzer's driver
-// (LLVMFuzzerRunDriver, part of the libFuzzer that -sanitize=fuzzer links).
-@_silgen_name("LLVMFuzzerRunDriver")
-func runFuzzerDriver(
-    _ argc: UnsafeMutablePointer<Int32>,
-    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
-    _ callback: @convention(c) (UnsafePointer<UInt8>, Int) -> Int32
-) -> Int32
-
+// SwiftPM links an executable target's entry point as `<module>_main` (see FuzzDriver).
 @_cdecl("FormAttestFuzz_main")
 public func fuzzerMain(_ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) -> Int32 {
-    var count = argc
-    var arguments: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = argv
-    return runFuzzerDriver(&count, &arguments) { data, size in fuzz(data, size) }
+    FuzzDriver.run(argc, argv) { data, size in fuzz(data, size) }
 }

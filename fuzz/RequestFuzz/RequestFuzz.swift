@@ -25,6 +25,7 @@ import Dispatch
 import FormAttestForm
 import FormAttestFlows
 import Foundation
+import FuzzDriver
 import RFC3339
 
 // MARK: - The fixture: computed once, copied into a fresh store for every input
@@ -206,7 +207,8 @@ func execute(_ endpoint: Endpoint, body: [UInt8]) async -> Result<Verdict, Viola
             case .failure(let violation): return violation
             }
             if let previous = counters[keyID], key.map({ $0.counter < previous }) ?? true {
-                return Violation("\(when): key \(Base64URL.encode(keyID)) went from counter \(previous) to \(key.map { String($0.counter) } ?? "gone")")
+                let current = key.map { String($0.counter) } ?? "gone"
+                return Violation("\(when): key \(Base64URL.encode(keyID)) went from counter \(previous) to \(current)")
             }
             if let key { counters[keyID] = key.counter }
         }
@@ -324,20 +326,10 @@ public func fuzzerInitialize(
     return 0
 }
 
-// SwiftPM links an executable target's entry point as `<module>_main`; hand it to libFuzzer's driver
-// (LLVMFuzzerRunDriver, part of the libFuzzer that -sanitize=fuzzer links).
-@_silgen_name("LLVMFuzzerRunDriver")
-func runFuzzerDriver(
-    _ argc: UnsafeMutablePointer<Int32>,
-    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
-    _ callback: @convention(c) (UnsafePointer<UInt8>, Int) -> Int32
-) -> Int32
-
+// SwiftPM links an executable target's entry point as `<module>_main` (see FuzzDriver).
 @_cdecl("FormAttestRequestFuzz_main")
 public func fuzzerMain(_ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) -> Int32 {
-    var count = argc
-    var arguments: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = argv
-    return runFuzzerDriver(&count, &arguments) { data, size in fuzz(data, size) }
+    FuzzDriver.run(argc, argv) { data, size in fuzz(data, size) }
 }
 
 // MARK: - Seeds
@@ -370,7 +362,9 @@ enum Seeds {
     }
 
     /// The three valid bodies and their variants for `form`, signed for it.
-    static func bodies(form: [UInt8], username: String = #""alice""#, counter: UInt32 = 1, localChallenge: Bool = false) throws -> [(Endpoint, [UInt8])] {
+    static func bodies(
+        form: [UInt8], username: String = #""alice""#, counter: UInt32 = 1, localChallenge: Bool = false
+    ) throws -> [(Endpoint, [UInt8])] {
         let device = fixture.device
         let hash = Self.hash(form)
         let formText = String(decoding: form, as: UTF8.self)
@@ -421,11 +415,12 @@ enum Seeds {
                 seeds.append(("\(Self.name(endpoint))-valid-challenge", body, true))
             }
             // Hostile forms: times, numbers, usernames.
+            let fullwidth = String(base.map { $0.isASCII && $0.isNumber ? Character(UnicodeScalar($0.unicodeScalars.first!.value + 0xFEE0)!) : $0 })
             let hostileForms: [(String, [UInt8])] = [
                 ("timestamp-35-fraction-digits", Self.form(timestamp: base + "." + String(repeating: "1234567", count: 5) + "Z", nonce: "h1")),
                 ("timestamp-offset-and-z", Self.form(timestamp: base + "+01:00Z", nonce: "h2")),
                 ("timestamp-offset", Self.form(timestamp: base + "+01:00", nonce: "h3")),
-                ("timestamp-fullwidth-digits", Self.form(timestamp: String(base.map { $0.isASCII && $0.isNumber ? Character(UnicodeScalar($0.unicodeScalars.first!.value + 0xFEE0)!) : $0 }) + "Z", nonce: "h4")),
+                ("timestamp-fullwidth-digits", Self.form(timestamp: fullwidth + "Z", nonce: "h4")),
                 ("timestamp-leap-second", Self.form(timestamp: String(base.dropLast(2)) + "60Z", nonce: "h5")),
                 ("number-2^53+1", Self.form(nonce: "h6", extra: #", "cents": 9007199254740993"#)),
                 ("number-0.3-plus-1e-20", Self.form(nonce: "h7", extra: #", "rate": 0.30000000000000000001"#)),
@@ -466,7 +461,8 @@ enum Seeds {
         for endpoint in Endpoint.allCases {
             let name = Self.name(endpoint)
             seeds.append(("\(name)-deep-array", [endpoint.rawValue] + [UInt8](repeating: UInt8(ascii: "["), count: 10_000), false))
-            seeds.append(("\(name)-deep-form", [endpoint.rawValue] + Array(#"{"username": "alice", "form": "#.utf8) + [UInt8](repeating: UInt8(ascii: "["), count: 10_000), false))
+            let deepForm = Array(#"{"username": "alice", "form": "#.utf8) + [UInt8](repeating: UInt8(ascii: "["), count: 10_000)
+            seeds.append(("\(name)-deep-form", [endpoint.rawValue] + deepForm, false))
             seeds.append(("\(name)-not-object", [endpoint.rawValue] + Array(#"["username", "alice"]"#.utf8), false))
             seeds.append(("\(name)-empty", [endpoint.rawValue], false))
         }

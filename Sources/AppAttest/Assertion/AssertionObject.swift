@@ -3,15 +3,14 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
+import CBOR
+
 /// An App Attest assertion, parsed but not verified: `{signature, authenticatorData}`.
 public struct AssertionObject: Sendable, Hashable {
     /// The DER-encoded ECDSA P-256 signature over SHA-256(nonce).
     public let signature: [UInt8]
     /// The authenticator data: 37 bytes, optionally followed by one CBOR map (iOS 27).
     public let authenticatorData: AuthenticatorData
-    /// The decoded CBOR, with byte ranges, for inspection.
-    public let cbor: CBORItem
-
     /// Parses an assertion.
     ///
     /// - Throws: ``AppAttestError/Code/assertionTooLarge`` over ``AppAttestLimits/maximumAssertionSize``;
@@ -27,7 +26,7 @@ public struct AssertionObject: Sendable, Hashable {
         let root: CBORItem
         do {
             root = try CBORDecoder.decode(bytes)
-        } catch let error as AppAttestError {
+        } catch {
             throw AppAttestError.malformedAssertion("CBOR: \(error.reason)")
         }
         guard let entries = root.mapEntries else {
@@ -45,6 +44,5 @@ public struct AssertionObject: Sendable, Hashable {
         }
         self.signature = signature
         self.authenticatorData = try AuthenticatorData(bytes: authData, kind: .assertion)
-        self.cbor = root
     }
 }

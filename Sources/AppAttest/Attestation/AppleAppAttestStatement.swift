@@ -3,6 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
+import CBOR
 public import Crypto
 import SwiftASN1
 public import X509

@@ -3,6 +3,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
+import CBOR
+
 /// An `apple-appattest` attestation object, parsed but not verified.
 ///
 /// The CBOR map must hold exactly `fmt`, `attStmt` and `authData`; `attStmt` exactly `x5c`
@@ -17,9 +19,6 @@ public struct AttestationObject: Sendable, Hashable {
     public let statement: AppleAppAttestStatement
     /// `authData`, parsed; its ``AuthenticatorData/rawValue`` holds the exact bytes.
     public let authenticatorData: AuthenticatorData
-    /// The decoded CBOR, with byte ranges, for inspection.
-    public let cbor: CBORItem
-
     /// Parses an attestation object.
     ///
     /// - Throws: ``AppAttestError/Code/attestationTooLarge`` over ``AppAttestLimits/maximumAttestationSize``;
@@ -36,7 +35,7 @@ public struct AttestationObject: Sendable, Hashable {
         let root: CBORItem
         do {
             root = try CBORDecoder.decode(bytes)
-        } catch let error as AppAttestError {
+        } catch {
             throw AppAttestError.malformedAttestation("CBOR: \(error.reason)")
         }
         guard let entries = root.mapEntries else {
@@ -58,7 +57,6 @@ public struct AttestationObject: Sendable, Hashable {
         self.format = format
         self.statement = try AppleAppAttestStatement(cbor: statementItem)
         self.authenticatorData = try AuthenticatorData(bytes: authData, kind: .attestation)
-        self.cbor = root
     }
 
     /// Rejects a map whose text keys are not exactly `expected` (duplicates are already impossible).

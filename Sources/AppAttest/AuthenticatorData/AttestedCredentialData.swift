@@ -3,6 +3,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
+import CBOR
+
 /// The attested credential data of an attestation's authenticator data.
 public struct AttestedCredentialData: Sendable, Hashable {
     /// The 16-byte aaguid, which names Apple's environment.
@@ -47,7 +49,7 @@ public struct AttestedCredentialData: Sendable, Hashable {
         let decoded: (item: CBORItem, consumed: Int)
         do {
             decoded = try CBORDecoder.decodePrefix(rest)
-        } catch let error as AppAttestError {
+        } catch {
             throw AppAttestError.malformedAuthenticatorData("COSE key at offset \(keyOffset): \(error.reason)")
         }
         let publicKey = try COSEKey(cbor: decoded.item)

@@ -3,6 +3,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
+import CBOR
+
 /// The extension map that iOS 27 (and macOS 27) append to authenticator data without setting the
 /// ED flag, in attestations and in assertions: the signals a deployment can restrict.
 ///
@@ -19,7 +21,7 @@
 /// A signal with another wire type, both spellings present with different values, or a CDHash
 /// without its type (or the reverse) is malformed: the whole authenticator data is rejected with
 /// ``AppAttestError/Code/malformedAuthenticatorData``, whatever the policy. Entries with other
-/// text keys are kept, unexamined, in ``additionalEntries``. Keys that are not text are rejected.
+/// text keys are kept, unexamined, as their encoded bytes in ``additionalEntries``. Keys that are not text are rejected.
 public struct AuthenticatorExtensions: Sendable, Hashable {
     /// The key of the bundle version entry.
     public static let bundleVersionKey = "apple_bundle_version_01"
@@ -45,8 +47,9 @@ public struct AuthenticatorExtensions: Sendable, Hashable {
     public let cdHash: [UInt8]?
     /// The type of ``cdHash`` (2 is SHA-256), present exactly when ``cdHash`` is.
     public let cdHashType: UInt32?
-    /// Every other entry, by key.
-    public let additionalEntries: [String: CBORItem]
+    /// Every other entry, by key: the value's encoded CBOR bytes, exactly as they stood in the
+    /// authenticator data.
+    public let additionalEntries: [String: [UInt8]]
     /// Where the map stood in the authenticator data.
     public let range: Range<Int>
 
@@ -66,7 +69,7 @@ public struct AuthenticatorExtensions: Sendable, Hashable {
         let item: CBORItem
         do {
             item = try CBORDecoder.decode(trailingBytes)
-        } catch let error as AppAttestError {
+        } catch {
             throw AppAttestError.malformedAuthenticatorData(
                 "\(trailingBytes.count) byte(s) at offset \(offset) are not one CBOR extension map: \(error.reason)"
             )
@@ -80,7 +83,7 @@ public struct AuthenticatorExtensions: Sendable, Hashable {
         var categories: [(key: String, value: ValidationCategory)] = []
         var cdHash: [UInt8]?
         var cdHashType: UInt32?
-        var additional: [String: CBORItem] = [:]
+        var additional: [String: [UInt8]] = [:]
         for entry in entries {
             guard let key = entry.key.textString else {
                 throw AppAttestError.malformedAuthenticatorData("an extension key is not a text string")
@@ -114,7 +117,7 @@ public struct AuthenticatorExtensions: Sendable, Hashable {
                 }
                 cdHashType = type
             default:
-                additional[key] = entry.value
+                additional[key] = Array(trailingBytes.dropFirst(entry.value.range.lowerBound).prefix(entry.value.range.count))
             }
         }
         self.bundleVersion = try Self.agreeing(bundleVersions)

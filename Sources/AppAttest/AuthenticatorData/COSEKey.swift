@@ -3,6 +3,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
+import CBOR
+
 /// An EC2 P-256 ES256 COSE key (RFC 9052/9053), the only kind App Attest produces.
 ///
 /// Encoded as `{1: 2 (kty EC2), 3: -7 (alg ES256), -1: 1 (crv P-256), -2: x, -3: y}`; any other
@@ -47,7 +49,7 @@ public struct COSEKey: Sendable, Hashable {
     /// Reads a key from a decoded CBOR map.
     ///
     /// - Throws: ``AppAttestError/Code/malformedAuthenticatorData`` for any deviation.
-    public init(cbor item: CBORItem) throws {
+    init(cbor item: CBORItem) throws {
         guard let entries = item.mapEntries else {
             throw AppAttestError.malformedAuthenticatorData("the credential public key is not a CBOR map")
         }

@@ -35,24 +35,8 @@ import threading
 import time
 from collections import Counter
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_ready(port, seconds=30):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            connection.request("GET", "/healthz")
-            if connection.getresponse().status in (200, 503):
-                return True
-        except OSError:
-            time.sleep(0.1)
-    return False
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from formattest_support import Checks, free_port, stop_process, wait_ready  # noqa: E402
 
 
 def post(port, body):
@@ -105,16 +89,6 @@ def prepare_load(dev_binary, store, path, per_key, extra=()):
     subprocess.run([dev_binary, "simulate", "prepare-load", "--store", store, *extra, "--keys", "2", "--per-key", str(per_key),
                     "--out", path], check=True)
     return load_bodies(path)
-
-
-def stop_process(process, seconds=20):
-    """SIGTERM, then SIGKILL if it is still running (mongoeco can be slow to stop under load)."""
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(timeout=seconds)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
 
 
 def load_bodies(path):
@@ -238,14 +212,7 @@ def main():
     parser.add_argument("--work", required=True)
     args = parser.parse_args()
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    passed, failures = 0, []
-
-    def check(name, condition, detail=""):
-        nonlocal passed
-        if condition:
-            passed += 1
-        else:
-            failures.append(f"{name} {detail}")
+    check = Checks()
 
     root = os.path.join(args.work, "root.pem")
     with open(root, "w") as out:
@@ -356,10 +323,7 @@ def main():
     slow_clients(args, check)
     disk_full(args, check, serve, outcomes, replay_all)
 
-    for failure in failures:
-        print("FAILED:", failure)
-    print(f"{passed} passed, {len(failures)} failed")
-    sys.exit(1 if failures else 0)
+    check.finish()
 
 
 if __name__ == "__main__":

@@ -93,7 +93,7 @@ public struct CBORSerializer: Sendable {
     /// Appends a map in deterministic order.
     ///
     /// - Parameter entries: each entry's key and a closure that writes its value.
-    /// - Throws: ``AppAttestError/Code/malformedCBOR`` when two keys are equal.
+    /// - Throws: ``CBORError/Code/duplicateMapKey`` when two keys are equal, or what a value closure throws.
     public mutating func appendMap(
         _ entries: [(key: MapKey, value: (inout CBORSerializer) throws -> Void)]
     ) throws {
@@ -111,7 +111,7 @@ public struct CBORSerializer: Sendable {
         // RFC 8949 §4.2.1: sort by the bytewise lexicographic order of the encoded keys.
         encoded.sort { $0.key.lexicographicallyPrecedes($1.key) }
         for (previous, next) in zip(encoded, encoded.dropFirst()) where previous.key == next.key {
-            throw AppAttestError.malformedCBOR("duplicate map key in serialized map")
+            throw CBORError(code: .duplicateMapKey, reason: "duplicate map key in serialized map")
         }
         self.appendHeader(majorType: 5, argument: UInt64(encoded.count))
         for entry in encoded {

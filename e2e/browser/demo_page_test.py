@@ -26,14 +26,15 @@ import json
 import os
 import secrets
 import sys
-import time
-import urllib.request
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 from selenium.webdriver.support.ui import WebDriverWait
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from formattest_support import Checks, wait_ready  # noqa: E402
 
 
 def claims_of(token):
@@ -47,18 +48,6 @@ CLAIM_ORDER = ["iss", "aud", "sub", "iat", "nbf", "exp", "jti", "app_id", "env",
 
 def b64url(data):
     return base64.urlsafe_b64encode(data).decode().rstrip("=")
-
-
-def wait_until_ready(base, seconds=30):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(base + "/healthz", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.2)
-    raise SystemExit(f"the service at {base} did not become ready")
 
 
 def check_hashes_agree(driver, check, text, when):
@@ -194,20 +183,14 @@ def issue_20_checks(driver, check, text, screenshot):
 
 def main():
     base, screenshot = sys.argv[1], sys.argv[2]
-    wait_until_ready(base)
+    if not wait_ready(base, statuses=(200,)):
+        raise SystemExit(f"the service at {base} did not become ready")
     options = webdriver.ChromeOptions()
     options.binary_location = "/usr/bin/chromium"
     for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1500"):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
-    passed, failures = 0, []
-
-    def check(name, condition, detail=""):
-        nonlocal passed
-        if condition:
-            passed += 1
-        else:
-            failures.append(f"{name} {detail}")
+    check = Checks()
 
     def text(element_id):
         return driver.find_element(By.ID, element_id).text
@@ -280,10 +263,7 @@ def main():
         issue_20_checks(driver, check, text, screenshot)
     finally:
         driver.quit()
-    for failure in failures:
-        print("FAILED:", failure)
-    print(f"{passed} passed, {len(failures)} failed")
-    sys.exit(1 if failures else 0)
+    check.finish()
 
 
 if __name__ == "__main__":

@@ -4,8 +4,13 @@
 //===----------------------------------------------------------------------===//
 
 // libFuzzer target: the strict CBOR decoder, authenticator data (both shapes) and assertions.
-// Built by scripts/fuzz from the pure sources of Sources/AppAttest. Any input must either parse
-// or throw AppAttestError; a trap or a sanitizer report is a finding.
+// Built by scripts/fuzz through SwiftPM (FORMATTEST_FUZZ=1 adds this target) from the CBOR and
+// AppAttest modules. Any input must either parse or throw (CBORError from the decoder,
+// AppAttestError from the verifier's parsers); a trap or a sanitizer report is a finding.
+
+import AppAttest
+import CBOR
+import FuzzDriver
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
@@ -19,4 +24,10 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     _ = try? AuthenticatorData(bytes: bytes, kind: .assertion)
     _ = try? AssertionObject(cborEncoded: bytes)
     return 0
+}
+
+// SwiftPM links an executable target's entry point as `<module>_main` (see FuzzDriver).
+@_cdecl("AppAttestFuzz_main")
+public func fuzzerMain(_ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) -> Int32 {
+    FuzzDriver.run(argc, argv) { data, size in fuzz(data, size) }
 }

@@ -6,7 +6,7 @@
 /// A strict RFC 8949 decoder for untrusted input.
 ///
 /// It accepts well-formed items in preferred serialization only and rejects, with a specific
-/// ``AppAttestError/Code/malformedCBOR`` reason, everything else:
+/// ``CBORError/Code/malformed`` reason, everything else:
 /// - truncated input, and trailing bytes after the top-level item (``decode(_:limits:)``);
 /// - reserved additional-information values (28–30) and stray `break` bytes;
 /// - indefinite-length strings, arrays and maps (App Attest never uses them, and they make sizes
@@ -38,13 +38,13 @@ public struct CBORDecoder: Sendable {
 
     /// Decodes exactly one item spanning all of `bytes`.
     ///
-    /// - Throws: ``AppAttestError`` with code ``AppAttestError/Code/malformedCBOR``.
-    public static func decode(_ bytes: some Collection<UInt8>, limits: Limits = .default) throws -> CBORItem {
+    /// - Throws: ``CBORError`` with code ``CBORError/Code/malformed``.
+    public static func decode(_ bytes: some Collection<UInt8>, limits: Limits = .default) throws(CBORError) -> CBORItem {
         let input = Array(bytes)
         var state = State(input: input, limits: limits)
         let item = try state.readItem(depth: 1)
         guard state.position == input.count else {
-            throw AppAttestError.malformedCBOR(
+            throw CBORError.malformed(
                 "\(input.count - state.position) trailing byte(s) after the item at offset \(state.position)"
             )
         }
@@ -58,7 +58,7 @@ public struct CBORDecoder: Sendable {
     public static func decodePrefix(
         _ bytes: some Collection<UInt8>,
         limits: Limits = .default
-    ) throws -> (item: CBORItem, consumed: Int) {
+    ) throws(CBORError) -> (item: CBORItem, consumed: Int) {
         var state = State(input: Array(bytes), limits: limits)
         let item = try state.readItem(depth: 1)
         return (item, state.position)
@@ -77,17 +77,17 @@ public struct CBORDecoder: Sendable {
 
         var remaining: Int { self.input.count - self.position }
 
-        mutating func readByte() throws -> UInt8 {
+        mutating func readByte() throws(CBORError) -> UInt8 {
             guard self.position < self.input.count else {
-                throw AppAttestError.malformedCBOR("input ends at offset \(self.position) inside an item")
+                throw CBORError.malformed("input ends at offset \(self.position) inside an item")
             }
             defer { self.position += 1 }
             return self.input[self.position]
         }
 
-        mutating func readBytes(_ count: Int) throws -> [UInt8] {
+        mutating func readBytes(_ count: Int) throws(CBORError) -> [UInt8] {
             guard count <= self.remaining else {
-                throw AppAttestError.malformedCBOR(
+                throw CBORError.malformed(
                     "input ends at offset \(self.input.count): \(count) byte(s) needed from offset \(self.position)"
                 )
             }
@@ -96,7 +96,7 @@ public struct CBORDecoder: Sendable {
         }
 
         /// Reads the argument that follows an initial byte, enforcing the shortest form.
-        mutating func readArgument(_ additionalInformation: UInt8, majorType: UInt8) throws -> UInt64 {
+        mutating func readArgument(_ additionalInformation: UInt8, majorType: UInt8) throws(CBORError) -> UInt64 {
             switch additionalInformation {
             case 0...23:
                 return UInt64(additionalInformation)
@@ -108,44 +108,44 @@ public struct CBORDecoder: Sendable {
                 if majorType != 7 {
                     let minimum: UInt64 = width == 1 ? 24 : (1 << (4 * UInt64(width)))
                     guard value >= minimum else {
-                        throw AppAttestError.malformedCBOR(
+                        throw CBORError.malformed(
                             "argument \(value) at offset \(self.position - width - 1) is not in its shortest form"
                         )
                     }
                 }
                 return value
             case 31:
-                throw AppAttestError.malformedCBOR(
+                throw CBORError.malformed(
                     "indefinite length (major type \(majorType)) at offset \(self.position - 1) is not accepted"
                 )
             default:
-                throw AppAttestError.malformedCBOR(
+                throw CBORError.malformed(
                     "reserved additional information \(additionalInformation) at offset \(self.position - 1)"
                 )
             }
         }
 
         /// Converts a length argument to `Int` and checks that the input can hold it.
-        func checkedLength(_ argument: UInt64, minimumBytesPerElement: Int, at offset: Int) throws -> Int {
+        func checkedLength(_ argument: UInt64, minimumBytesPerElement: Int, at offset: Int) throws(CBORError) -> Int {
             guard let length = Int(exactly: argument),
                 length <= self.remaining / max(minimumBytesPerElement, 1)
             else {
-                throw AppAttestError.malformedCBOR(
+                throw CBORError.malformed(
                     "length \(argument) at offset \(offset) exceeds the \(self.remaining) byte(s) that remain"
                 )
             }
             return length
         }
 
-        mutating func readItem(depth: Int) throws -> CBORItem {
+        mutating func readItem(depth: Int) throws(CBORError) -> CBORItem {
             guard depth <= self.limits.maximumDepth else {
-                throw AppAttestError.malformedCBOR(
+                throw CBORError.malformed(
                     "nesting deeper than \(self.limits.maximumDepth) at offset \(self.position)"
                 )
             }
             self.itemCount += 1
             guard self.itemCount <= self.limits.maximumItemCount else {
-                throw AppAttestError.malformedCBOR("more than \(self.limits.maximumItemCount) items")
+                throw CBORError.malformed("more than \(self.limits.maximumItemCount) items")
             }
 
             let start = self.position
@@ -153,7 +153,7 @@ public struct CBORDecoder: Sendable {
             let majorType = initial >> 5
             let additionalInformation = initial & 0x1f
             if majorType == 7 && additionalInformation == 31 {
-                throw AppAttestError.malformedCBOR("unexpected break byte at offset \(start)")
+                throw CBORError.malformed("unexpected break byte at offset \(start)")
             }
             let argument = try self.readArgument(additionalInformation, majorType: majorType)
             let headerLength = self.position - start
@@ -171,7 +171,7 @@ public struct CBORDecoder: Sendable {
                 let length = try self.checkedLength(argument, minimumBytesPerElement: 1, at: start)
                 let bytes = try self.readBytes(length)
                 guard let text = String(validating: bytes, as: UTF8.self) else {
-                    throw AppAttestError.malformedCBOR("text string at offset \(start) is not valid UTF-8")
+                    throw CBORError.malformed("text string at offset \(start) is not valid UTF-8")
                 }
                 value = .textString(text)
             case 4:
@@ -190,7 +190,7 @@ public struct CBORDecoder: Sendable {
                 for _ in 0..<count {
                     let key = try self.readItem(depth: depth + 1)
                     guard seenKeys.insert(self.input[key.range]).inserted else {
-                        throw AppAttestError.malformedCBOR("duplicate map key at offset \(key.range.lowerBound)")
+                        throw CBORError.malformed("duplicate map key at offset \(key.range.lowerBound)")
                     }
                     let entryValue = try self.readItem(depth: depth + 1)
                     entries.append(CBORMapEntry(key: key, value: entryValue))
@@ -204,7 +204,7 @@ public struct CBORDecoder: Sendable {
             return CBORItem(value: value, range: start..<self.position, headerLength: headerLength)
         }
 
-        static func simpleOrFloat(_ additionalInformation: UInt8, argument: UInt64, at offset: Int) throws
+        static func simpleOrFloat(_ additionalInformation: UInt8, argument: UInt64, at offset: Int) throws(CBORError)
             -> CBORItem.Value
         {
             switch additionalInformation {
@@ -216,17 +216,17 @@ public struct CBORDecoder: Sendable {
             case 24:
                 // RFC 8949 §3.3: two-byte simple values below 32 are not well-formed.
                 guard argument >= 32, let simple = UInt8(exactly: argument) else {
-                    throw AppAttestError.malformedCBOR("simple value \(argument) at offset \(offset) is not well-formed")
+                    throw CBORError.malformed("simple value \(argument) at offset \(offset) is not well-formed")
                 }
                 return .simple(simple)
             case 25:
                 guard let bits = UInt16(exactly: argument) else {
-                    throw AppAttestError.malformedCBOR("half-precision float at offset \(offset)")
+                    throw CBORError.malformed("half-precision float at offset \(offset)")
                 }
                 return .float(Double(Float16Bits(bits).value))
             case 26:
                 guard let bits = UInt32(exactly: argument) else {
-                    throw AppAttestError.malformedCBOR("single-precision float at offset \(offset)")
+                    throw CBORError.malformed("single-precision float at offset \(offset)")
                 }
                 return .float(Double(Float(bitPattern: bits)))
             default:

@@ -9,30 +9,11 @@ The simulated device sends each shape through POST /api/dev/simulate's `device`.
 only. Prints `N passed, M failed` last and exits non-zero on any failure.
 """
 
-import datetime
-import json
+import os
 import sys
-import urllib.error
-import urllib.request
-import uuid
 
-
-def post(base, path, body):
-    request = urllib.request.Request(
-        base + path, data=json.dumps(body).encode(), headers={"content-type": "application/json"}, method="POST"
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read())
-
-
-def form():
-    """A fresh transfer, stamped with the real clock (the service checks its time window)."""
-    now = datetime.datetime.now(datetime.timezone.utc)
-    stamp = now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
-    return {"action": "transfer", "amount": "1.00", "to": "bob", "username": "alice", "timestamp": stamp, "nonce": str(uuid.uuid4())}
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from formattest_support import Checks, post_json as post, transfer_form as form  # noqa: E402
 
 
 def device(**changes):
@@ -43,14 +24,7 @@ def device(**changes):
 
 def main():
     base = sys.argv[1]
-    passed, failures = 0, []
-
-    def check(name, condition, detail=""):
-        nonlocal passed
-        if condition:
-            passed += 1
-        else:
-            failures.append(f"{name} {detail}")
+    check = Checks()
 
     def attest(shape):
         body = form()
@@ -90,10 +64,7 @@ def main():
                 status, answer = assert_(key_id, shape)
                 check(f"{name} (flags {flags:#04x}) is refused", status == 401 and answer.get("error", {}).get("code") == code, f"{status} {answer}")
 
-    for failure in failures:
-        print("FAILED:", failure)
-    print(f"{passed} passed, {len(failures)} failed")
-    sys.exit(1 if failures else 0)
+    check.finish()
 
 
 if __name__ == "__main__":

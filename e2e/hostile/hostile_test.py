@@ -47,7 +47,6 @@ import json
 import os
 import random
 import re
-import signal
 import socket
 import sqlite3
 import stat
@@ -57,16 +56,14 @@ import threading
 import time
 from collections import Counter
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from formattest_support import Checks, free_port, stop_process, wait_ready  # noqa: E402
+
 APP_ID = "ABCDE12345.com.formattest.demo"
 RAW_VALUES = {}  # placeholder string -> raw JSON text (numbers JSON libraries would rewrite)
 
 
 # MARK: - Helpers
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def clean_environment(**extra):
@@ -139,25 +136,6 @@ def request(port, method, path, body=None, headers=None, timeout=15):
         return Answer(None, failure=type(error).__name__)
     finally:
         connection.close()
-
-
-def wait_ready(port, seconds=30):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if request(port, "GET", "/healthz", timeout=2).status in (200, 503):
-            return True
-        time.sleep(0.1)
-    return False
-
-
-def stop_process(process, seconds=10):
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(timeout=seconds)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
 
 
 class Service:
@@ -923,14 +901,7 @@ def main():
     args.binary, args.work = os.path.abspath(args.binary), os.path.abspath(args.work)
     args.dev_binary = os.path.abspath(args.dev_binary)
     os.makedirs(args.work, exist_ok=True)
-    passed, failures = 0, []
-
-    def check(name, condition, detail=""):
-        nonlocal passed
-        if condition:
-            passed += 1
-        else:
-            failures.append(f"{name} {detail}")
+    check = Checks()
 
     timings = {}
 
@@ -959,10 +930,7 @@ def main():
     guarded("bounded reads", bounded_reads, args)
     print(f"hostile: finished in {time.monotonic() - started:.0f} s; seconds per class: {timings}")
 
-    for failure in failures:
-        print("FAILED:", failure)
-    print(f"{passed} passed, {len(failures)} failed")
-    sys.exit(1 if failures else 0)
+    check.finish()
 
 
 if __name__ == "__main__":

@@ -22,9 +22,8 @@ from fido2.cose import CoseKey
 from joserfc import jwk, jwt
 from joserfc.errors import JoseError
 
-
-def b64url(text):
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from formattest_support import Checks, b64url_decode as b64url  # noqa: E402
 
 
 def main():
@@ -32,14 +31,7 @@ def main():
     schema = json.load(open(schema_file))
     keyset = jwk.KeySet.import_key_set(json.load(open(jwks_file)))
     assertions = {a["name"]: a for a in json.load(open(assertions_file))}
-    passed, failures = 0, []
-
-    def check(name, condition):
-        nonlocal passed
-        if condition:
-            passed += 1
-        else:
-            failures.append(name)
+    check = Checks()
 
     files = sorted(glob.glob(os.path.join(wrapped_dir, "*.json")))
     check("at least one wrapped file", len(files) > 0)
@@ -87,10 +79,7 @@ def main():
                 except (JoseError, ValueError):
                     check(f"{name}: altered jws rejected", True)
 
-    for failure in failures:
-        print("FAILED:", failure)
-    print(f"{passed} passed, {len(failures)} failed")
-    sys.exit(1 if failures else 0)
+    check.finish()
 
 
 if __name__ == "__main__":

@@ -13,56 +13,25 @@ joserfc (an independent JOSE library) checks the server's signature with the pub
 jsonschema checks each payload against schemas/evidence-record.schema.json. Prints `N passed, M failed` last and exits non-zero on any failure.
 """
 
-import datetime
 import json
 import os
 import stat
 import subprocess
 import sys
-import urllib.error
-import urllib.request
-import uuid
 
 import jsonschema
 from joserfc import jws
 from joserfc.jwk import KeySet
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from formattest_support import Checks, get, post_json as post, transfer_form as form  # noqa: E402
+
 SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "schemas", "evidence-record.schema.json")
-
-
-def post(base, path, body):
-    request = urllib.request.Request(
-        base + path, data=json.dumps(body).encode(), headers={"content-type": "application/json"}, method="POST"
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read())
-
-
-def get(base, path):
-    with urllib.request.urlopen(base + path, timeout=30) as response:
-        return response.read()
-
-
-def form(amount):
-    """A fresh transfer, stamped with the real clock (the service checks its time window)."""
-    now = datetime.datetime.now(datetime.timezone.utc)
-    stamp = now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
-    return {"action": "transfer", "amount": amount, "to": "bob", "username": "alice", "timestamp": stamp, "nonce": str(uuid.uuid4())}
 
 
 def main():
     base, evidence_dir, binary, work, dev_binary = sys.argv[1:6]
-    passed, failures = 0, []
-
-    def check(name, condition, detail=""):
-        nonlocal passed
-        if condition:
-            passed += 1
-        else:
-            failures.append(f"{name} {detail}")
+    check = Checks()
 
     def run(*arguments):
         # The simulator's commands are the developer executable's; the product has none.
@@ -118,7 +87,7 @@ def main():
         check(f"{kind} {counter}: archived", answer.get("evidenceArchived") is True, answer.get("evidenceArchived"))
         path = os.path.join(evidence_dir, f"{record_id}.json")
         if not os.path.exists(path):
-            failures.append(f"{kind} {counter}: no file {path}")
+            check.fail(f"{kind} {counter}: no file {path}")
             continue
         mode = stat.S_IMODE(os.stat(path).st_mode)
         check(f"{kind} {counter}: mode 0640", mode == 0o640, oct(mode))
@@ -133,7 +102,7 @@ def main():
             check(f"{kind} {counter}: the payload follows the schema", True)
             check(f"{kind} {counter}: the payload's form and kind", (payload["kind"], payload["counter"], payload["username"]) == (kind, counter, "alice"), payload)
         except Exception as error:  # noqa: BLE001 - any failure of an independent check is a test failure
-            failures.append(f"{kind} {counter}: independent checks: {error!r}")
+            check.fail(f"{kind} {counter}: independent checks: {error!r}")
 
         status, out, err = run("evidence", "verify", path, "--jwks", jwks, *roots, "--json")
         report = json.loads(out) if status == 0 else {}
@@ -164,10 +133,7 @@ def main():
     status, _, err = run("evidence", "verify", os.path.join(work, "missing.json"), "--jwks", jwks)
     check("missing file: exit 2", status == 2 and "missing.json" in err, (status, err))
 
-    for failure in failures:
-        print("FAIL", failure)
-    print(f"{passed} passed, {len(failures)} failed")
-    sys.exit(1 if failures else 0)
+    check.finish()
 
 
 if __name__ == "__main__":

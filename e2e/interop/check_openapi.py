@@ -16,12 +16,16 @@ the body must validate against it.
 Prints "N passed, M failed".
 """
 import json
+import os
 import sys
 
 import yaml
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from formattest_support import Checks  # noqa: E402
 
 
 def main():
@@ -39,7 +43,7 @@ def main():
                 node = node[part]
         return node
 
-    passed, failures = 0, []
+    checks = Checks()
     for number, line in enumerate(open(sys.argv[2]), 1):
         if not line.strip():
             continue
@@ -47,13 +51,13 @@ def main():
         if "schema" in exchange:
             label = f"{exchange['type']} ({exchange['schema']})"
             if exchange["schema"] not in spec.get("components", {}).get("schemas", {}):
-                failures.append(f"{label}: no such schema under components/schemas")
+                checks.fail(f"{label}: no such schema under components/schemas")
                 continue
             errors = sorted(validator("#/components/schemas/" + exchange["schema"]).iter_errors(json.loads(exchange["body"])), key=str)
             if errors:
-                failures.append(f"{label}: {errors[0].message} at {list(errors[0].absolute_path)}")
+                checks.fail(f"{label}: {errors[0].message} at {list(errors[0].absolute_path)}")
                 continue
-            passed += 1
+            checks.succeed()
             continue
         label = f"{exchange['method'].upper()} {exchange['path']} {exchange['status']}"
         content_type = exchange["contentType"].split(";")[0].strip()
@@ -62,18 +66,18 @@ def main():
             if exchange["status"] == 404 and content_type == "application/json":
                 errors = list(validator("#/components/schemas/Error").iter_errors(json.loads(exchange["body"])))
                 if not errors:
-                    passed += 1
+                    checks.succeed()
                     continue
-            failures.append(f"{label}: not in the document")
+            checks.fail(f"{label}: not in the document")
             continue
         response = operation["responses"].get(str(exchange["status"])) or operation["responses"].get("default")
         if response is None:
-            failures.append(f"{label}: status not declared")
+            checks.fail(f"{label}: status not declared")
             continue
         response = resolve(response)
         content = response.get("content", {})
         if content_type not in content:
-            failures.append(f"{label}: content type {content_type!r} not declared")
+            checks.fail(f"{label}: content type {content_type!r} not declared")
             continue
         if content_type == "application/json":
             schema = content[content_type]["schema"]
@@ -81,13 +85,10 @@ def main():
             check = validator(ref) if ref else Draft202012Validator(schema, registry=registry)
             errors = sorted(check.iter_errors(json.loads(exchange["body"])), key=str)
             if errors:
-                failures.append(f"{label}: {errors[0].message} at {list(errors[0].absolute_path)}")
+                checks.fail(f"{label}: {errors[0].message} at {list(errors[0].absolute_path)}")
                 continue
-        passed += 1
-    for failure in failures:
-        print("FAILED:", failure)
-    print(f"{passed} passed, {len(failures)} failed")
-    sys.exit(1 if failures else 0)
+        checks.succeed()
+    checks.finish()
 
 
 if __name__ == "__main__":

@@ -12,9 +12,9 @@ names RP_ID, the credential id is the keyId, the AAGUID is FormAttest's. Negativ
 each: a signature byte flipped, a clientDataHash byte flipped, and OTHER_ROOT_PEM as the trusted
 root, are refused. Prints "N passed, M failed".
 """
-import base64
 import hashlib
 import json
+import os
 import sys
 
 from cryptography import x509
@@ -24,11 +24,10 @@ from fido2.attestation import AttestationVerifier, PackedAttestation, UntrustedA
 from fido2.attestation.base import InvalidSignature
 from fido2.webauthn import AttestationObject
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from formattest_support import Checks, b64url_decode as b64url  # noqa: E402
+
 AAGUID = bytes.fromhex("f04a77e57a774e578a66a7e57ab1e000")
-
-
-def b64url(text):
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
 def der(pem_path):
@@ -46,14 +45,7 @@ class Verifier(AttestationVerifier):
 
 def main():
     root, other_root, rp_id, cases_file = der(sys.argv[1]), der(sys.argv[2]), sys.argv[3], sys.argv[4]
-    passed, failures = 0, []
-
-    def check(name, condition, detail=""):
-        nonlocal passed
-        if condition:
-            passed += 1
-        else:
-            failures.append(f"{name} {detail}")
+    check = Checks()
 
     def refused(attestation, client_data_hash, trusted):
         try:
@@ -89,10 +81,7 @@ def main():
         other_hash[0] ^= 0x01
         check(f"{name}: another clientDataHash is refused", refused(attestation, bytes(other_hash), root))
         check(f"{name}: another deployment's root is refused", refused(attestation, client_data_hash, other_root))
-    for failure in failures:
-        print("FAILED:", failure)
-    print(f"{passed} passed, {len(failures)} failed")
-    sys.exit(1 if failures else 0)
+    check.finish()
 
 
 if __name__ == "__main__":
