@@ -23,7 +23,8 @@ extension AppAttestVerifier {
             guard missing.isEmpty else {
                 throw AppAttestError(
                     code: .extensionsRequired,
-                    reason: "no \(missing.joined(separator: " and ")) (\(extensions == nil ? "no extension map" : "not in the extension map")), and the policy requires the iOS 27 signals"
+                    reason:
+                        "no \(missing.joined(separator: " and ")) (\(extensions == nil ? "no extension map" : "not in the extension map")), and the policy requires the iOS 27 signals"
                 )
             }
         }

@@ -30,7 +30,8 @@ public struct JSONValueEncoder: Sendable {
 
     fileprivate static func number(_ value: some BinaryInteger, codingPath: [any CodingKey]) throws -> JSONValue {
         guard let double = Double(exactly: value), double.magnitude <= 9_007_199_254_740_992 else {
-            throw EncodingError.invalidValue(value, .init(codingPath: codingPath, debugDescription: "\(value) is beyond ±2^53: a JSON number would round it"))
+            throw EncodingError.invalidValue(
+                value, .init(codingPath: codingPath, debugDescription: "\(value) is beyond ±2^53: a JSON number would round it"))
         }
         return .number(double)
     }

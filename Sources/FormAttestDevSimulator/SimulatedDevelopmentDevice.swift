@@ -39,7 +39,9 @@ public struct SimulatedDevelopmentDevice: DevelopmentDevice {
         return (SimulatedDevelopmentDevice(device: device), authority.rootCertificate, authority.receiptAuthority.rootCertificate)
     }
 
-    public func attestNewKey(clientDataHash: [UInt8], profile: SimulatedDevice.Profile) throws(DevelopmentDeviceError) -> (keyID: [UInt8], attestationObject: [UInt8]) {
+    public func attestNewKey(clientDataHash: [UInt8], profile: SimulatedDevice.Profile) throws(DevelopmentDeviceError) -> (
+        keyID: [UInt8], attestationObject: [UInt8]
+    ) {
         do {
             let keyId = self.service.generateKey()
             let attestation = try self.service.attestKey(keyId, clientDataHash: clientDataHash, profile: profile)

@@ -207,7 +207,9 @@ public struct EvidenceRecord: Sendable, Hashable {
         try attestation.finish()
         var policy = try MemberReader(try reader.member("policy"), path: "record.policy")
         let environments = try policy.strings("environments").map { name throws(EvidenceError) -> AppAttestEnvironment in
-            guard let environment = AppAttestEnvironment(rawValue: name) else { throw .malformed("record.policy.environments has an unknown environment") }
+            guard let environment = AppAttestEnvironment(rawValue: name) else {
+                throw .malformed("record.policy.environments has an unknown environment")
+            }
             return environment
         }
         self.policy = Policy(

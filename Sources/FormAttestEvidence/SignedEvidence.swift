@@ -198,7 +198,9 @@ public enum SignedEvidence {
     }
 
     /// The anchors to verify with: those given that the record's policy names.
-    private static func checkPolicy(_ record: EvidenceRecord, trustAnchors: [Certificate], expectations: Expectations) throws(EvidenceError) -> [Certificate] {
+    private static func checkPolicy(_ record: EvidenceRecord, trustAnchors: [Certificate], expectations: Expectations) throws(EvidenceError)
+        -> [Certificate]
+    {
         func mismatch(_ reason: String) -> EvidenceError { EvidenceError(code: .policyMismatch, reason: reason) }
         if let appIDs = expectations.appIDs, !appIDs.contains(record.appID) {
             throw mismatch("the app id \(record.appID) is not one the verifier expects")
@@ -246,7 +248,9 @@ public enum SignedEvidence {
         }
     }
 
-    private static func checkDeviceSignatures(_ record: EvidenceRecord, anchors: [Certificate], receiptAnchors: [Certificate]) async throws(EvidenceError) {
+    private static func checkDeviceSignatures(_ record: EvidenceRecord, anchors: [Certificate], receiptAnchors: [Certificate])
+        async throws(EvidenceError)
+    {
         let verifier: AppAttestVerifier
         do {
             verifier = try AppAttestVerifier(
@@ -279,10 +283,12 @@ public enum SignedEvidence {
         }
         let verified: VerifiedAssertion
         do {
-            verified = try verifier.verifyAssertion(assertion, publicKey: attestation.publicKey, clientDataHash: record.formHash, previousCounter: 0, appID: record.appID)
+            verified = try verifier.verifyAssertion(
+                assertion, publicKey: attestation.publicKey, clientDataHash: record.formHash, previousCounter: 0, appID: record.appID)
         } catch {
             let code = (error as? AppAttestError)?.code.identifier
-            throw EvidenceError(code: .formNotSigned, reason: "the assertion does not sign the form's hash with the attested key: \(error)", verifierCode: code)
+            throw EvidenceError(
+                code: .formNotSigned, reason: "the assertion does not sign the form's hash with the attested key: \(error)", verifierCode: code)
         }
         guard verified.counter == record.counter else {
             throw EvidenceError(code: .counterMismatch, reason: "the assertion's counter is \(verified.counter), the record says \(record.counter)")

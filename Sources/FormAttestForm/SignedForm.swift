@@ -5,8 +5,8 @@
 
 public import CanonicalJSON
 import Crypto
-import RFC3339
 public import Foundation
+import RFC3339
 
 /// A form as signed: a JSON object, its RFC 8785 bytes and clientDataHash = SHA-256 of them.
 ///

@@ -4,8 +4,8 @@
 //===----------------------------------------------------------------------===//
 
 import AppAttest
-import FormAttestForm
 public import FormAttestFlows
+import FormAttestForm
 public import Foundation
 import RFC3339
 

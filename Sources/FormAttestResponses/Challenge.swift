@@ -3,8 +3,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
-import FormAttestForm
 public import FormAttestFlows
+import FormAttestForm
 import RFC3339
 
 /// `GET /api/appattest/challenge`'s answer, and `next_challenge` in other answers.

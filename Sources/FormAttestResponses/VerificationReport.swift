@@ -150,11 +150,12 @@ public struct CheckedClientData: Encodable, Sendable, Hashable {
     }
 
     public var text: String {
-        let origin = switch self.source {
-        case "form": "SHA-256 of the form's RFC 8785 bytes"
-        case "hash": "as given"
-        default: "SHA-256 of the --\(self.source) bytes"
-        }
+        let origin =
+            switch self.source {
+            case "form": "SHA-256 of the form's RFC 8785 bytes"
+            case "hash": "as given"
+            default: "SHA-256 of the --\(self.source) bytes"
+            }
         return "clientDataHash: \(self.clientDataHash) (\(origin))"
     }
 }

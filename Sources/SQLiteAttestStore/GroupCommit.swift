@@ -104,7 +104,9 @@ package actor GroupCommit {
     }
 
     /// One transaction for `bodies`, each in its own savepoint: their outcomes, in order.
-    private static func commit(_ bodies: [@Sendable (Database) throws -> any Sendable], _ database: DatabasePool) async -> [Result<any Sendable, any Error>] {
+    private static func commit(_ bodies: [@Sendable (Database) throws -> any Sendable], _ database: DatabasePool) async -> [Result<
+        any Sendable, any Error
+    >] {
         do {
             return try await database.writeWithoutTransaction { db in
                 var outcomes: [Result<any Sendable, any Error>] = []
@@ -124,7 +126,8 @@ package actor GroupCommit {
                             continue
                         }
                         // Any other error propagates: the whole transaction is rolled back.
-                        outcomes.append(value.map { .success($0) } ?? .failure(StoreError(code: .unavailable, reason: "SQLite: a write returned no value")))
+                        outcomes.append(
+                            value.map { .success($0) } ?? .failure(StoreError(code: .unavailable, reason: "SQLite: a write returned no value")))
                     }
                     return .commit
                 }

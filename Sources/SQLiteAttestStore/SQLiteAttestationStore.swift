@@ -3,10 +3,10 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
-public import FormAttestFlows
-public import Foundation
 import AppAttest
 import Dispatch
+public import FormAttestFlows
+public import Foundation
 import GRDB
 
 /// The embedded default store (``StepwiseAttestationStore``, and so every narrower protocol): one SQLite file in WAL mode, created and migrated
@@ -152,7 +152,9 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
     public func loadKey(keyID: [UInt8]) async throws(StoreError) -> StoredKey? {
         do {
             return try await self.database.read { db in
-                try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM keys WHERE key_id = ?"), arguments: [Data(keyID)]).map { row throws(StoreError) in try Self.key(row) }
+                try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM keys WHERE key_id = ?"), arguments: [Data(keyID)]).map {
+                    row throws(StoreError) in try Self.key(row)
+                }
             }
         } catch {
             throw Self.storeError(error)
@@ -180,7 +182,9 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
     public func keys(username: String) async throws(StoreError) -> [StoredKey] {
         do {
             return try await self.database.read { db in
-                try Row.fetchAll(db, sql: "SELECT * FROM keys WHERE username = ? ORDER BY created_at, key_id", arguments: [username]).map { row throws(StoreError) in try Self.key(row) }
+                try Row.fetchAll(db, sql: "SELECT * FROM keys WHERE username = ? ORDER BY created_at, key_id", arguments: [username]).map {
+                    row throws(StoreError) in try Self.key(row)
+                }
             }
         } catch {
             throw Self.storeError(error)
@@ -189,7 +193,8 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
 
     public func revokeKey(keyID: [UInt8], at date: Date) async throws(StoreError) {
         try await self.write { db in
-            try db.execute(sql: "UPDATE keys SET revoked_at = coalesce(revoked_at, ?) WHERE key_id = ?", arguments: [date.timeIntervalSince1970, Data(keyID)])
+            try db.execute(
+                sql: "UPDATE keys SET revoked_at = coalesce(revoked_at, ?) WHERE key_id = ?", arguments: [date.timeIntervalSince1970, Data(keyID)])
             guard db.changesCount == 1 else { throw StoreError(code: .unknownKey, reason: "no such keyId") }
         }
     }
@@ -412,7 +417,8 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
     private static func key(_ row: Row) throws(StoreError) -> StoredKey {
         let stored: String = row["environment"]
         guard let environment = AppAttestEnvironment(rawValue: stored) else {
-            throw StoreError(code: .unavailable, reason: "SQLite: a stored key's environment is \(stored.debugDescription), neither development nor production")
+            throw StoreError(
+                code: .unavailable, reason: "SQLite: a stored key's environment is \(stored.debugDescription), neither development nor production")
         }
         return StoredKey(
             keyID: Array(row["key_id"] as Data),

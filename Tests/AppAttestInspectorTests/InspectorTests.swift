@@ -7,8 +7,8 @@ import AppAttest
 import AppAttestInspector
 import AppAttestSimulator
 import CanonicalJSON
-import Foundation
 import FormAttestTestSupport
+import Foundation
 import Testing
 
 /// The inspector: exact output on real recordings (golden files), losslessness of the tree view,
@@ -40,8 +40,9 @@ struct InspectorTests {
         }
         let assertion = try #require(try RealSample.named("veehaitch_ios_14_2").assertions.first).assertion
         let simulated = try #require(
-            Data(base64Encoded: try String(contentsOf: Self.goldenDirectory.appendingPathComponent("\(Self.simulatedAssertion).b64"), encoding: .utf8)
-                .trimmingCharacters(in: .whitespacesAndNewlines))
+            Data(
+                base64Encoded: try String(contentsOf: Self.goldenDirectory.appendingPathComponent("\(Self.simulatedAssertion).b64"), encoding: .utf8)
+                    .trimmingCharacters(in: .whitespacesAndNewlines))
         )
         for mode in InspectionMode.allCases {
             cases.append(Case(name: "veehaitch_ios_14_2.assertion", bytes: assertion, mode: mode))
@@ -183,7 +184,9 @@ struct InspectorTests {
     func malformedInput() throws {
         var generator = SplitMix64(seed: 0xF0_12_A3)
         let sample = try #require(RealSample.named("veehaitch_ios_14_2").attestation)
-        var inputs: [[UInt8]] = [[], [0x00], [0xa1], [0x30, 0x80], [0x30, 0x84, 0xff, 0xff, 0xff, 0xff], [UInt8](repeating: 0x30, count: 200).map { $0 }]
+        var inputs: [[UInt8]] = [
+            [], [0x00], [0xa1], [0x30, 0x80], [0x30, 0x84, 0xff, 0xff, 0xff, 0xff], [UInt8](repeating: 0x30, count: 200).map { $0 },
+        ]
         for length in stride(from: 0, to: sample.count, by: 97) { inputs.append(Array(sample[..<length])) }
         for _ in 0..<150 {
             var flipped = sample

@@ -6,13 +6,13 @@
 import AppAttest
 import AppAttestSimulator
 import AppleReceiptExchange
-import ReceiptExchangeFake
 import AsyncHTTPClient
 import Crypto
-import FormAttestForm
 import FormAttestFlows
+import FormAttestForm
 import Foundation
 import RFC3339
+import ReceiptExchangeFake
 import Testing
 
 /// The receipt exchange client and the risk-metric flow, against a local fake of Apple's endpoint.

@@ -5,8 +5,8 @@
 
 import CanonicalJSON
 import Crypto
-import Foundation
 import FormAttestTestSupport
+import Foundation
 import Testing
 
 /// RFC 8785 conformance on the shared vectors (Tests/Fixtures/jcs/PROVENANCE.md).

@@ -41,7 +41,10 @@ struct EncoderTests {
         let direct = try JSONValueEncoder().encode(Sample()).canonicalBytes
         #expect(direct == (try CanonicalJSON.canonicalize(encoding: Sample())))
         let text = String(decoding: direct, as: UTF8.self)
-        #expect(text.hasPrefix(#"{"count":4294967295,"embedded":{"a":[null,false],"z":1},"empty":[],"fraction":0.1,"inner":{"explicitNull":null,"flag":true}"#), "\(text)")
+        #expect(
+            text.hasPrefix(
+                #"{"count":4294967295,"embedded":{"a":[null,false],"z":1},"empty":[],"fraction":0.1,"inner":{"explicitNull":null,"flag":true}"#),
+            "\(text)")
     }
 
     @Test("an integer beyond 2^53 is refused (a double would round it); 2^53 itself is exact")
@@ -49,7 +52,9 @@ struct EncoderTests {
         struct Big: Encodable { var value: Int64 }
         #expect(throws: EncodingError.self) { try JSONValueEncoder().encode(Big(value: 9_007_199_254_740_993)) }
         #expect(throws: EncodingError.self) { try JSONValueEncoder().encode(Big(value: -9_007_199_254_740_993)) }
-        #expect(try JSONValueEncoder().encode(Big(value: 9_007_199_254_740_992)) == .object(JSONObject(constantMembers: [("value", .number(9_007_199_254_740_992))])))
+        #expect(
+            try JSONValueEncoder().encode(Big(value: 9_007_199_254_740_992))
+                == .object(JSONObject(constantMembers: [("value", .number(9_007_199_254_740_992))])))
     }
 
     @Test("a non-finite double is refused")

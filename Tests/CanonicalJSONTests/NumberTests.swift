@@ -4,8 +4,8 @@
 //===----------------------------------------------------------------------===//
 
 import CanonicalJSON
-import Foundation
 import FormAttestTestSupport
+import Foundation
 import Testing
 
 /// ECMAScript number serialization against independent references.
@@ -61,7 +61,9 @@ struct NumberTests {
     @Test("exact numbers: decimal spellings of one value are all exact; errors name the number")
     func exactSpellings() throws {
         let exact = CanonicalJSON.Limits(exactNumbers: true)
-        for text in ["1234.5", "1234.50", "1.2345e3", "12345e-1", "0.12345E4", "-0", "0.0", "0e10", "100", "1E2", "9007199254740992", "-9007199254740992"] {
+        for text in [
+            "1234.5", "1234.50", "1.2345e3", "12345e-1", "0.12345E4", "-0", "0.0", "0e10", "100", "1E2", "9007199254740992", "-9007199254740992",
+        ] {
             #expect((try? CanonicalJSON.parse(Array(text.utf8), limits: exact)) != nil, "\(text)")
         }
         for text in ["9007199254740993", "9007199254740994", "1e16", "0.1000000000000000055511151231257827", "1e-400", "2.4703282292062328e-324"] {

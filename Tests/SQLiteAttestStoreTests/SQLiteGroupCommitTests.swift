@@ -72,7 +72,9 @@ struct SQLiteGroupCommitTests {
         case genuine, replay, stale, unknownKey, contested
     }
 
-    @Test("concurrent commits share transactions; each gets its own outcome (replay, stale counter, unknown key, a contested form); all accepted state survives reopening")
+    @Test(
+        "concurrent commits share transactions; each gets its own outcome (replay, stale counter, unknown key, a contested form); all accepted state survives reopening"
+    )
     func concurrentCommitsEachGetTheirOwnOutcome() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sqlite-group-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -90,7 +92,8 @@ struct SQLiteGroupCommitTests {
             try await store.issueChallenge(self.challenge(Self.id(2, index)))
             try await store.insertKey(self.key(Self.id(3, index)))
             try await store.issueChallenge(self.challenge(Self.id(4, index)))
-            try await store.recordFormHash(ReplayRecord(formHash: Self.id(5, index), expiresAt: self.t0.addingTimeInterval(3 * Self.hour)), now: self.t0)
+            try await store.recordFormHash(
+                ReplayRecord(formHash: Self.id(5, index), expiresAt: self.t0.addingTimeInterval(3 * Self.hour)), now: self.t0)
             try await store.insertKey(self.key(Self.id(6, index), counter: 10))
             try await store.issueChallenge(self.challenge(Self.id(7, index)))
             try await store.insertKey(self.key(Self.id(10, index)))
@@ -98,7 +101,8 @@ struct SQLiteGroupCommitTests {
         }
         var requests: [(Kind, Int, AssertionCommit)] = []
         for index in 0..<count {
-            requests.append((.genuine, index, self.commit(key: Self.id(1, index), counter: 1, hash: Self.id(20, index), challenge: Self.id(2, index))))
+            requests.append(
+                (.genuine, index, self.commit(key: Self.id(1, index), counter: 1, hash: Self.id(20, index), challenge: Self.id(2, index))))
             requests.append((.replay, index, self.commit(key: Self.id(3, index), counter: 1, hash: Self.id(5, index), challenge: Self.id(4, index))))
             requests.append((.stale, index, self.commit(key: Self.id(6, index), counter: 5, hash: Self.id(8, index), challenge: Self.id(7, index))))
             requests.append((.unknownKey, index, self.commit(key: Self.id(9, index), counter: 1, hash: Self.id(21, index), challenge: nil)))
@@ -150,7 +154,9 @@ struct SQLiteGroupCommitTests {
         for index in 0..<count {
             #expect(try await reopened.loadKey(keyID: Self.id(1, index))?.counter == 1)
             #expect(try await reopened.isFormHashRecorded(Self.id(20, index), now: later))
-            await StoreContract.expect(.challengeInvalid) { try await reopened.consumeChallenge(ChallengeClaim(value: Self.id(2, index), purpose: .form, username: "alice"), now: later) }
+            await StoreContract.expect(.challengeInvalid) {
+                try await reopened.consumeChallenge(ChallengeClaim(value: Self.id(2, index), purpose: .form, username: "alice"), now: later)
+            }
 
             #expect(try await reopened.loadKey(keyID: Self.id(3, index))?.counter == 0)
             try await reopened.consumeChallenge(ChallengeClaim(value: Self.id(4, index), purpose: .form, username: "alice"), now: later)
@@ -162,7 +168,9 @@ struct SQLiteGroupCommitTests {
             #expect(try await !reopened.isFormHashRecorded(Self.id(21, index), now: later))
 
             #expect(try await reopened.isFormHashRecorded(Self.id(22, index), now: later))
-            let counters = [try await reopened.loadKey(keyID: Self.id(10, index))?.counter, try await reopened.loadKey(keyID: Self.id(11, index))?.counter]
+            let counters = [
+                try await reopened.loadKey(keyID: Self.id(10, index))?.counter, try await reopened.loadKey(keyID: Self.id(11, index))?.counter,
+            ]
             #expect(Set(counters) == [0, 1], "contested \(index): counters \(counters)")
         }
     }

@@ -96,6 +96,9 @@ struct SQLiteStoreTests {
         #expect(key.attestation == nil)
         // And the migrated tables take writes (v3 added the rate-limit windows).
         #expect(try await store.advanceCounter(keyID: key.keyID, to: 8, lastUsed: Date(timeIntervalSince1970: 3000)))
-        #expect(try await store.countRequest(in: RateLimitWindow(id: [UInt8](repeating: 2, count: 32), start: Date(timeIntervalSince1970: 0), expiresAt: Date(timeIntervalSince1970: 60))) == 1)
+        #expect(
+            try await store.countRequest(
+                in: RateLimitWindow(
+                    id: [UInt8](repeating: 2, count: 32), start: Date(timeIntervalSince1970: 0), expiresAt: Date(timeIntervalSince1970: 60))) == 1)
     }
 }

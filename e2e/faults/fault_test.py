@@ -168,7 +168,11 @@ def disk_full(args, check, serve, outcomes, replay_all):
         server = serve(port[0], store)
         check("full disk: service starts", wait_ready(port[0]))
         results, stop, threads = start_clients(port, per_client)
-        time.sleep(1.0)
+        # Fill the disk mid-load: after the first answers, long before the 600 forms are through
+        # (a fixed pause let a fast run finish the whole load before the disk was full).
+        deadline = time.monotonic() + 60
+        while sum(len(r) for r in results) < 20 and time.monotonic() < deadline:
+            time.sleep(0.005)
         filler = os.path.join(mount_point, "filler")
         try:
             with open(filler, "wb") as out:

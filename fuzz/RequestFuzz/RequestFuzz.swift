@@ -22,8 +22,8 @@ import AppAttest
 import AppAttestSimulator
 import CanonicalJSON
 import Dispatch
-import FormAttestForm
 import FormAttestFlows
+import FormAttestForm
 import Foundation
 import FuzzDriver
 import RFC3339

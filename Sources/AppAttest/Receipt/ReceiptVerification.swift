@@ -3,8 +3,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
-public import Foundation
 import Crypto
+public import Foundation
 import SwiftASN1
 import X509
 
