@@ -15,7 +15,6 @@ public struct AppAttestError: Error, Sendable, Hashable, CustomStringConvertible
     /// What failed. Compare with the static members, for example ``Code/nonceMismatch``.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         fileprivate enum Backing: String, Hashable, Sendable, CaseIterable {
-            case malformedCBOR = "malformed_cbor"
             case malformedAttestation = "malformed_attestation"
             case attestationTooLarge = "attestation_too_large"
             case unsupportedFormat = "unsupported_format"
@@ -71,8 +70,6 @@ public struct AppAttestError: Error, Sendable, Hashable, CustomStringConvertible
 
         public var description: String { self.backing.rawValue }
 
-        /// The input is not well-formed CBOR, or breaks a limit of the strict decoder.
-        public static let malformedCBOR = Code(.malformedCBOR)
         /// The attestation object does not have the `apple-appattest` structure.
         public static let malformedAttestation = Code(.malformedAttestation)
         /// The attestation object is larger than ``AppAttestLimits/maximumAttestationSize``.
@@ -184,9 +181,6 @@ public struct AppAttestError: Error, Sendable, Hashable, CustomStringConvertible
 extension AppAttestError {
     // Factories, one per code, so call sites read like the spec step they enforce.
 
-    public static func malformedCBOR(_ reason: String, file: String = #fileID, line: UInt = #line) -> Self {
-        Self(code: .malformedCBOR, reason: reason, file: file, line: line)
-    }
     public static func malformedAttestation(_ reason: String, file: String = #fileID, line: UInt = #line) -> Self {
         Self(code: .malformedAttestation, reason: reason, file: file, line: line)
     }

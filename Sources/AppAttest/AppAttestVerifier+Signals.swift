@@ -12,7 +12,7 @@ extension AppAttestVerifier {
     /// - Throws: ``AppAttestError/Code/extensionsRequired``,
     ///   ``AppAttestError/Code/validationCategoryNotAllowed``,
     ///   ``AppAttestError/Code/bundleVersionTooOld`` or ``AppAttestError/Code/cdHashNotAllowed``.
-    func checkSignals(_ extensions: AuthenticatorExtensions?) throws {
+    func checkSignals(_ extensions: AuthenticatorExtensions?) throws(AppAttestError) {
         let policy = self.policy
 
         // Fleets all on iOS 27 or later: the category and the bundle version must be there.
@@ -75,7 +75,7 @@ extension AppAttestVerifier {
     /// macOS 27: the key's access control, when the policy requires an exact value.
     ///
     /// - Throws: ``AppAttestError/Code/accessControlMismatch``.
-    func checkAccessControl(_ accessControl: [UInt8]?) throws {
+    func checkAccessControl(_ accessControl: [UInt8]?) throws(AppAttestError) {
         guard let required = self.policy.requiredAccessControl else { return }
         guard let accessControl else {
             throw AppAttestError(

@@ -38,7 +38,7 @@ public struct AppAttestVerifier: Sendable {
     /// Creates a verifier.
     ///
     /// - Throws: ``AppAttestError/Code/invalidPolicy`` when the policy names no app id or no trust anchor.
-    public init(policy: AppAttestPolicy) throws {
+    public init(policy: AppAttestPolicy) throws(AppAttestError) {
         guard !policy.appIDs.isEmpty else {
             throw AppAttestError(code: .invalidPolicy, reason: "the policy accepts no app id")
         }
@@ -51,7 +51,7 @@ public struct AppAttestVerifier: Sendable {
         self.receiptAnchorsDigest = try Self.digest(of: policy.receiptTrustAnchors)
     }
 
-    private static func digest(of anchors: [Certificate]) throws -> [UInt8] {
+    private static func digest(of anchors: [Certificate]) throws(AppAttestError) -> [UInt8] {
         var digest = SHA256()
         for anchor in anchors {
             var serializer = DER.Serializer()
@@ -81,7 +81,7 @@ public struct AppAttestVerifier: Sendable {
         keyID: some Collection<UInt8>,
         clientDataHash: some Collection<UInt8>,
         at time: Date
-    ) async throws -> VerifiedAttestation {
+    ) async throws(AppAttestError) -> VerifiedAttestation {
         let clientDataHash = try Self.checkedClientDataHash(clientDataHash)
         let keyID = Array(keyID)
         let object = try AttestationObject(cborEncoded: attestationObject)
@@ -215,7 +215,7 @@ public struct AppAttestVerifier: Sendable {
         clientDataHash: some Collection<UInt8>,
         previousCounter: UInt32,
         appID expectedAppID: String? = nil
-    ) throws -> VerifiedAssertion {
+    ) throws(AppAttestError) -> VerifiedAssertion {
         let clientDataHash = try Self.checkedClientDataHash(clientDataHash)
         let object = try AssertionObject(cborEncoded: assertion)
         let authData = object.authenticatorData
@@ -268,7 +268,7 @@ public struct AppAttestVerifier: Sendable {
 
     // MARK: - Steps shared by both
 
-    private func matchAppID(_ relyingPartyIDHash: [UInt8]) throws -> String {
+    private func matchAppID(_ relyingPartyIDHash: [UInt8]) throws(AppAttestError) -> String {
         for party in self.relyingParties where constantTimeEquals(party.hash, relyingPartyIDHash) {
             return party.appID
         }
@@ -278,7 +278,7 @@ public struct AppAttestVerifier: Sendable {
         )
     }
 
-    private static func checkedClientDataHash(_ bytes: some Collection<UInt8>) throws -> [UInt8] {
+    private static func checkedClientDataHash(_ bytes: some Collection<UInt8>) throws(AppAttestError) -> [UInt8] {
         guard !bytes.isEmpty, bytes.count <= AppAttestLimits.maximumClientDataHashSize else {
             throw AppAttestError(
                 code: .invalidClientDataHash,
@@ -297,7 +297,7 @@ public struct AppAttestVerifier: Sendable {
         at time: Date,
         notYetValid: AppAttestError.Code = .certificateNotYetValid,
         expired: AppAttestError.Code = .certificateExpired
-    ) throws {
+    ) throws(AppAttestError) {
         guard time >= certificate.notValidBefore else {
             throw AppAttestError(code: notYetValid, reason: "the \(role) is valid from \(certificate.notValidBefore), after \(time)")
         }
@@ -319,7 +319,7 @@ public struct AppAttestVerifier: Sendable {
         intermediateDER: [UInt8],
         anchors: Anchors,
         at time: Date
-    ) async throws -> ClosedRange<Date> {
+    ) async throws(AppAttestError) -> ClosedRange<Date> {
         let (trustAnchors, anchorsDigest) = self.trustAnchors(anchors)
         let key = VerifiedChainCache.Key(intermediate: intermediateDER, anchors: anchorsDigest)
         let cachedWindow = self.chainCache.window(of: key, at: time)

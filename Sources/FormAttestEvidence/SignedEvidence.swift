@@ -271,7 +271,7 @@ public enum SignedEvidence {
                 at: record.keyAttestation.verifiedAt
             )
         } catch {
-            let code = (error as? AppAttestError)?.code.identifier
+            let code = error.code.identifier
             throw EvidenceError(code: .keyAttestationInvalid, reason: "the key's attestation does not verify: \(error)", verifierCode: code)
         }
         guard let assertion = record.assertion else {
@@ -286,7 +286,7 @@ public enum SignedEvidence {
             verified = try verifier.verifyAssertion(
                 assertion, publicKey: attestation.publicKey, clientDataHash: record.formHash, previousCounter: 0, appID: record.appID)
         } catch {
-            let code = (error as? AppAttestError)?.code.identifier
+            let code = error.code.identifier
             throw EvidenceError(
                 code: .formNotSigned, reason: "the assertion does not sign the form's hash with the attested key: \(error)", verifierCode: code)
         }

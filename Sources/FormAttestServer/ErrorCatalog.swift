@@ -136,7 +136,6 @@ public enum ErrorCatalog {
     ]
 
     private static let verifierMeanings: [String: String] = [
-        "malformed_cbor": "not well-formed CBOR, or over a limit of the strict decoder",
         "malformed_attestation": "the attestation object does not have the apple-appattest structure",
         "attestation_too_large": "the attestation object is over its size limit",
         "unsupported_format": "the attestation's fmt is not apple-appattest",
@@ -204,7 +203,6 @@ public enum ErrorCatalog {
         "receipt_changed": "the stored receipt changed while it was being refreshed",
         "requires_reattestation": "the key is too old, or its signed counter went backwards (then for good)",
         "store_corrupt": "a stored record cannot be read; nothing was changed",
-        "verification_failed": "verification failed for a reason the verifier does not classify",
         "client_data_hash_mismatch": "the claimed clientDataHash is not SHA-256 of the canonical form",
         "receipt_stale": "Apple's new receipt was created outside the accepted age",
     ]

@@ -199,7 +199,7 @@ extension TokenFormatter {
         let verified: VerifiedAttestation
         do {
             verified = try await verifier.verifyAttestation(attestation, keyID: keyID, clientDataHash: clientDataHash, at: at)
-        } catch let error as AppAttestError {
+        } catch {
             return .failure(error)
         }
         let input = Input(

@@ -99,7 +99,7 @@ struct AttestationOptions: ParsableArguments {
             let verifier = try AppAttestVerifier(policy: policy)
             let result = try await verifier.verifyAttestation(attestationBytes, keyID: keyID, clientDataHash: clientDataHash, at: time)
             return (attestationBytes, .success(result))
-        } catch let error as AppAttestError {
+        } catch {
             return (attestationBytes, .failure(error))
         }
     }

@@ -305,7 +305,7 @@ struct WrapRequest {
         let verifier: AppAttestVerifier
         do {
             verifier = try AppAttestVerifier(policy: AppAttestPolicy(appIDs: [self.appID], environments: self.environments, trustAnchors: anchors))
-        } catch let error as AppAttestError {
+        } catch {
             return .failure(error)
         }
         return try await formatter.verifyThenFormat(

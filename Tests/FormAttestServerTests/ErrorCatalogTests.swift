@@ -57,7 +57,7 @@ struct ErrorCatalogTests {
         }
         let status = Dictionary(ErrorCatalog.entries.map { ($0.code, $0.status) }) { first, _ in first }
         let expected: [String: Int] = [
-            "request_timeout": 408, "body_too_large": 413, "replay": 409, "nonce_mismatch": 401, "malformed_cbor": 400, "store_unavailable": 503,
+            "request_timeout": 408, "body_too_large": 413, "replay": 409, "nonce_mismatch": 401, "malformed_attestation": 400, "store_unavailable": 503,
             "timestamp_outside_window": 422, "requires_reattestation": 428, "rate_limited": 429, "session_mismatch": 403, "unauthenticated": 401,
             "key_already_registered": 409, "receipt_exchange_unavailable": 502, "not_found": 404,
         ]

@@ -16,7 +16,7 @@ public struct AssertionObject: Sendable, Hashable {
     /// - Throws: ``AppAttestError/Code/assertionTooLarge`` over ``AppAttestLimits/maximumAssertionSize``;
     ///   ``AppAttestError/Code/malformedAssertion`` for bad CBOR or structure;
     ///   ``AppAttestError/Code/malformedAuthenticatorData`` for bad authenticator data.
-    public init(cborEncoded bytes: some Collection<UInt8>) throws {
+    public init(cborEncoded bytes: some Collection<UInt8>) throws(AppAttestError) {
         guard bytes.count <= AppAttestLimits.maximumAssertionSize else {
             throw AppAttestError(
                 code: .assertionTooLarge,

@@ -20,7 +20,7 @@ public struct AppleAppAttestStatement: Sendable, Hashable {
     /// The intermediate certificate's DER.
     public var intermediateCertificate: [UInt8] { self.certificateChain[1] }
 
-    init(cbor item: CBORItem) throws {
+    init(cbor item: CBORItem) throws(AppAttestError) {
         guard let entries = item.mapEntries else {
             throw AppAttestError.malformedAttestation("attStmt is not a CBOR map")
         }
@@ -33,7 +33,7 @@ public struct AppleAppAttestStatement: Sendable, Hashable {
         guard chainItems.count == 2 else {
             throw AppAttestError.malformedAttestation("x5c holds \(chainItems.count) certificate(s); App Attest sends 2")
         }
-        let chain = try chainItems.map { element -> [UInt8] in
+        let chain = try chainItems.map { element throws(AppAttestError) -> [UInt8] in
             guard let der = element.byteString, !der.isEmpty else {
                 throw AppAttestError.malformedAttestation("an x5c element is not a non-empty byte string")
             }
@@ -49,8 +49,8 @@ public struct AppleAppAttestStatement: Sendable, Hashable {
     /// The credential certificate and the intermediate, parsed (not verified).
     ///
     /// - Throws: ``AppAttestError/Code/malformedCertificate`` naming the one that does not parse.
-    public func parsedCertificates() throws -> (leaf: Certificate, intermediate: Certificate) {
-        func parse(_ der: [UInt8], role: String) throws -> Certificate {
+    public func parsedCertificates() throws(AppAttestError) -> (leaf: Certificate, intermediate: Certificate) {
+        func parse(_ der: [UInt8], role: String) throws(AppAttestError) -> Certificate {
             do {
                 return try Certificate(derEncoded: der)
             } catch {
@@ -67,7 +67,7 @@ public struct AppleAppAttestStatement: Sendable, Hashable {
     ///
     /// - Warning: Trust it only after ``AppAttestVerifier/verifyAttestation(_:keyID:clientDataHash:at:)``
     ///   succeeded for this attestation.
-    public func unverifiedCredentialPublicKey() throws -> P256.Signing.PublicKey {
+    public func unverifiedCredentialPublicKey() throws(AppAttestError) -> P256.Signing.PublicKey {
         guard let key = P256.Signing.PublicKey(try self.parsedCertificates().leaf.publicKey) else {
             throw AppAttestError(code: .malformedCertificate, reason: "the credential certificate's key is not P-256")
         }

@@ -25,7 +25,7 @@ public struct AttestationObject: Sendable, Hashable {
     ///   ``AppAttestError/Code/malformedAttestation`` for bad CBOR or structure;
     ///   ``AppAttestError/Code/unsupportedFormat`` when `fmt` is not `apple-appattest`;
     ///   ``AppAttestError/Code/malformedAuthenticatorData`` for bad authenticator data.
-    public init(cborEncoded bytes: some Collection<UInt8>) throws {
+    public init(cborEncoded bytes: some Collection<UInt8>) throws(AppAttestError) {
         guard bytes.count <= AppAttestLimits.maximumAttestationSize else {
             throw AppAttestError(
                 code: .attestationTooLarge,
@@ -60,7 +60,7 @@ public struct AttestationObject: Sendable, Hashable {
     }
 
     /// Rejects a map whose text keys are not exactly `expected` (duplicates are already impossible).
-    static func requireExactTextKeys(_ entries: [CBORMapEntry], _ expected: Set<String>, in context: String) throws {
+    static func requireExactTextKeys(_ entries: [CBORMapEntry], _ expected: Set<String>, in context: String) throws(AppAttestError) {
         let keys = entries.map { $0.key.textString }
         for key in keys {
             guard let key else {

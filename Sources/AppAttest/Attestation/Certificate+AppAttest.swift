@@ -29,7 +29,7 @@ extension Certificate {
     /// certificate has it.
     ///
     /// - Throws: ``AppAttestError/Code/nonceExtensionInvalid`` when absent or of another shape.
-    public func appAttestNonce() throws -> [UInt8] {
+    public func appAttestNonce() throws(AppAttestError) -> [UInt8] {
         guard let ext = self.extensions[oid: .AppAttest.nonce] else {
             throw AppAttestError(code: .nonceExtensionInvalid, reason: "the leaf has no extension 1.2.840.113635.100.8.2")
         }

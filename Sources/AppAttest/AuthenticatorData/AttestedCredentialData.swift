@@ -25,7 +25,7 @@ public struct AttestedCredentialData: Sendable, Hashable {
     ///   - bytes: the bytes after the counter.
     ///   - offset: where `bytes` starts in the authenticator data (for error messages and ranges).
     /// - Returns: the value and the number of bytes it used.
-    static func parse(_ bytes: ArraySlice<UInt8>, offset: Int) throws -> (Self, consumed: Int) {
+    static func parse(_ bytes: ArraySlice<UInt8>, offset: Int) throws(AppAttestError) -> (Self, consumed: Int) {
         var rest = bytes
         guard rest.count >= 18 else {
             throw AppAttestError.malformedAuthenticatorData(

@@ -56,7 +56,7 @@ public struct AuthenticatorData: Sendable, Hashable {
     ///   - kind: ``Kind/attestation`` requires the AT flag and attested credential data;
     ///     ``Kind/assertion`` reads only the fixed part, whatever the AT flag says.
     /// - Throws: ``AppAttestError/Code/malformedAuthenticatorData`` with the offending offset.
-    public init(bytes: some Collection<UInt8>, kind: Kind) throws {
+    public init(bytes: some Collection<UInt8>, kind: Kind) throws(AppAttestError) {
         let raw = Array(bytes)
         var rest = raw[...]
         guard rest.count >= Self.fixedLength else {

@@ -65,7 +65,7 @@ public struct AuthenticatorExtensions: Sendable, Hashable {
     ///
     /// - Throws: ``AppAttestError/Code/malformedAuthenticatorData`` unless `trailingBytes` is
     ///   exactly one CBOR map of the expected shape.
-    init(trailingBytes: ArraySlice<UInt8>, offset: Int) throws {
+    init(trailingBytes: ArraySlice<UInt8>, offset: Int) throws(AppAttestError) {
         let item: CBORItem
         do {
             item = try CBORDecoder.decode(trailingBytes)
@@ -135,7 +135,7 @@ public struct AuthenticatorExtensions: Sendable, Hashable {
 
     /// The one value of a signal written under one or both spellings; both with different values
     /// cannot be read (which one would the app have meant?), so they are malformed.
-    private static func agreeing<Value: Equatable>(_ values: [(key: String, value: Value)]) throws -> Value? {
+    private static func agreeing<Value: Equatable>(_ values: [(key: String, value: Value)]) throws(AppAttestError) -> Value? {
         guard let first = values.first else { return nil }
         for other in values.dropFirst() where other.value != first.value {
             throw AppAttestError.malformedAuthenticatorData("\(first.key) and \(other.key) disagree")

@@ -30,7 +30,7 @@ public struct COSEKey: Sendable, Hashable {
     /// Creates a key from its coordinates.
     ///
     /// - Throws: ``AppAttestError/Code/invalidPublicKey`` unless both are 32 bytes.
-    public init(x: [UInt8], y: [UInt8]) throws {
+    public init(x: [UInt8], y: [UInt8]) throws(AppAttestError) {
         guard x.count == 32, y.count == 32 else {
             throw AppAttestError(code: .invalidPublicKey, reason: "P-256 coordinates must be 32 bytes each")
         }
@@ -39,7 +39,7 @@ public struct COSEKey: Sendable, Hashable {
     }
 
     /// Creates a key from the uncompressed point `04 || x || y`.
-    public init(x963Representation bytes: [UInt8]) throws {
+    public init(x963Representation bytes: [UInt8]) throws(AppAttestError) {
         guard bytes.count == 65, bytes.first == 0x04 else {
             throw AppAttestError(code: .invalidPublicKey, reason: "an uncompressed P-256 point has 65 bytes, 04 first")
         }
@@ -49,7 +49,7 @@ public struct COSEKey: Sendable, Hashable {
     /// Reads a key from a decoded CBOR map.
     ///
     /// - Throws: ``AppAttestError/Code/malformedAuthenticatorData`` for any deviation.
-    init(cbor item: CBORItem) throws {
+    init(cbor item: CBORItem) throws(AppAttestError) {
         guard let entries = item.mapEntries else {
             throw AppAttestError.malformedAuthenticatorData("the credential public key is not a CBOR map")
         }

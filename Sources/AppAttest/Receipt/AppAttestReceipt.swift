@@ -53,11 +53,11 @@ public struct AppAttestReceipt: Sendable {
 
     /// Every certificate the SignedData carries, parsed.
     public var certificates: [Certificate] {
-        get throws { try self.certificatesDER.indices.map(self.certificate(at:)) }
+        get throws(AppAttestError) { try self.certificatesDER.indices.map(self.certificate(at:)) }
     }
 
     /// The certificate at `index` of ``certificatesDER``, parsed.
-    public func certificate(at index: Int) throws -> Certificate {
+    public func certificate(at index: Int) throws(AppAttestError) -> Certificate {
         if index == self.signer.certificateIndex { return self.signingCertificate }
         do {
             return try Certificate(derEncoded: self.certificatesDER[index])
@@ -70,7 +70,7 @@ public struct AppAttestReceipt: Sendable {
     ///
     /// - Throws: ``AppAttestError/Code/receiptTooLarge`` above ``AppAttestLimits/maximumReceiptSize``,
     ///   ``AppAttestError/Code/receiptMalformed`` for anything that is not the structure above.
-    public init(berEncoded bytes: some Collection<UInt8>) throws {
+    public init(berEncoded bytes: some Collection<UInt8>) throws(AppAttestError) {
         guard bytes.count <= AppAttestLimits.maximumReceiptSize else {
             throw AppAttestError(
                 code: .receiptTooLarge,

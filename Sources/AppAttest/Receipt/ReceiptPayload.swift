@@ -64,7 +64,7 @@ public struct ReceiptPayload: Sendable {
     public let attestedCertificateDER: [UInt8]
     /// Field 3, parsed (on demand: a receipt checked against its attestation compares the DER).
     public var attestedCertificate: Certificate {
-        get throws {
+        get throws(AppAttestError) {
             do {
                 return try Certificate(derEncoded: self.attestedCertificateDER)
             } catch {
@@ -93,7 +93,7 @@ public struct ReceiptPayload: Sendable {
     ///
     /// - Throws: ``AppAttestError/Code/receiptMalformed`` when the structure is wrong, a required
     ///   field (2, 3, 4, 5, 6, 12, 21) is missing, a field appears twice, or a value does not decode.
-    public init(derEncoded bytes: [UInt8]) throws {
+    public init(derEncoded bytes: [UInt8]) throws(AppAttestError) {
         let fields: [Field]
         do {
             fields = try BER.set(BER.parse(bytes), identifier: .set) { nodes in
@@ -119,19 +119,19 @@ public struct ReceiptPayload: Sendable {
                 throw AppAttestError.receiptMalformed("field \(field.type) appears twice")
             }
         }
-        func required(_ type: Int, _ name: String) throws -> [UInt8] {
+        func required(_ type: Int, _ name: String) throws(AppAttestError) -> [UInt8] {
             guard let value = byType[type] else {
                 throw AppAttestError.receiptMalformed("field \(type) (\(name)) is missing")
             }
             return value
         }
-        func string(_ value: [UInt8], _ type: Int) throws -> String {
+        func string(_ value: [UInt8], _ type: Int) throws(AppAttestError) -> String {
             guard let string = String(validating: value, as: UTF8.self) else {
                 throw AppAttestError.receiptMalformed("field \(type) is not UTF-8")
             }
             return string
         }
-        func time(_ value: [UInt8], _ type: Int) throws -> Date {
+        func time(_ value: [UInt8], _ type: Int) throws(AppAttestError) -> Date {
             let text = try string(value, type)
             guard let date = RFC3339UTC.parse(text) else {
                 throw AppAttestError.receiptMalformed("field \(type) is not an RFC 3339 time: \(text)")
@@ -139,7 +139,7 @@ public struct ReceiptPayload: Sendable {
             return date
         }
         /// Fields 17 and 19 may be present but empty in an attestation receipt.
-        func optional(_ type: Int) throws -> String? {
+        func optional(_ type: Int) throws(AppAttestError) -> String? {
             guard let value = byType[type], !value.isEmpty else { return nil }
             return try string(value, type)
         }
@@ -160,7 +160,11 @@ public struct ReceiptPayload: Sendable {
         } else {
             self.riskMetric = nil
         }
-        self.notBefore = try optional(FieldType.notBefore).map { try time(Array($0.utf8), FieldType.notBefore) }
+        if let notBefore = try optional(FieldType.notBefore) {
+            self.notBefore = try time(Array(notBefore.utf8), FieldType.notBefore)
+        } else {
+            self.notBefore = nil
+        }
         self.expirationTime = try time(required(FieldType.expirationTime, "expiration time"), FieldType.expirationTime)
     }
 }

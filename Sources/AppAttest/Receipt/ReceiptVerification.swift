@@ -120,7 +120,7 @@ extension AppAttestVerifier {
         _ bytes: some Collection<UInt8>,
         expecting expectation: ReceiptExpectation,
         at time: Date
-    ) async throws -> VerifiedReceipt {
+    ) async throws(AppAttestError) -> VerifiedReceipt {
         let receipt = try AppAttestReceipt(berEncoded: bytes)
         try Self.checkSignature(of: receipt)
         try await self.checkReceiptChain(of: receipt, at: time)
@@ -136,16 +136,14 @@ extension AppAttestVerifier {
     ) async -> ReceiptCheck {
         do {
             return .verified(try await self.verifyReceipt(bytes, expecting: expectation, at: time))
-        } catch let error as AppAttestError {
-            return .failed(error)
         } catch {
-            return .failed(AppAttestError.receiptMalformed("\(error)"))
+            return .failed(error)
         }
     }
 
     // MARK: - Steps
 
-    private static func checkSignature(of receipt: AppAttestReceipt) throws {
+    private static func checkSignature(of receipt: AppAttestReceipt) throws(AppAttestError) {
         let signer = receipt.signer
         guard signer.digestAlgorithm == .sha256Digest, signer.signatureAlgorithm == .ecdsaWithSHA256 else {
             throw AppAttestError(
@@ -186,7 +184,7 @@ extension AppAttestVerifier {
         }
     }
 
-    private func checkReceiptChain(of receipt: AppAttestReceipt, at time: Date) async throws {
+    private func checkReceiptChain(of receipt: AppAttestReceipt, at time: Date) async throws(AppAttestError) {
         let signer = receipt.signingCertificate
         try Self.checkValidity(
             of: signer,
@@ -222,7 +220,7 @@ extension AppAttestVerifier {
                 anchors: .receipt,
                 at: time
             )
-        } catch let error as AppAttestError where error.code == .certificateChainInvalid {
+        } catch where error.code == .certificateChainInvalid {
             throw AppAttestError(
                 code: .receiptChainInvalid,
                 reason: "the receipt signing certificate does not chain to a receipt trust anchor at \(time)"
@@ -231,7 +229,7 @@ extension AppAttestVerifier {
         self.chainCache.insert(signerKey, window: window)
     }
 
-    private static func check(_ payload: ReceiptPayload, against expectation: ReceiptExpectation) throws {
+    private static func check(_ payload: ReceiptPayload, against expectation: ReceiptExpectation) throws(AppAttestError) {
         if let type = expectation.type, payload.type != type {
             throw AppAttestError(
                 code: .receiptTypeUnexpected,

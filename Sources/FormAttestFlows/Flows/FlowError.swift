@@ -41,7 +41,6 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
             case challengeRequired = "challenge_required"
             case challengeInvalid = "challenge_invalid"
             case clientDataHashMismatch = "client_data_hash_mismatch"
-            case verificationFailed = "verification_failed"
             case keyMismatch = "key_mismatch"
             case keyRevoked = "key_revoked"
             case keyAlreadyRegistered = "key_already_registered"
@@ -56,7 +55,7 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
                 switch self {
                 case Self.invalidRequest, Self.invalidJSON: .malformedInput
                 case Self.challengeRequired, Self.challengeInvalid: .policy
-                case Self.clientDataHashMismatch, Self.verificationFailed, Self.receiptStale: .verificationFailed
+                case Self.clientDataHashMismatch, Self.receiptStale: .verificationFailed
                 case Self.keyMismatch, Self.keyRevoked: .keyMismatch
                 case Self.keyAlreadyRegistered, Self.counterNotIncreasing, Self.replay, Self.receiptChanged: .conflict
                 case Self.requiresReattestation: .requiresReattestation
@@ -93,8 +92,6 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
         public static let challengeInvalid = Code(Own.challengeInvalid)
         /// The claimed clientDataHash is not SHA-256 of the canonical form.
         public static let clientDataHashMismatch = Code(Own.clientDataHashMismatch)
-        /// The verifier failed in a way it has no code for (fails closed).
-        public static let verificationFailed = Code(Own.verificationFailed)
         /// The keyId is unknown or another user's.
         public static let keyMismatch = Code(Own.keyMismatch)
         /// The key was revoked.
@@ -140,7 +137,7 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
 
     /// Codes of the verifier that describe malformed input rather than a failed check.
     private static let malformedVerifierCodes: Set<AppAttestError.Code> = [
-        .malformedCBOR, .malformedAttestation, .attestationTooLarge, .unsupportedFormat,
+        .malformedAttestation, .attestationTooLarge, .unsupportedFormat,
         .malformedAuthenticatorData, .malformedCertificate, .malformedAssertion, .assertionTooLarge,
         .invalidPublicKey, .invalidClientDataHash,
     ]

@@ -231,7 +231,7 @@ public struct FormFlows: Sendable {
                 throw FlowError(code: .storeCorrupt, category: .storeUnavailable, reason: "the stored key is not a P-256 point")
             }
             let verified: VerifiedAssertion
-            do {
+            do throws(AppAttestError) {
                 verified = try self.verifier.verifyAssertion(
                     request.assertion,
                     publicKey: publicKey,
@@ -239,7 +239,7 @@ public struct FormFlows: Sendable {
                     previousCounter: key.counter,
                     appID: key.appID
                 )
-            } catch let error as AppAttestError where error.code == .counterNotIncreasing {
+            } catch where error.code == .counterNotIncreasing {
                 // The same signed form sent again (a retry reaching another instance after the
                 // first was accepted) is a replay. Otherwise the device's counter is not above the
                 // stored one: a cloned key or a restored device, and only a new attestation can
@@ -262,7 +262,7 @@ public struct FormFlows: Sendable {
                 }
                 throw FlowError.requiresReattestation(error.reason + "; the key must be attested again")
             } catch {
-                throw Self.verificationError(error)
+                throw FlowError(error)
             }
             // The assertion's signals, when it carries any, become the key's last ones with its counter.
             let signals = Self.signals(verified.extensions)
@@ -295,13 +295,13 @@ public struct FormFlows: Sendable {
             // The main app attested the key over the pool challenge itself (32 random bytes).
             let attestation = try await self.verifyAttestation(request.attestationObject, keyID: request.keyID, clientDataHash: request.poolChallenge, now: now)
             let verified: VerifiedAssertion
-            do {
+            do throws(AppAttestError) {
                 // The attested key's own app id, as for every assertion: not any app id the policy accepts.
                 verified = try self.verifier.verifyAssertion(
                     request.assertion, publicKey: attestation.publicKey, clientDataHash: form.clientDataHash, previousCounter: 0, appID: attestation.appID
                 )
             } catch {
-                throw Self.verificationError(error)
+                throw FlowError(error)
             }
             var key = Self.storedKey(
                 attestation, KeyAttestation(object: request.attestationObject, clientDataHash: request.poolChallenge),
@@ -380,18 +380,13 @@ public struct FormFlows: Sendable {
     }
 
     private func verifyAttestation(_ object: [UInt8], keyID: [UInt8], clientDataHash: [UInt8], now: Date) async throws(FlowError) -> VerifiedAttestation {
-        do {
+        do throws(AppAttestError) {
             return try await self.verifier.verifyAttestation(object, keyID: keyID, clientDataHash: clientDataHash, at: now)
         } catch {
-            throw Self.verificationError(error)
+            throw FlowError(error)
         }
     }
 
-    /// The verifier throws only `AppAttestError`; anything else still fails closed.
-    static func verificationError(_ error: any Error) -> FlowError {
-        if let error = error as? AppAttestError { return FlowError(error) }
-        return FlowError(code: .verificationFailed, category: .verificationFailed, reason: "\(error)")
-    }
 
     private func commit(_ commit: RegistrationCommit) async throws(FlowError) {
         do {

@@ -73,14 +73,14 @@ extension FormFlows {
         type: ReceiptPayload.ReceiptType?,
         now: Date
     ) async throws(FlowError) -> VerifiedReceipt {
-        do {
+        do throws(AppAttestError) {
             return try await self.verifier.verifyReceipt(
                 bytes,
                 expecting: ReceiptExpectation(appID: key.appID, attestedKey: .publicKey(key.publicKey), type: type),
                 at: now
             )
         } catch {
-            throw Self.verificationError(error)
+            throw FlowError(error)
         }
     }
 }
