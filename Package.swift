@@ -88,6 +88,7 @@ let package = Package(
                 "RFC3339",
                 "AppAttest",
                 "CanonicalJSON",
+                "FormAttestForm",
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
             ],

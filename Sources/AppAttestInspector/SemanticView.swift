@@ -5,6 +5,7 @@
 
 import AppAttest
 import CBOR
+import FormAttestForm
 import Foundation
 import RFC3339
 import SwiftASN1
@@ -144,7 +145,10 @@ enum SemanticView {
                 node.children.append(.undecodable("credentialId", reason: "\(length) bytes announced, \(content.count - position) left", range: range(position, content.count - position)))
                 return node
             }
-            node.children.append(InspectionNode("credentialId", value: hex(content[position..<(position + length)]), range: range(position, length)))
+            // The keyId, spelled as everywhere else (base64url); the node's `hex` keeps the bytes.
+            node.children.append(
+                InspectionNode("credentialId", value: Base64URL.encode(content[position..<(position + length)]), range: range(position, length))
+            )
             position += length
             guard let (key, consumed) = try? CBORDecoder.decodePrefix(content[position...]) else {
                 node.children.append(.undecodable("credentialPublicKey", reason: "not CBOR", range: range(position, content.count - position)))
@@ -324,7 +328,7 @@ enum SemanticView {
             node.value = "\(ext.value.count) bytes"
             node.children = self.taggedEntries(Array(ext.value), base: valueRange?.lowerBound ?? base)
         case .AppAttest.accessControl:
-            node.value = "\(ext.value.count) bytes, base64 \(Data(ext.value).base64EncodedString())"
+            node.value = "\(ext.value.count) bytes, base64url \(Base64URL.encode(ext.value))"
             node.children = self.accessControl(Array(ext.value), base: valueRange?.lowerBound ?? base)
         default:
             node.value = self.knownExtension(ext) ?? hex(ext.value)

@@ -89,6 +89,10 @@ struct InspectorTests {
         ] {
             #expect(text.contains(expected), "\(sample): missing \(expected)")
         }
+        // The keyId is spelled as everywhere else: base64url, no padding (docs/formats.md, Encodings).
+        if let keyID = sample.keyID {
+            #expect(text.contains("credentialId: \(Formattest.base64url(keyID))\n"), "\(sample)")
+        }
         // No verdicts ("validity" is the X.509 field's name, not a judgement).
         #expect(text.firstMatch(of: /(?i)\b(valid|invalid|verified|trusted|score|passed|failed)\b|✓|✔|✗/) == nil, "\(sample): the inspector judged")
     }
@@ -244,7 +248,7 @@ struct InspectorTests {
         #expect(text.contains("      validationCategory: h'06000000' = validation category 6 (developer-id)\n"))
         #expect(text.contains("      apple_cd_hash_hash_01: h'\(String(repeating: "ab", count: 32))' = CodeDirectory hash, 32 bytes\n"))
         #expect(text.contains("      apple_cd_hash_type_01: h'02' = CodeDirectory hash type 2 (SHA-256)\n"))
-        #expect(text.contains("App Attest access control (1.2.840.113635.100.8.6): 75 bytes, base64 MEmjRwRF"))
+        #expect(text.contains("App Attest access control (1.2.840.113635.100.8.6): 75 bytes, base64url MEmjRwRF"))
         #expect(text.contains("\"osgn\" (sign): [1] TRUE"))
         #expect(text.contains("\"oa\" (attest): [1] TRUE"))
         #expect(text.contains("\"okd\": [1] TRUE"))

@@ -220,7 +220,7 @@ extension AppAttestVerifier {
                 anchors: .receipt,
                 at: time
             )
-        } catch where error.code == .certificateChainInvalid {
+        } catch let error where error.code == .certificateChainInvalid {
             throw AppAttestError(
                 code: .receiptChainInvalid,
                 reason: "the receipt signing certificate does not chain to a receipt trust anchor at \(time)"
