@@ -19,13 +19,6 @@ import ServiceLifecycle
 
 /// Builds the Hummingbird application: routes, middleware, and the background services.
 public enum FormAttestApplication {
-    /// The Prometheus registry `/metrics` renders; the metrics system is bootstrapped with it once.
-    static let metricsRegistry: PrometheusCollectorRegistry = {
-        let registry = PrometheusCollectorRegistry()
-        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
-        return registry
-    }()
-
     /// Builds the application.
     ///
     /// - Parameters:
@@ -72,7 +65,6 @@ public enum FormAttestApplication {
     /// The operators' router, for ``ServerConfiguration/adminListener``: `/metrics` and, with
     /// admin secrets, `/admin/*`; nothing else.
     public static func operatorRouter(configuration: ServerConfiguration, store: any OperationalAttestationStore) -> Router<AppRequestContext> {
-        _ = Self.metricsRegistry
         let router = Router(context: AppRequestContext.self)
         router.add(middleware: RequestLogMiddleware())
         router.add(middleware: ErrorShapeMiddleware())
@@ -87,10 +79,12 @@ public enum FormAttestApplication {
             AdminController(store: store, secrets: adminSecrets, registrationWindow: configuration.flows.registrationCountWindow, now: configuration.now)
                 .addRoutes(to: router.group("admin"))
         }
-        router.get("metrics") { _, _ in
-            var headers = HTTPFields()
-            headers[.contentType] = "text/plain; version=0.0.4"
-            return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: Self.metricsRegistry.emitToBuffer())))
+        if let registry = configuration.metrics {
+            router.get("metrics") { _, _ in
+                var headers = HTTPFields()
+                headers[.contentType] = "text/plain; version=0.0.4"
+                return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: registry.emitToBuffer())))
+            }
         }
     }
 
@@ -101,7 +95,6 @@ public enum FormAttestApplication {
         signingKeys: SigningKeys,
         developmentDevice: (any DevelopmentDevice)?
     ) async throws -> Router<AppRequestContext> {
-        _ = Self.metricsRegistry
         let verifier = try AppAttestVerifier(policy: configuration.policy)
         let flows = FormFlows(verifier: verifier, store: store, configuration: configuration.flows)
         let signer = try await ServerAttestationSigner(keys: signingKeys, issuer: configuration.issuer, audience: configuration.audience)

@@ -7,6 +7,7 @@ public import AppAttest
 public import FormAttestFlows
 public import FormAttestTokens
 public import Foundation
+public import Prometheus
 
 /// Everything the service needs, decided by `formattest serve` from flags and environment.
 public struct ServerConfiguration: Sendable {
@@ -46,6 +47,10 @@ public struct ServerConfiguration: Sendable {
     public var adminSecrets: BackendSecrets?
     /// Per-user and per-address limits on challenge, attest and register-pooled.
     public var rateLimits = RateLimits()
+    /// The registry `/metrics` renders. The process that owns the metrics system bootstraps it
+    /// with this registry (`MetricsSystem.bootstrap(PrometheusMetricsFactory(registry:))`, once per
+    /// process: the executable, or a test's harness); the library only emits. nil: no `/metrics`.
+    public var metrics: PrometheusCollectorRegistry?
     /// The clock (injected for tests).
     public var now: @Sendable () -> Date = { Date() }
 

@@ -12,6 +12,8 @@ public import FormAttestServer
 import Foundation
 import Hummingbird
 import Logging
+import Metrics
+import Prometheus
 import SwiftASN1
 public import X509
 
@@ -234,6 +236,10 @@ public struct ServeOptions: ParsableArguments {
         configuration.audience = plan.signing.audience
         configuration.devSimulator = plan.devSimulator
         configuration.demoDirectory = plan.demoDirectory
+        // The process's metrics: bootstrapped here, once, and rendered by `/metrics`.
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+        configuration.metrics = registry
 
         // What this instance is, one fact a line, before it opens the store and listens.
         let base = "http://\(plan.host.contains(":") ? "[\(plan.host)]" : plan.host):\(plan.port)"

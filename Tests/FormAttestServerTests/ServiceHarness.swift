@@ -19,11 +19,21 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import Logging
+import Metrics
 import NIOCore
+import Prometheus
 import Testing
 
 /// The service in process, with a memory store and a simulated device, recording every response.
 struct ServiceHarness {
+    /// The test process's metrics, bootstrapped once (as the executable does at start): the
+    /// library only emits, and `/metrics` renders this registry.
+    static let metrics: PrometheusCollectorRegistry = {
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+        return registry
+    }()
+
     static let appID = "ABCDE12345.com.formattest.demo"
 
     let store = MemoryAttestationStore()
@@ -48,6 +58,7 @@ struct ServiceHarness {
         self.configuration.healthProbeInterval = .zero  // every /healthz probes the store
         self.configuration.devSimulator = devSimulator
         self.configuration.demoDirectory = repositoryDirectory.appendingPathComponent("demo").path
+        self.configuration.metrics = Self.metrics
     }
 
     func run(_ body: @Sendable (Client) async throws -> Void) async throws {
