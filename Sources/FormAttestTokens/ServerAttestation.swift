@@ -75,6 +75,9 @@ public struct ServerAttestationSigner: Sendable {
     public let audience: String
     public let lifetime: TimeInterval
     private let collection: JWTKeyCollection
+    /// The current key's `kid` (its RFC 7638 thumbprint), computed once: a profile of `jws.sign`
+    /// found the thumbprint (a canonical JWK and a SHA-256) recomputed for every token.
+    private let keyID: JWKIdentifier
 
     /// - Parameters:
     ///   - keys: the signing keys (the current one signs).
@@ -87,7 +90,8 @@ public struct ServerAttestationSigner: Sendable {
         self.audience = audience
         self.lifetime = lifetime
         self.collection = JWTKeyCollection()
-        await self.collection.add(ecdsa: try ES256PrivateKey(backing: keys.current), kid: JWKIdentifier(string: keys.currentKeyID))
+        self.keyID = JWKIdentifier(string: keys.currentKeyID)
+        await self.collection.add(ecdsa: try ES256PrivateKey(backing: keys.current), kid: self.keyID)
     }
 
     /// Signs a token for a verified form.
@@ -127,6 +131,6 @@ public struct ServerAttestationSigner: Sendable {
         )
         var header = JWTHeader()
         header.typ = Self.tokenType
-        return try await self.collection.sign(claims, kid: JWKIdentifier(string: self.keys.currentKeyID), header: header)
+        return try await self.collection.sign(claims, kid: self.keyID, header: header)
     }
 }

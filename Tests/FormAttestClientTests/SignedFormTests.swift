@@ -118,4 +118,39 @@ struct Base64URLTests {
         #expect(Base64URL.encode([0xFB, 0xFF, 0xBF]) == "-_-_")
         #expect(Base64URL.encode([0x00, 0x10, 0x83, 0x10, 0x51, 0x87]) == "ABCDEFGH")
     }
+
+    @Test("decode takes base64url and standard base64, padded or not, as Foundation decodes them, for every length 0-200")
+    func decodeMatchesFoundation() {
+        var generator = SystemRandomNumberGenerator()
+        for length in 0...200 {
+            for _ in 0..<5 {
+                let bytes = (0..<length).map { _ in UInt8.random(in: 0...255, using: &generator) }
+                let standard = Data(bytes).base64EncodedString()
+                let url = standard.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+                for spelling in [standard, url, standard.replacingOccurrences(of: "=", with: ""), url.replacingOccurrences(of: "=", with: "")] {
+                    #expect(Base64URL.decode(spelling) == bytes, "\(spelling)")
+                }
+            }
+        }
+        #expect(Base64URL.decode("") == [])
+        #expect(Base64URL.decode("-_-_") == [0xFB, 0xFF, 0xBF])
+        #expect(Base64URL.decode("+/+/") == [0xFB, 0xFF, 0xBF])
+    }
+
+    @Test("decode refuses, one change each: a foreign character, padding inside, too much padding, a length of 4n+1, non-zero unused bits")
+    func decodeRefuses() {
+        #expect(Base64URL.decode("QUJD") == Array("ABC".utf8))
+        #expect(Base64URL.decode("QU*D") == nil)  // not in either alphabet
+        #expect(Base64URL.decode("QUJ D") == nil)  // whitespace
+        #expect(Base64URL.decode("QQ==") == Array("A".utf8))
+        #expect(Base64URL.decode("Q=Q=") == nil)  // padding inside
+        #expect(Base64URL.decode("QQ===") == nil)  // more padding than the length needs
+        #expect(Base64URL.decode("QUI==") == nil)  // two where one completes the group
+        #expect(Base64URL.decode("QUJD=") == nil)  // padding after a whole group
+        #expect(Base64URL.decode("QUJDR") == nil)  // 4n+1 characters: not whole bytes
+        #expect(Base64URL.decode("=") == nil)
+        #expect(Base64URL.decode("QR") == nil)  // "A" is "QQ": R's low bits are not zero
+        #expect(Base64URL.decode("QUJ") == nil)  // "AB" is "QUI": J's low two bits are not zero
+        #expect(Base64URL.decode("QUJDé") == nil)  // non-ASCII
+    }
 }
