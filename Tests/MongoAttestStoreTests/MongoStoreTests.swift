@@ -44,8 +44,11 @@ struct MongoStoreTests {
         } catch {
             #expect(error.code == .unavailable)
         }
-        // A guard against hanging, not a speed claim (the whole suite shares the thread pool).
-        #expect(Date().timeIntervalSince(started) < 60)
+        // A guard against hanging, not a speed claim: server selection gives up after 0.5 s, but
+        // the blocking call waits for a thread of the store's pool, which the MongoDB suites
+        // running beside it keep busy (60-102 s were seen in full runs on 2 loaded cores; alone it
+        // takes about a second). A hang would never get here.
+        #expect(Date().timeIntervalSince(started) < 300)
     }
 
     @Test("an invalid connection string is refused")
