@@ -3,6 +3,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
+import Foundation
+
 /// Encodes an `Encodable` value straight into a ``JSONValue`` (then ``JSONValue/canonicalBytes``
 /// gives its RFC 8785 bytes): no JSON text in between, and no number the JSON model cannot hold
 /// exactly.
@@ -10,21 +12,37 @@
 /// Numbers become doubles, as RFC 8785 requires; an integer beyond ±2^53 (which a double would
 /// round) or a non-finite floating-point value is refused with `EncodingError.invalidValue`, and
 /// so are two members with one name. A `JSONValue` inside the value is taken as it is. There are no
-/// date or key strategies: types that answer in JSON format their dates as strings themselves.
+/// key strategies, and one date strategy: types that answer in JSON format their dates as strings
+/// themselves; JWT claims (RFC 7519) take ``DateEncoding/numericDate``.
 public struct JSONValueEncoder: Sendable {
-    public init() {}
+    /// How a `Date` inside the value is written.
+    public enum DateEncoding: Sendable {
+        /// As `Date` encodes itself (a number of seconds since 2001-01-01): no strategy.
+        case deferredToDate
+        /// RFC 7519 NumericDate: whole seconds since 1970-01-01 UTC (a fraction is truncated), as
+        /// JWT claims carry times.
+        case numericDate
+    }
+
+    public var dateEncoding: DateEncoding
+
+    public init(dateEncoding: DateEncoding = .deferredToDate) {
+        self.dateEncoding = dateEncoding
+    }
 
     public func encode(_ value: some Encodable) throws -> JSONValue {
         let slot = Slot()
-        try Self.encode(value, into: slot, codingPath: [])
+        try Self.encode(value, into: slot, codingPath: [], dates: self.dateEncoding)
         return try slot.value(codingPath: [])
     }
 
-    fileprivate static func encode(_ value: some Encodable, into slot: Slot, codingPath: [any CodingKey]) throws {
+    fileprivate static func encode(_ value: some Encodable, into slot: Slot, codingPath: [any CodingKey], dates: DateEncoding) throws {
         if let json = value as? JSONValue {
             slot.content = .value(json)
+        } else if dates == .numericDate, let date = value as? Date {
+            slot.content = .value(try Self.number(date.timeIntervalSince1970.rounded(.towardZero), codingPath: codingPath))
         } else {
-            try value.encode(to: ValueEncoder(slot: slot, codingPath: codingPath))
+            try value.encode(to: ValueEncoder(slot: slot, codingPath: codingPath, dates: dates))
         }
     }
 
@@ -107,77 +125,81 @@ private final class Slot {
 private struct ValueEncoder: Encoder {
     let slot: Slot
     let codingPath: [any CodingKey]
+    let dates: JSONValueEncoder.DateEncoding
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
         if case .object = self.slot.content {} else { self.slot.content = .object([]) }
-        return KeyedEncodingContainer(KeyedContainer(slot: self.slot, codingPath: self.codingPath))
+        return KeyedEncodingContainer(KeyedContainer(slot: self.slot, codingPath: self.codingPath, dates: self.dates))
     }
 
     func unkeyedContainer() -> any UnkeyedEncodingContainer {
         if case .array = self.slot.content {} else { self.slot.content = .array([]) }
-        return UnkeyedContainer(slot: self.slot, codingPath: self.codingPath)
+        return UnkeyedContainer(slot: self.slot, codingPath: self.codingPath, dates: self.dates)
     }
 
     func singleValueContainer() -> any SingleValueEncodingContainer {
-        SingleValueContainer(slot: self.slot, codingPath: self.codingPath)
+        SingleValueContainer(slot: self.slot, codingPath: self.codingPath, dates: self.dates)
     }
 }
 
 private struct KeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
     let slot: Slot
     let codingPath: [any CodingKey]
+    let dates: JSONValueEncoder.DateEncoding
 
     mutating func encodeNil(forKey key: Key) throws { self.slot.member(key.stringValue).content = .value(.null) }
 
     mutating func encode(_ value: some Encodable, forKey key: Key) throws {
-        try JSONValueEncoder.encode(value, into: self.slot.member(key.stringValue), codingPath: self.codingPath + [key])
+        try JSONValueEncoder.encode(value, into: self.slot.member(key.stringValue), codingPath: self.codingPath + [key], dates: self.dates)
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
-        ValueEncoder(slot: self.slot.member(key.stringValue), codingPath: self.codingPath + [key]).container(keyedBy: keyType)
+        ValueEncoder(slot: self.slot.member(key.stringValue), codingPath: self.codingPath + [key], dates: self.dates).container(keyedBy: keyType)
     }
 
     mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
-        ValueEncoder(slot: self.slot.member(key.stringValue), codingPath: self.codingPath + [key]).unkeyedContainer()
+        ValueEncoder(slot: self.slot.member(key.stringValue), codingPath: self.codingPath + [key], dates: self.dates).unkeyedContainer()
     }
 
     mutating func superEncoder() -> any Encoder {
-        ValueEncoder(slot: self.slot.member("super"), codingPath: self.codingPath)
+        ValueEncoder(slot: self.slot.member("super"), codingPath: self.codingPath, dates: self.dates)
     }
 
     mutating func superEncoder(forKey key: Key) -> any Encoder {
-        ValueEncoder(slot: self.slot.member(key.stringValue), codingPath: self.codingPath + [key])
+        ValueEncoder(slot: self.slot.member(key.stringValue), codingPath: self.codingPath + [key], dates: self.dates)
     }
 }
 
 private struct UnkeyedContainer: UnkeyedEncodingContainer {
     let slot: Slot
     let codingPath: [any CodingKey]
+    let dates: JSONValueEncoder.DateEncoding
     var count: Int { self.slot.count }
 
     mutating func encodeNil() throws { self.slot.element().content = .value(.null) }
 
     mutating func encode(_ value: some Encodable) throws {
-        try JSONValueEncoder.encode(value, into: self.slot.element(), codingPath: self.codingPath)
+        try JSONValueEncoder.encode(value, into: self.slot.element(), codingPath: self.codingPath, dates: self.dates)
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
-        ValueEncoder(slot: self.slot.element(), codingPath: self.codingPath).container(keyedBy: keyType)
+        ValueEncoder(slot: self.slot.element(), codingPath: self.codingPath, dates: self.dates).container(keyedBy: keyType)
     }
 
     mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
-        ValueEncoder(slot: self.slot.element(), codingPath: self.codingPath).unkeyedContainer()
+        ValueEncoder(slot: self.slot.element(), codingPath: self.codingPath, dates: self.dates).unkeyedContainer()
     }
 
     mutating func superEncoder() -> any Encoder {
-        ValueEncoder(slot: self.slot.element(), codingPath: self.codingPath)
+        ValueEncoder(slot: self.slot.element(), codingPath: self.codingPath, dates: self.dates)
     }
 }
 
 private struct SingleValueContainer: SingleValueEncodingContainer {
     let slot: Slot
     let codingPath: [any CodingKey]
+    let dates: JSONValueEncoder.DateEncoding
 
     private func set(_ value: JSONValue) { self.slot.content = .value(value) }
 
@@ -198,6 +220,6 @@ private struct SingleValueContainer: SingleValueEncodingContainer {
     mutating func encode(_ value: UInt64) throws { self.set(try JSONValueEncoder.number(value, codingPath: self.codingPath)) }
 
     mutating func encode(_ value: some Encodable) throws {
-        try JSONValueEncoder.encode(value, into: self.slot, codingPath: self.codingPath)
+        try JSONValueEncoder.encode(value, into: self.slot, codingPath: self.codingPath, dates: self.dates)
     }
 }

@@ -4,7 +4,6 @@
 //===----------------------------------------------------------------------===//
 
 import AppAttest
-import Crypto
 import FormAttestFlows
 import FormAttestTokens
 
@@ -12,11 +11,6 @@ import FormAttestTokens
 extension AttestedCredential {
     /// - Throws: when the stored point is not a valid P-256 key.
     init(_ key: StoredKey) throws {
-        self.init(
-            keyID: key.keyID,
-            publicKey: try P256.Signing.PublicKey(x963Representation: key.publicKey),
-            appID: key.appID,
-            environment: key.environment.rawValue
-        )
+        try self.init(keyID: key.keyID, publicKeyPoint: key.publicKey, appID: key.appID, environment: key.environment.rawValue)
     }
 }

@@ -9,13 +9,29 @@ public import Crypto
 /// What the tokens say about an attested key, from a fresh verification or from the store.
 public struct AttestedCredential: Sendable {
     public var keyID: [UInt8]
-    public var publicKey: P256.Signing.PublicKey
+    public let publicKey: P256.Signing.PublicKey
+    /// ``publicKey``'s uncompressed point (X9.63: `04 || x || y`, 65 bytes), kept: the JWS's `cnf`
+    /// and the COSE key are written from it, and serializing the key again for every answer showed
+    /// in a profile of the service.
+    public let publicKeyPoint: [UInt8]
     public var appID: String
     public var environment: String
 
     public init(keyID: [UInt8], publicKey: P256.Signing.PublicKey, appID: String, environment: String) {
         self.keyID = keyID
         self.publicKey = publicKey
+        self.publicKeyPoint = Array(publicKey.x963Representation)
+        self.appID = appID
+        self.environment = environment
+    }
+
+    /// From a stored point (X9.63, as the stores keep it).
+    ///
+    /// - Throws: when the point is not a valid P-256 public key.
+    public init(keyID: [UInt8], publicKeyPoint: [UInt8], appID: String, environment: String) throws {
+        self.keyID = keyID
+        self.publicKey = try P256.Signing.PublicKey(x963Representation: publicKeyPoint)
+        self.publicKeyPoint = publicKeyPoint
         self.appID = appID
         self.environment = environment
     }
@@ -27,6 +43,6 @@ public struct AttestedCredential: Sendable {
     /// The key as a COSE_Key (EC2, ES256, P-256), byte-identical to the one in authData.
     public var coseKey: [UInt8] {
         // A P-256 public key's x963 form is always 65 bytes starting with 04.
-        (try? COSEKey(x963Representation: Array(self.publicKey.x963Representation)))?.cborEncoded ?? []
+        (try? COSEKey(x963Representation: self.publicKeyPoint))?.cborEncoded ?? []
     }
 }

@@ -150,8 +150,17 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
     }
 
     public func loadKey(keyID: [UInt8]) async throws(StoreError) -> StoredKey? {
+        try self.loadKeyOnThisThread(keyID: keyID)
+    }
+
+    /// On the calling thread (GRDB's synchronous read): one indexed row from a WAL reader, which
+    /// never waits for the writer, is CPU work like the signature check that follows it. GRDB's
+    /// async read hops to a Dispatch queue and back: two thread wake-ups per request on the
+    /// service's hot path. One SELECT is its own read transaction in SQLite (it sees one snapshot),
+    /// so GRDB's `unsafeRead` skips the BEGIN and COMMIT its `read` wraps around it.
+    private func loadKeyOnThisThread(keyID: [UInt8]) throws(StoreError) -> StoredKey? {
         do {
-            return try await self.database.read { db in
+            return try self.database.unsafeRead { db in
                 try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM keys WHERE key_id = ?"), arguments: [Data(keyID)]).map {
                     row throws(StoreError) in try Self.key(row)
                 }

@@ -91,4 +91,20 @@ struct EncoderTests {
         init(stringValue: String) { self.stringValue = stringValue }
         init?(intValue: Int) { nil }
     }
+
+    struct Stamped: Encodable {
+        var at: Date
+        var list: [Date]
+    }
+
+    @Test("numericDate writes a Date as whole seconds since 1970 (the fraction truncated), nested too; the default leaves Date to itself")
+    func numericDate() throws {
+        // A time derived from now, with a fraction: what is written must not depend on the day.
+        let seconds = (Date().timeIntervalSince1970).rounded(.down)
+        let value = Stamped(at: Date(timeIntervalSince1970: seconds + 0.75), list: [Date(timeIntervalSince1970: seconds - 1.5)])
+        let numeric = try JSONValueEncoder(dateEncoding: .numericDate).encode(value)
+        #expect(String(decoding: numeric.canonicalBytes, as: UTF8.self) == #"{"at":\#(Int(seconds)),"list":[\#(Int(seconds) - 2)]}"#)
+        let deferred = try JSONValueEncoder().encode(value)
+        #expect(deferred["at"] == .number(seconds + 0.75 - Date.timeIntervalBetween1970AndReferenceDate))
+    }
 }

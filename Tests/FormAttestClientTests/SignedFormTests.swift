@@ -154,3 +154,25 @@ struct Base64URLTests {
         #expect(Base64URL.decode("QUJDé") == nil)  // non-ASCII
     }
 }
+
+struct RandomUUIDTests {
+    @Test("UUID.random() is a version 4, RFC 9562-variant UUID that Foundation parses back; 10,000 are distinct and every random bit varies")
+    func versionVariantAndSpread() throws {
+        var seen = Set<UUID>()
+        var ones = [Int](repeating: 0, count: 128)
+        for _ in 0..<10_000 {
+            let uuid = UUID.random()
+            seen.insert(uuid)
+            #expect(UUID(uuidString: uuid.uuidString) == uuid)
+            let bytes = withUnsafeBytes(of: uuid.uuid) { Array($0) }
+            #expect(bytes[6] >> 4 == 4)
+            #expect(bytes[8] >> 6 == 0b10)
+            for bit in 0..<128 where bytes[bit / 8] >> (7 - bit % 8) & 1 == 1 { ones[bit] += 1 }
+        }
+        #expect(seen.count == 10_000)
+        let fixed: Set<Int> = [48, 49, 50, 51, 64, 65]  // the version and variant bits
+        for bit in 0..<128 where !fixed.contains(bit) {
+            #expect((4_000...6_000).contains(ones[bit]), "bit \(bit) was set \(ones[bit]) times in 10,000")
+        }
+    }
+}

@@ -95,6 +95,13 @@ struct TokenTests {
         #expect(headerJSON["kid"]?.stringValue == keys.currentKeyID)
         #expect(headerJSON["typ"]?.stringValue == ServerAttestationSigner.tokenType)
         #expect(headerJSON["alg"]?.stringValue == "ES256")
+        // Header and claims are RFC 8785 bytes, times whole NumericDate seconds.
+        #expect(headerJSON.canonicalBytes == header)
+        let payload = try #require(Base64URL.decode(String(token.split(separator: ".")[1])))
+        let payloadJSON = try CanonicalJSON.parse(payload)
+        #expect(payloadJSON.canonicalBytes == payload)
+        #expect(payloadJSON["iat"] == .number(now.timeIntervalSince1970.rounded(.down)))
+        #expect(payloadJSON["exp"] == .number(now.timeIntervalSince1970.rounded(.down) + 300))
 
         var altered = Array(token.utf8)
         let index = token.split(separator: ".")[0].count + 5
