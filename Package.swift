@@ -56,6 +56,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         // serve's settings: flags, environment variables and a JSON file through one provider chain.
         .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0"),
+        // NIOHTTPTypes: the request parts the body deadline's channel handler sees (Hummingbird's own pipeline types).
+        .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.34.1"),
     ],
     targets: [
         // The one strict RFC 3339 UTC reader (and writer) for every untrusted time. Pure.
@@ -221,10 +223,12 @@ let package = Package(
                 "FormAttestResponses",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

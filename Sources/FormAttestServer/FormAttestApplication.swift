@@ -10,6 +10,7 @@ import FormAttestResponses
 public import FormAttestTokens
 import Foundation
 public import Hummingbird
+import HummingbirdCore
 public import Logging
 import Metrics
 import NIOCore
@@ -47,7 +48,7 @@ public enum FormAttestApplication {
             services.append(
                 Application(
                     router: self.operatorRouter(configuration: configuration, store: store),
-                    server: .http1(configuration: .init(idleTimeout: TimeAmount(configuration.idleTimeout))),
+                    server: Self.http1(configuration),
                     configuration: ApplicationConfiguration(address: .hostname(admin.host, port: admin.port), serverName: "formattest"),
                     logger: logger
                 )
@@ -55,11 +56,22 @@ public enum FormAttestApplication {
         }
         return Application(
             router: router,
-            server: .http1(configuration: .init(idleTimeout: TimeAmount(configuration.idleTimeout))),
+            server: Self.http1(configuration),
             configuration: ApplicationConfiguration(address: .hostname(configuration.host, port: configuration.port), serverName: "formattest"),
             services: services,
             logger: logger
         )
+    }
+
+    /// HTTP/1.1 with the idle timeout, and the body deadline (``BodyDeadlineHandler``) in every
+    /// connection's pipeline.
+    static func http1(_ configuration: ServerConfiguration) -> HTTPServerBuilder {
+        let bodyTimeout = configuration.bodyTimeout
+        return .http1(
+            configuration: .init(
+                additionalChannelHandlers: [BodyDeadlineHandler(timeout: bodyTimeout)],
+                idleTimeout: TimeAmount(configuration.idleTimeout)
+            ))
     }
 
     /// The operators' router, for ``ServerConfiguration/adminListener``: `/metrics` and, with
@@ -68,7 +80,7 @@ public enum FormAttestApplication {
         let router = Router(context: AppRequestContext.self)
         router.add(middleware: RequestLogMiddleware())
         router.add(middleware: ErrorShapeMiddleware())
-        router.add(middleware: BodyDeadlineMiddleware(timeout: configuration.bodyTimeout))
+        router.add(middleware: BodyDeadlineMiddleware())
         self.addOperatorRoutes(to: router, configuration: configuration, store: store)
         return router
     }
@@ -102,7 +114,7 @@ public enum FormAttestApplication {
         let router = Router(context: AppRequestContext.self)
         router.add(middleware: RequestLogMiddleware())
         router.add(middleware: ErrorShapeMiddleware())
-        router.add(middleware: BodyDeadlineMiddleware(timeout: configuration.bodyTimeout))
+        router.add(middleware: BodyDeadlineMiddleware())
         router.add(middleware: MetricsMiddleware())
         if let demo = configuration.demoDirectory {
             router.add(middleware: FileMiddleware(demo, searchForIndexHtml: false))
@@ -136,54 +148,6 @@ public enum FormAttestApplication {
             return try JSONResponse.make(HealthResponse(storeAvailable: writable), status: writable ? .ok : .serviceUnavailable)
         }
         return router
-    }
-}
-
-/// Reads the whole request body (up to the context's size limit) before the route runs, and
-/// answers 408 when it does not arrive within `timeout`: a client that trickles its body cannot
-/// hold a request open. Every method, not only those that carry bodies: HTTP lets a GET or a
-/// DELETE have one too, and a trickled one would hold a connection (and a file descriptor) as
-/// long. Routes then read the buffered body.
-struct BodyDeadlineMiddleware: RouterMiddleware {
-    typealias Context = AppRequestContext
-    let timeout: Duration
-
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        let limit = context.maxUploadSize
-        // A declared length over the limit is refused before a byte of the body is read.
-        if let declared = request.headers[.contentLength], let length = Int(declared), length > limit {
-            context.stopReading()
-            throw APIError.bodyTooLarge
-        }
-        let timeout = self.timeout
-        let body = request.body
-        let buffer: ByteBuffer
-        do {
-            buffer = try await withThrowingTaskGroup(of: ByteBuffer?.self) { group in
-                group.addTask { try await body.collect(upTo: limit) }
-                group.addTask {
-                    try await Task.sleep(for: timeout)
-                    return nil
-                }
-                defer { group.cancelAll() }
-                guard let first = try await group.next(), let buffer = first else {
-                    throw APIError.requestTimeout
-                }
-                return buffer
-            }
-        } catch let error as APIError {
-            context.stopReading()
-            throw error
-        } catch is NIOTooManyBytesError {
-            context.stopReading()
-            throw APIError.bodyTooLarge
-        } catch let error as HTTPError where error.status == .contentTooLarge {
-            context.stopReading()
-            throw APIError.bodyTooLarge
-        }
-        var buffered = request
-        buffered.body = .init(buffer: buffer)
-        return try await next(buffered, context)
     }
 }
 

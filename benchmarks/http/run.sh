@@ -13,13 +13,16 @@
 #   tools come from the formattest-dev beside it, built too when it is missing),
 #   FORMATTEST_LOAD_RATE (bodies prepared per second of load, default 8000),
 #   FORMATTEST_MONGODB_URI (load MongoDB instead of SQLite), FORMATTEST_LOAD_PORT (default 18080),
-#   FORMATTEST_PERF (a file: `perf record -g` samples the server over the load into it).
+#   FORMATTEST_PERF (a file: `perf record -g` samples the server over the load into it),
+#   FORMATTEST_FLOOR_SECONDS (default 5; 0 skips it: GET /healthz on the same server afterwards, the
+#   server's CPU per request of the HTTP stack alone).
 # Prints progress on stderr and one JSON report on stdout.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 connections="${1:-2}"
 seconds="${2:-15}"
+floor_seconds="${FORMATTEST_FLOOR_SECONDS:-5}"
 rate="${FORMATTEST_LOAD_RATE:-8000}"
 port="${FORMATTEST_LOAD_PORT:-18080}"
 say() { printf '[http-bench] %s\n' "$*" >&2; }
@@ -92,16 +95,38 @@ if [ -n "${FORMATTEST_PERF:-}" ]; then
     perf record -q -F 499 -g -p "$server" -o "$FORMATTEST_PERF" -- sleep "$seconds" 2>/dev/null &
     profiler=$!
 fi
-wrk -t "$connections" -c "$connections" -d "${seconds}s" -s "$here/assert.lua" "http://127.0.0.1:$port" -- "$work/bodies" \
-    | tee "$work/wrk.out" >&2
+# wrk runs under a Python parent that reports its CPU time (user + system, from getrusage): the
+# generator shares the two cores with the server, and its share is part of the figure.
+python3 - "$work/wrk.cpu" wrk -t "$connections" -c "$connections" -d "${seconds}s" -s "$here/assert.lua" \
+    "http://127.0.0.1:$port" -- "$work/bodies" <<'PY' | tee "$work/wrk.out" >&2
+import resource, subprocess, sys
+status = subprocess.run(sys.argv[2:]).returncode
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+open(sys.argv[1], "w").write(f"{usage.ru_utime + usage.ru_stime}\n")
+sys.exit(status)
+PY
 ticks_after=$(cpu_ticks)
 [ -n "$profiler" ] && wait "$profiler"
+
+# The floor: the same server and connections on GET /healthz (the HTTP stack, the middleware, a
+# JSON answer; the store's probe is shared over its interval), for what a request costs before any
+# verification, JSON parsing of a form, signing or commit.
+floor_ticks=0
+floor_requests=0
+if [ "$floor_seconds" -gt 0 ]; then
+    say "wrk: GET /healthz, $connections connections for $floor_seconds s (the HTTP floor) ..."
+    floor_before=$(cpu_ticks)
+    floor_requests=$(wrk -t "$connections" -c "$connections" -d "${floor_seconds}s" "http://127.0.0.1:$port/healthz" \
+        | awk '/requests in/ { print $1 }')
+    floor_ticks=$(($(cpu_ticks) - floor_before))
+fi
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
 python3 - "$work/wrk.out" "$work/bench.json" "$((ticks_after - ticks_before))" "$(getconf CLK_TCK)" "$connections" \
-    "$load_before" "$load_after" "$store" <<'PY'
+    "$load_before" "$load_after" "$store" "$work/wrk.cpu" "$floor_ticks" "${floor_requests:-0}" <<'PY'
 import json, sys
-wrk_out, bench_path, ticks, hertz, connections, load_before, load_after, store = sys.argv[1:]
+wrk_out, bench_path, ticks, hertz, connections, load_before, load_after, store, wrk_cpu, floor_ticks, floor_requests = sys.argv[1:]
+generator_seconds = float(open(wrk_cpu).read())
 result = next(json.loads(line) for line in open(wrk_out) if line.startswith('{"requests"'))
 bench = json.load(open(bench_path))
 requests = result["requests"]
@@ -126,6 +151,9 @@ report = {
     "serverCpuMicrosecondsPerRequest": round(cpu_us, 1) if cpu_us else None,
     "budgetMicroseconds(assertion.verify+jws.sign)": budget,
     "serverCpuPerRequestOverBudget": round(cpu_us / budget, 2) if cpu_us and budget else None,
+    "generatorCpuMicrosecondsPerRequest": round(generator_seconds / requests * 1e6, 1) if requests else None,
+    "floorServerCpuMicrosecondsPerRequest(GET /healthz)":
+        round(int(floor_ticks) / int(hertz) / int(floor_requests) * 1e6, 1) if int(floor_requests) else None,
     "loadAverageBefore": load_before,
     "loadAverageAfter": load_after,
 }
