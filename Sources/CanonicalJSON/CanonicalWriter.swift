@@ -47,22 +47,32 @@ struct CanonicalWriter {
     /// lowercase `\u00xx` otherwise); everything else, `/` and non-ASCII included, is copied raw.
     private mutating func writeString(_ utf8: [UInt8]) {
         self.bytes.append(UInt8(ascii: "\""))
-        for byte in utf8 {
-            switch byte {
-            case 0x22: self.bytes.append(contentsOf: [0x5C, 0x22])
-            case 0x5C: self.bytes.append(contentsOf: [0x5C, 0x5C])
-            case 0x08: self.bytes.append(contentsOf: [0x5C, UInt8(ascii: "b")])
-            case 0x09: self.bytes.append(contentsOf: [0x5C, UInt8(ascii: "t")])
-            case 0x0A: self.bytes.append(contentsOf: [0x5C, UInt8(ascii: "n")])
-            case 0x0C: self.bytes.append(contentsOf: [0x5C, UInt8(ascii: "f")])
-            case 0x0D: self.bytes.append(contentsOf: [0x5C, UInt8(ascii: "r")])
-            case 0x00..<0x20:
-                let hex = Array("0123456789abcdef".utf8)
-                self.bytes.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
-            default:
-                self.bytes.append(byte)
-            }
+        // Runs that need no escape (all but controls, quote and backslash) are copied whole.
+        var run = 0
+        for index in utf8.indices {
+            let byte = utf8[index]
+            guard byte < 0x20 || byte == 0x22 || byte == 0x5C else { continue }
+            self.bytes.append(contentsOf: utf8[run..<index])
+            self.writeEscaped(byte)
+            run = index + 1
         }
+        self.bytes.append(contentsOf: utf8[run...])
         self.bytes.append(UInt8(ascii: "\""))
+    }
+
+    /// The escape of one byte that needs it: the short forms, `\u00xx` for the other controls.
+    private mutating func writeEscaped(_ byte: UInt8) {
+        switch byte {
+        case 0x22: self.bytes.append(contentsOf: [0x5C, 0x22])
+        case 0x5C: self.bytes.append(contentsOf: [0x5C, 0x5C])
+        case 0x08: self.bytes.append(contentsOf: [0x5C, UInt8(ascii: "b")])
+        case 0x09: self.bytes.append(contentsOf: [0x5C, UInt8(ascii: "t")])
+        case 0x0A: self.bytes.append(contentsOf: [0x5C, UInt8(ascii: "n")])
+        case 0x0C: self.bytes.append(contentsOf: [0x5C, UInt8(ascii: "f")])
+        case 0x0D: self.bytes.append(contentsOf: [0x5C, UInt8(ascii: "r")])
+        default:
+            let hex = Array("0123456789abcdef".utf8)
+            self.bytes.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
+        }
     }
 }

@@ -70,21 +70,12 @@ public enum SignedEvidence {
     /// Signs a record with the server's current key.
     public static func sign(_ record: EvidenceRecord, with key: P256.Signing.PrivateKey) throws -> Signed {
         let payload = record.json.canonicalBytes
-        let header = JSONValue.object(
-            JSONObject(constantMembers: [
-                ("alg", .string(JSONString("ES256"))),
-                ("kid", .string(JSONString(SigningKeys.thumbprint(key.publicKey)))),
-                ("typ", .string(JSONString(Self.type))),
-            ])
-        )
-        let protected = Base64URL.encode(header.canonicalBytes)
-        let encodedPayload = Base64URL.encode(payload)
-        let signature = try key.signature(for: Array("\(protected).\(encodedPayload)".utf8))
+        let jws = try JWS.es256(payload: payload, key: key, kid: SigningKeys.thumbprint(key.publicKey), type: Self.type)
         let envelope = JSONValue.object(
             JSONObject(constantMembers: [
-                ("payload", .string(JSONString(encodedPayload))),
-                ("protected", .string(JSONString(protected))),
-                ("signature", .string(JSONString(Base64URL.encode(signature.rawRepresentation)))),
+                ("payload", .string(JSONString(jws.payload))),
+                ("protected", .string(JSONString(jws.protected))),
+                ("signature", .string(JSONString(jws.signature))),
             ])
         )
         return Signed(bytes: envelope.canonicalBytes + [0x0A], id: Self.id(ofPayload: payload))

@@ -109,7 +109,7 @@ public enum FormAttestApplication {
     ) async throws -> Router<AppRequestContext> {
         let verifier = try AppAttestVerifier(policy: configuration.policy)
         let flows = FormFlows(verifier: verifier, store: store, configuration: configuration.flows)
-        let signer = try await ServerAttestationSigner(keys: signingKeys, issuer: configuration.issuer, audience: configuration.audience)
+        let signer = ServerAttestationSigner(keys: signingKeys, issuer: configuration.issuer, audience: configuration.audience)
 
         let router = Router(context: AppRequestContext.self)
         router.add(middleware: RequestLogMiddleware())

@@ -75,25 +75,21 @@ public struct ServerAttestationSigner: Sendable {
     public let issuer: String
     public let audience: String
     public let lifetime: TimeInterval
-    private let collection: JWTKeyCollection
     /// The current key's `kid` (its RFC 7638 thumbprint), computed once: a profile of `jws.sign`
     /// found the thumbprint (a canonical JWK and a SHA-256) recomputed for every token.
-    private let keyID: JWKIdentifier
+    private let keyID: String
 
     /// - Parameters:
     ///   - keys: the signing keys (the current one signs).
     ///   - issuer: `iss`, such as the service's URL.
     ///   - audience: `aud`, the system that consumes the tokens.
     ///   - lifetime: `exp - iat`. Default 5 minutes.
-    public init(keys: SigningKeys, issuer: String, audience: String, lifetime: TimeInterval = 300) async throws {
+    public init(keys: SigningKeys, issuer: String, audience: String, lifetime: TimeInterval = 300) {
         self.keys = keys
         self.issuer = issuer
         self.audience = audience
         self.lifetime = lifetime
-        self.collection = JWTKeyCollection()
-        self.keyID = JWKIdentifier(string: keys.currentKeyID)
-        await self.collection.add(
-            ecdsa: try ES256PrivateKey(backing: keys.current), kid: self.keyID, serializer: DefaultJWTSerializer(jsonEncoder: CanonicalJWTEncoder()))
+        self.keyID = keys.currentKeyID
     }
 
     /// Signs a token for a verified form.
@@ -112,7 +108,7 @@ public struct ServerAttestationSigner: Sendable {
         counter: UInt32,
         now: Date,
         tokenID: String? = nil
-    ) async throws -> String {
+    ) throws -> String {
         let point = credential.publicKeyPoint
         // NumericDate in whole seconds.
         let now = Date(timeIntervalSince1970: now.timeIntervalSince1970.rounded(.down))
@@ -131,18 +127,7 @@ public struct ServerAttestationSigner: Sendable {
             counter: counter,
             confirmation: .init(jwk: .init(kty: "EC", crv: "P-256", x: Base64URL.encode(point[1..<33]), y: Base64URL.encode(point[33..<65])))
         )
-        var header = JWTHeader()
-        header.typ = Self.tokenType
-        return try await self.collection.sign(claims, kid: self.keyID, header: header)
-    }
-}
-
-/// The JSON encoder jwt-kit writes the server's tokens' header and claims with: RFC 8785 bytes from
-/// ``JSONValueEncoder`` (times as RFC 7519 NumericDate, whole seconds), so that a token's JSON is
-/// deterministic. jwt-kit's default, Foundation's `JSONEncoder`, cost more than twice the token's
-/// P-256 signature in a profile of the service under load (7% of its CPU).
-struct CanonicalJWTEncoder: JWTJSONEncoder {
-    func encode<T: Encodable>(_ value: T) throws -> Data {
-        Data(try JSONValueEncoder(dateEncoding: .numericDate).encode(value).canonicalBytes)
+        let payload = try JSONValueEncoder(dateEncoding: .numericDate).encode(claims).canonicalBytes
+        return try JWS.es256(payload: payload, key: self.keys.current, kid: self.keyID, type: Self.tokenType).compact
     }
 }

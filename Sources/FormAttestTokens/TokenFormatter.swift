@@ -141,7 +141,7 @@ public struct TokenFormatter: Sendable {
                 ))
             case .jws:
                 guard let signer = self.signer else { throw MissingSigner() }
-                let token = try await signer.sign(
+                let token = try signer.sign(
                     username: input.username,
                     credential: input.credential,
                     formHash: input.formHash,

@@ -74,8 +74,8 @@ struct SigningOptions: ParsableArguments {
     }
 
     /// A signer with the existing keys (see ``existingKeys()``).
-    func signer() async throws -> ServerAttestationSigner {
-        try await ServerAttestationSigner(keys: try self.existingKeys(), issuer: self.issuer, audience: self.audience)
+    func signer() throws -> ServerAttestationSigner {
+        ServerAttestationSigner(keys: try self.existingKeys(), issuer: self.issuer, audience: self.audience)
     }
 }
 
@@ -164,7 +164,7 @@ struct Wrap: AsyncParsableCommand {
             formats: Set(self.formats.isEmpty ? [.fido2] : self.formats.map(\.format)),
             username: self.username
         )
-        let formatter = TokenFormatter(signer: request.formats.contains(.jws) ? try await self.signing.signer() : nil, packed: try self.packed.packed())
+        let formatter = TokenFormatter(signer: request.formats.contains(.jws) ? try self.signing.signer() : nil, packed: try self.packed.packed())
         switch try await request.run(formatter: formatter, anchors: try self.anchors()) {
         case .success(let output):
             if let out = self.out {
@@ -245,7 +245,7 @@ struct Wrap: AsyncParsableCommand {
                 if request.formats.contains(.jws) {
                     if signed == nil {
                         do {
-                            signed = .success(TokenFormatter(signer: try await self.signing.signer(), packed: packed))
+                            signed = .success(TokenFormatter(signer: try self.signing.signer(), packed: packed))
                         } catch let error as UsageError {
                             signed = .failure(error)
                         } catch {

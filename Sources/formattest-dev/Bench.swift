@@ -211,7 +211,7 @@ struct Bench: AsyncParsableCommand {
         let device = SimulatedDevice(authority: try SimulatedAttestationAuthority(), appID: "ABCDE12345.com.formattest.bench")
         let key = device.key(0)
         let signing = P256.Signing.PrivateKey()
-        let signer = try await ServerAttestationSigner(keys: SigningKeys(current: signing), issuer: "https://formattest.example", audience: "bench")
+        let signer = ServerAttestationSigner(keys: SigningKeys(current: signing), issuer: "https://formattest.example", audience: "bench")
         let credential = AttestedCredential(keyID: key.keyID, publicKey: key.publicKey, appID: device.appID, environment: "development")
         let formHash = Array(SHA256.hash(data: Array("form".utf8)))
         let now = Date()
@@ -220,7 +220,7 @@ struct Bench: AsyncParsableCommand {
                 _ = try signing.signature(for: formHash)
             },
             try await self.measureAsync("jws.sign(server-attestation)") {
-                _ = try await signer.sign(username: "bench", credential: credential, formHash: formHash, counter: 1, now: now)
+                _ = try signer.sign(username: "bench", credential: credential, formHash: formHash, counter: 1, now: now)
             },
         ]
     }

@@ -67,9 +67,9 @@ struct TokenTests {
     func jws() async throws {
         let (sample, verified) = try await Self.verifiedSample()
         let keys = SigningKeys(current: P256.Signing.PrivateKey())
-        let signer = try await ServerAttestationSigner(keys: keys, issuer: "https://bank.example", audience: "payments")
+        let signer = ServerAttestationSigner(keys: keys, issuer: "https://bank.example", audience: "payments")
         let now = Date()
-        let token = try await signer.sign(
+        let token = try signer.sign(
             username: "alice",
             credential: AttestedCredential(verified),
             formHash: try #require(sample.clientDataHash),
