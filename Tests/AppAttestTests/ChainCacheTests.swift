@@ -7,7 +7,9 @@ import AppAttest
 import AppAttestSimulator
 import Foundation
 import FormAttestTestSupport
+import SwiftASN1
 import Testing
+import X509
 
 /// The verified-intermediate cache: successes only, intermediates only, leaves always checked.
 struct ChainCacheTests {
@@ -75,5 +77,38 @@ struct ChainCacheTests {
         await #expect(throws: AppAttestError(code: .certificateChainInvalid, reason: "")) {
             try await scenario.verify(verifier: appleOnly)
         }
+    }
+}
+
+/// Parsed repeated certificates (the App Attest intermediate, the receipt's signer path): a parse
+/// cache keyed by exact DER, never a verdict.
+struct RepeatedCertificatesTests {
+    @Test("a certificate's DER is parsed once: later parses give the same certificate as a fresh parse; malformed DER is refused and not kept")
+    func parsesOnce() throws {
+        let sample = try RealSample.named("uebelack_production")
+        let intermediate = try AttestationObject(cborEncoded: try #require(sample.attestation)).statement.intermediateCertificate
+        let cache = RepeatedCertificates()
+        let first = try cache.parse(intermediate)
+        let second = try cache.parse(intermediate)
+        #expect(first == second)
+        #expect(second == (try Certificate(derEncoded: intermediate)))
+        #expect(cache.count == 1)
+        var truncated = intermediate
+        truncated.removeLast()
+        #expect(throws: (any Error).self) { _ = try cache.parse(truncated) }
+        #expect(cache.count == 1)
+    }
+
+    @Test("at most capacity certificates are kept: hostile variety costs parses, not memory")
+    func bounded() throws {
+        let cache = RepeatedCertificates()
+        for seed in 0..<UInt64(RepeatedCertificates.capacity + 3) {
+            let root = try SimulatedAttestationAuthority(seed: seed).rootCertificate
+            var serializer = DER.Serializer()
+            try serializer.serialize(root)
+            _ = try cache.parse(serializer.serializedBytes)
+            #expect(cache.count <= RepeatedCertificates.capacity)
+        }
+        #expect(cache.count >= 1)
     }
 }

@@ -50,16 +50,16 @@ public struct AppleAppAttestStatement: Sendable, Hashable {
     ///
     /// - Throws: ``AppAttestError/Code/malformedCertificate`` naming the one that does not parse.
     public func parsedCertificates() throws(AppAttestError) -> (leaf: Certificate, intermediate: Certificate) {
-        func parse(_ der: [UInt8], role: String) throws(AppAttestError) -> Certificate {
+        func parse(_ der: [UInt8], role: String, repeated: Bool) throws(AppAttestError) -> Certificate {
             do {
-                return try Certificate(derEncoded: der)
+                return repeated ? try RepeatedCertificates.shared.parse(der) : try Certificate(derEncoded: der)
             } catch {
                 throw AppAttestError(code: .malformedCertificate, reason: "the \(role) is not a valid X.509 certificate")
             }
         }
         return (
-            try parse(self.leafCertificate, role: "credential certificate"),
-            try parse(self.intermediateCertificate, role: "intermediate")
+            try parse(self.leafCertificate, role: "credential certificate", repeated: false),
+            try parse(self.intermediateCertificate, role: "intermediate", repeated: true)
         )
     }
 

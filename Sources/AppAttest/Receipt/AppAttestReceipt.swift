@@ -60,7 +60,7 @@ public struct AppAttestReceipt: Sendable {
     public func certificate(at index: Int) throws(AppAttestError) -> Certificate {
         if index == self.signer.certificateIndex { return self.signingCertificate }
         do {
-            return try Certificate(derEncoded: self.certificatesDER[index])
+            return try RepeatedCertificates.shared.parse(self.certificatesDER[index])
         } catch {
             throw AppAttestError.receiptMalformed("certificate \(index) is not DER X.509: \(error)")
         }
@@ -185,7 +185,7 @@ public struct AppAttestReceipt: Sendable {
             }
             var found: (index: Int, certificate: Certificate)?
             for (index, der) in certificates.enumerated() {
-                guard let certificate = try? Certificate(derEncoded: der) else { continue }
+                guard let certificate = try? RepeatedCertificates.shared.parse(der) else { continue }
                 if certificate.issuer == issuer && certificate.serialNumber == serial {
                     found = (index, certificate)
                     break
