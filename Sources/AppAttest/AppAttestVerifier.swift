@@ -260,7 +260,7 @@ public struct AppAttestVerifier: Sendable {
         return VerifiedAssertion(
             counter: authData.signCount,
             appID: appID,
-            keyID: Array(SHA256.hash(data: Array(publicKey.x963Representation))),
+            publicKey: publicKey,
             extensions: authData.extensions,
             authenticatorData: authData
         )
