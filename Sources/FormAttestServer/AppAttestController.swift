@@ -191,7 +191,7 @@ struct AppAttestController {
         let result = try await self.outcome("assert", context: context) { () async throws(FlowError) in
             try await self.flows.assert(assertRequest, now: now)
         }
-        let credential = try AttestedCredential(result.key)
+        let credential = AttestedCredential(result.key, verifiedWith: result.assertion.publicKey)
         let formats = try await self.formatter.formats(
             [.jws],
             for: TokenFormatter.Input(

@@ -25,12 +25,11 @@ public struct AttestedCredential: Sendable {
         self.environment = environment
     }
 
-    /// From a stored point (X9.63, as the stores keep it).
-    ///
-    /// - Throws: when the point is not a valid P-256 public key.
-    public init(keyID: [UInt8], publicKeyPoint: [UInt8], appID: String, environment: String) throws {
+    /// From a key and its point, both at hand (the flows parse the stored point to verify with it):
+    /// nothing is parsed or serialized again. `publicKeyPoint` must be `publicKey`'s X9.63 point.
+    package init(keyID: [UInt8], publicKey: P256.Signing.PublicKey, publicKeyPoint: [UInt8], appID: String, environment: String) {
         self.keyID = keyID
-        self.publicKey = try P256.Signing.PublicKey(x963Representation: publicKeyPoint)
+        self.publicKey = publicKey
         self.publicKeyPoint = publicKeyPoint
         self.appID = appID
         self.environment = environment
