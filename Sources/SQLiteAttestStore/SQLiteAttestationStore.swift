@@ -27,6 +27,11 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
 
     private let database: DatabasePool
     private let group: GroupCommit
+    private let checkpointer: WALCheckpointer
+
+    /// The writer's own automatic checkpoint, a bound on the write-ahead log (about 40 MB) for when
+    /// ``WALCheckpointer``, which checkpoints off the commit path, falls behind.
+    package static let walAutocheckpointPages = 10_000
 
     /// Opens (creating directories, file and tables as needed) the store at `path`.
     ///
@@ -52,6 +57,7 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
             // let an accepted form be accepted again, so the writer syncs every commit (FULL).
             try self.database.barrierWriteWithoutTransaction { db in
                 try db.execute(sql: "PRAGMA synchronous = FULL")
+                try db.execute(sql: "PRAGMA wal_autocheckpoint = \(Self.walAutocheckpointPages)")
                 // Write once, rolled back (the header's user_version, rewritten unchanged): a file
                 // this process cannot write (a read-only file or filesystem, which SQLite may still
                 // open, and even lock, for reading) fails here, at open, not at the first request.
@@ -63,6 +69,7 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
             }
             try Self.migrator.migrate(self.database)
             self.group = GroupCommit(database: self.database)
+            self.checkpointer = try WALCheckpointer(path: path)
         } catch {
             throw Self.storeError(error)
         }
@@ -306,6 +313,7 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
         // Writes first: the queued ones commit, later ones are refused; then the connections
         // close (GRDB waits for running reads), after which every read throws.
         await self.group.close()
+        await self.checkpointer.stop()
         // GRDB's close blocks until the running reads released their connections, and a read
         // resumes on the concurrency pool: block a Dispatch thread, never one of the pool's.
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in

@@ -208,4 +208,32 @@ struct SQLiteGroupCommitTests {
         try await store.commitAssertion(self.commit(key: Self.id(1, 0), counter: 1, hash: Self.id(20, 0), challenge: nil))
         #expect(try await store.loadKey(keyID: Self.id(1, 0))?.counter == 1)
     }
+
+    @Test("the write-ahead log is copied back into the database file off the commit path, long before the writer's own threshold")
+    func walCheckpointedInTheBackground() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sqlite-group-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("formattest.sqlite").path
+        let store = try SQLiteAttestationStore(path: path)
+        let count = 20
+        for index in 0..<count {
+            try await store.insertKey(self.key(Self.id(1, index)))
+        }
+        // A copy of the database file alone (no -wal beside it) holds only what was checkpointed.
+        // 20 keys are a few pages, far below the writer's automatic threshold.
+        #expect(SQLiteAttestationStore.walAutocheckpointPages >= 1_000)
+        let clock = ContinuousClock()
+        let deadline = clock.now.advanced(by: .seconds(30))
+        var checkpointed = 0
+        while checkpointed < count && clock.now < deadline {
+            try await Task.sleep(for: .milliseconds(100))
+            let copy = directory.appendingPathComponent("copy-\(UUID().uuidString).sqlite")
+            try FileManager.default.copyItem(atPath: path, toPath: copy.path)
+            let snapshot = try DatabaseQueue(path: copy.path)
+            checkpointed = (try? await snapshot.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM keys") ?? 0 }) ?? 0
+            try snapshot.close()
+        }
+        #expect(checkpointed == count)
+        await store.shutdown()
+    }
 }
