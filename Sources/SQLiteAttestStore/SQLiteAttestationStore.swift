@@ -147,6 +147,27 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
                     """
             )
         }
+        migrator.registerMigration("v6: the registration's blobs beside the key, not in its row") { db in
+            // Every assertion updates its key's counter, and SQLite rewrites a row whole: with the
+            // receipt and the attestation object (about 7 KB, in overflow pages) in it, each commit
+            // wrote those pages to the WAL again and every reader re-read them. They are written
+            // once, at registration (and when a receipt is refreshed), so they live apart.
+            try db.execute(
+                sql: """
+                    CREATE TABLE key_registrations (
+                        key_id BLOB PRIMARY KEY NOT NULL,
+                        receipt BLOB NOT NULL,
+                        attestation_object BLOB,
+                        attestation_client_data_hash BLOB
+                    );
+                    INSERT INTO key_registrations (key_id, receipt, attestation_object, attestation_client_data_hash)
+                        SELECT key_id, receipt, attestation_object, attestation_client_data_hash FROM keys;
+                    ALTER TABLE keys DROP COLUMN receipt;
+                    ALTER TABLE keys DROP COLUMN attestation_object;
+                    ALTER TABLE keys DROP COLUMN attestation_client_data_hash;
+                    """
+            )
+        }
         return migrator
     }
 
@@ -168,7 +189,7 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
     private func loadKeyOnThisThread(keyID: [UInt8]) throws(StoreError) -> StoredKey? {
         do {
             return try self.database.unsafeRead { db in
-                try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM keys WHERE key_id = ?"), arguments: [Data(keyID)]).map {
+                try Row.fetchOne(db.cachedStatement(sql: "\(Self.selectKeys) WHERE keys.key_id = ?"), arguments: [Data(keyID)]).map {
                     row throws(StoreError) in try Self.key(row)
                 }
             }
@@ -198,9 +219,10 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
     public func keys(username: String) async throws(StoreError) -> [StoredKey] {
         do {
             return try await self.database.read { db in
-                try Row.fetchAll(db, sql: "SELECT * FROM keys WHERE username = ? ORDER BY created_at, key_id", arguments: [username]).map {
-                    row throws(StoreError) in try Self.key(row)
-                }
+                try Row.fetchAll(db, sql: "\(Self.selectKeys) WHERE keys.username = ? ORDER BY keys.created_at, keys.key_id", arguments: [username])
+                    .map {
+                        row throws(StoreError) in try Self.key(row)
+                    }
             }
         } catch {
             throw Self.storeError(error)
@@ -233,7 +255,7 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
     public func replaceReceipt(keyID: [UInt8], previous: [UInt8], with receipt: [UInt8]) async throws(StoreError) -> Bool {
         try await self.write { db in
             try db.execute(
-                sql: "UPDATE keys SET receipt = ? WHERE key_id = ? AND receipt = ?",
+                sql: "UPDATE key_registrations SET receipt = ? WHERE key_id = ? AND receipt = ?",
                 arguments: [Data(receipt), Data(keyID), Data(previous)]
             )
             if db.changesCount == 1 { return true }
@@ -357,17 +379,23 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
         do {
             try db.execute(
                 sql: """
-                    INSERT INTO keys (key_id, username, public_key, counter, app_id, environment, receipt, created_at, last_used,
-                        reattestation_required, revoked_at, validation_category, bundle_version, cd_hash, cd_hash_type,
-                        attestation_object, attestation_client_data_hash)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    INSERT INTO keys (key_id, username, public_key, counter, app_id, environment, created_at, last_used,
+                        reattestation_required, revoked_at, validation_category, bundle_version, cd_hash, cd_hash_type)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
                     Data(key.keyID), key.username, Data(key.publicKey), Int64(key.counter), key.appID, key.environment.rawValue,
-                    Data(key.receipt), key.createdAt.timeIntervalSince1970, key.lastUsed.timeIntervalSince1970,
+                    key.createdAt.timeIntervalSince1970, key.lastUsed.timeIntervalSince1970,
                     key.reattestationRequired, key.revokedAt?.timeIntervalSince1970,
-                ] + Self.signalArguments(key.lastSignals) + [
-                    key.attestation.map { Data($0.object) }, key.attestation.map { Data($0.clientDataHash) },
+                ] + Self.signalArguments(key.lastSignals)
+            )
+            try db.execute(
+                sql: """
+                    INSERT INTO key_registrations (key_id, receipt, attestation_object, attestation_client_data_hash)
+                    VALUES (?, ?, ?, ?)
+                    """,
+                arguments: [
+                    Data(key.keyID), Data(key.receipt), key.attestation.map { Data($0.object) }, key.attestation.map { Data($0.clientDataHash) },
                 ]
             )
         } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
@@ -431,6 +459,12 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
     }
 
     /// A row as a key; a row that names an environment FormAttest never writes fails closed.
+    /// A key's row with its registration's blobs (``key(_:)`` reads both).
+    private static let selectKeys = """
+        SELECT keys.*, key_registrations.receipt, key_registrations.attestation_object, key_registrations.attestation_client_data_hash
+        FROM keys JOIN key_registrations ON key_registrations.key_id = keys.key_id
+        """
+
     private static func key(_ row: Row) throws(StoreError) -> StoredKey {
         let stored: String = row["environment"]
         guard let environment = AppAttestEnvironment(rawValue: stored) else {

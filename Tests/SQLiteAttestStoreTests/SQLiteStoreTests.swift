@@ -94,11 +94,81 @@ struct SQLiteStoreTests {
         #expect(key.revokedAt == nil)
         #expect(key.lastSignals == nil)
         #expect(key.attestation == nil)
+        #expect(key.receipt == [1, 2, 3])
         // And the migrated tables take writes (v3 added the rate-limit windows).
         #expect(try await store.advanceCounter(keyID: key.keyID, to: 8, lastUsed: Date(timeIntervalSince1970: 3000)))
         #expect(
             try await store.countRequest(
                 in: RateLimitWindow(
                     id: [UInt8](repeating: 2, count: 32), start: Date(timeIntervalSince1970: 0), expiresAt: Date(timeIntervalSince1970: 60))) == 1)
+    }
+
+    @Test(
+        "a database of schema v5 (the blobs in the key's row) is migrated: receipt and attestation move beside the key, intact, and the row no longer carries them"
+    )
+    func migrationFromV5() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sqlite-v5-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let path = directory.appendingPathComponent("formattest.sqlite").path
+        let keyID = [UInt8](repeating: 9, count: 32)
+        let receipt = [UInt8](repeating: 0xAB, count: 3000)
+        let object = [UInt8](repeating: 0xCD, count: 5000)
+        let hash = [UInt8](repeating: 0xEF, count: 32)
+        // The file as v5 left it: the tables of v1 to v5 and GRDB's record of the five migrations.
+        let old = try DatabaseQueue(path: path)
+        try await old.write { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE keys (
+                        key_id BLOB PRIMARY KEY NOT NULL, username TEXT NOT NULL, public_key BLOB NOT NULL,
+                        counter INTEGER NOT NULL, app_id TEXT NOT NULL, environment TEXT NOT NULL,
+                        receipt BLOB NOT NULL, created_at REAL NOT NULL, last_used REAL NOT NULL,
+                        reattestation_required INTEGER NOT NULL DEFAULT 0, revoked_at REAL,
+                        validation_category INTEGER, bundle_version TEXT, cd_hash BLOB, cd_hash_type INTEGER,
+                        attestation_object BLOB, attestation_client_data_hash BLOB);
+                    CREATE INDEX keys_username ON keys(username);
+                    CREATE TABLE challenges (
+                        value BLOB PRIMARY KEY NOT NULL, purpose TEXT NOT NULL, username TEXT,
+                        issued_at REAL NOT NULL, expires_at REAL NOT NULL, used INTEGER NOT NULL DEFAULT 0);
+                    CREATE INDEX challenges_expiry ON challenges(expires_at);
+                    CREATE TABLE form_hashes (hash BLOB PRIMARY KEY NOT NULL, expires_at REAL NOT NULL);
+                    CREATE INDEX form_hashes_expiry ON form_hashes(expires_at);
+                    CREATE TABLE rate_limits (
+                        id BLOB NOT NULL, window_start REAL NOT NULL, count INTEGER NOT NULL, expires_at REAL NOT NULL,
+                        PRIMARY KEY (id, window_start));
+                    CREATE INDEX rate_limits_expiry ON rate_limits(expires_at);
+                    CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY);
+                    INSERT INTO grdb_migrations VALUES ('v1'), ('v2: keys that must re-attest'),
+                        ('v3: revoked keys, keys by user, rate limits'), ('v4: the last iOS 27 signals seen'),
+                        ('v5: the attestation that registered each key');
+                    """
+            )
+            try db.execute(
+                sql: """
+                    INSERT INTO keys (key_id, username, public_key, counter, app_id, environment, receipt, created_at, last_used,
+                        attestation_object, attestation_client_data_hash)
+                    VALUES (?, 'alice', ?, 7, 'ABCDE12345.com.example', 'production', ?, 1000, 2000, ?, ?)
+                    """,
+                arguments: [Data(keyID), Data([0x04] + [UInt8](repeating: 1, count: 64)), Data(receipt), Data(object), Data(hash)]
+            )
+        }
+        try old.close()
+
+        let store = try SQLiteAttestationStore(path: path)
+        let key = try #require(try await store.loadKey(keyID: keyID))
+        #expect(key.receipt == receipt)
+        #expect(key.attestation == KeyAttestation(object: object, clientDataHash: hash))
+        #expect(key.counter == 7)
+        #expect(try await store.keys(username: "alice").map(\.receipt) == [receipt])
+        #expect(try await store.advanceCounter(keyID: keyID, to: 8, lastUsed: Date(timeIntervalSince1970: 3000)))
+        #expect(try await store.replaceReceipt(keyID: keyID, previous: receipt, with: [1, 2]))
+        #expect(try await store.loadKey(keyID: keyID)?.receipt == [1, 2])
+        await store.shutdown()
+        // The key's row, which every assertion rewrites, is small now.
+        let reopened = try DatabaseQueue(path: path)
+        let columns = try await reopened.read { db in try Row.fetchAll(db, sql: "PRAGMA table_info(keys)").map { $0["name"] as String } }
+        #expect(!columns.contains("receipt") && !columns.contains("attestation_object") && !columns.contains("attestation_client_data_hash"))
+        try reopened.close()
     }
 }
