@@ -90,6 +90,12 @@ struct BodyDeadlineMiddleware: RouterMiddleware {
         } catch let error as HTTPError where error.status == .contentTooLarge {
             context.stopReading()
             throw APIError.bodyTooLarge
+        } catch let error as IOError {
+            // The client reset or broke the connection mid-body: its doing, never a 5xx (nobody is
+            // left to read the answer, but the log and the metrics must not count a server error).
+            throw APIError.malformedRequest("the connection failed while the body was read (errno \(error.errnoCode))")
+        } catch let error as ChannelError {
+            throw APIError.malformedRequest("the connection ended while the body was read (\(error))")
         }
         var buffered = request
         buffered.body = .init(buffer: buffer)

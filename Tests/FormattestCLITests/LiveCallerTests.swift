@@ -109,6 +109,40 @@ struct LiveCallerTests {
         #expect(try await Self.get(port, "/healthz").0 == 200)
     }
 
+    /// Sends a request head and part of its body, then resets the connection (SO_LINGER 0).
+    static func resetMidBody(port: Int) throws {
+        let handle = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(handle, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        try #require(connected == 0)
+        let bytes = Array("POST /api/appattest/assert HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 30\r\n\r\n{\"a\"".utf8)
+        _ = bytes.withUnsafeBytes { send(handle, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        usleep(200_000)
+        var linger = linger(l_onoff: 1, l_linger: 0)
+        setsockopt(handle, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<linger>.size))
+        close(handle)
+    }
+
+    @Test("a client that resets its connection mid-body is the client's doing: logged as a 400, never as an unexpected error or a 500")
+    func resetMidBodyIsNotAServerError() async throws {
+        let files = try TemporaryFiles()
+        let port = Formattest.freePort()
+        let server = try Formattest.start(
+            ["serve", "--port", String(port), "--data-dir", files.directory.path, "--log-level", "info", "--store", "memory", "--insecure-no-caller-auth"])
+        try #require(Formattest.waitForListener(port: port, process: server.process), "the service did not start listening")
+        for _ in 0..<3 { try Self.resetMidBody(port: port) }
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(try await Self.get(port, "/healthz").0 == 200)
+        _ = server.terminate(within: 10)
+        let log = server.finish().stderr.split(separator: "\n").filter { $0.contains("/api/appattest/assert") || $0.contains("unexpected") }
+        #expect(log.count >= 3, "\(log)")
+        #expect(log.allSatisfy { !$0.contains("status=500") && !$0.contains("unexpected error") }, "\(log)")
+        #expect(log.contains { $0.contains("status=400") }, "\(log)")
+    }
+
     @Test("serve refuses to start without a caller authentication (but for the demo or the explicit insecure flag)")
     func refusesWithoutCallerAuthentication() async throws {
         let result = try await Formattest.run(["serve", "--store", "memory", "--port", "18998"])
