@@ -64,18 +64,24 @@ struct LiveCallerTests {
         #expect(try await Self.get(port, path + "?username=alice", bearer: secret).0 != 401)
     }
 
-    /// Sends a request whose declared body is over the limit (or trickles it), and measures how
-    /// long the server keeps the connection: it must answer and close, not drain the body.
-    static func heldConnection(port: Int, head: String, firstBytes: Int) throws -> (answer: String, closedAfter: Double) {
-        let started = Date()
+    /// A TCP socket connected to the service on 127.0.0.1:`port`.
+    static func connected(port: Int) throws -> Int32 {
         let handle = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(handle) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         let connected = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(handle, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
         try #require(connected == 0)
+        return handle
+    }
+
+    /// Sends a request whose declared body is over the limit (or trickles it), and measures how
+    /// long the server keeps the connection: it must answer and close, not drain the body.
+    static func heldConnection(port: Int, head: String, firstBytes: Int) throws -> (answer: String, closedAfter: Double) {
+        let started = Date()
+        let handle = try Self.connected(port: port)
+        defer { close(handle) }
         var timeout = timeval(tv_sec: 1, tv_usec: 0)
         setsockopt(handle, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         let bytes = Array(head.utf8) + [UInt8](repeating: UInt8(ascii: "a"), count: firstBytes)
@@ -111,13 +117,7 @@ struct LiveCallerTests {
 
     /// Sends a request head and part of its body, then resets the connection (SO_LINGER 0).
     static func resetMidBody(port: Int) throws {
-        let handle = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(handle, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        try #require(connected == 0)
+        let handle = try Self.connected(port: port)
         let bytes = Array("POST /api/appattest/assert HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 30\r\n\r\n{\"a\"".utf8)
         _ = bytes.withUnsafeBytes { send(handle, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
         usleep(200_000)
