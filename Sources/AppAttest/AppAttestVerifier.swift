@@ -322,11 +322,11 @@ public struct AppAttestVerifier: Sendable {
     ) async throws(AppAttestError) -> ClosedRange<Date> {
         let (trustAnchors, anchorsDigest) = self.trustAnchors(anchors)
         let key = VerifiedChainCache.Key(intermediate: intermediateDER, anchors: anchorsDigest)
-        let cachedWindow = self.chainCache.window(of: key, at: time)
-        var verifier = Verifier(rootCertificates: CertificateStore(cachedWindow != nil ? [intermediate] : trustAnchors)) {
+        let cached = self.chainCache.entry(of: key, at: time)
+        var verifier = Verifier(rootCertificates: cached?.asAnchor ?? CertificateStore(trustAnchors)) {
             RFC5280Policy(fixedExpiryValidationTime: time)
         }
-        let result = await verifier.validate(leaf: leaf, intermediates: CertificateStore(cachedWindow != nil ? [] : [intermediate]))
+        let result = await verifier.validate(leaf: leaf, intermediates: CertificateStore(cached != nil ? [] : [intermediate]))
         guard case .validCertificate(let chain) = result else {
             throw AppAttestError(
                 code: .certificateChainInvalid,
@@ -334,8 +334,8 @@ public struct AppAttestVerifier: Sendable {
             )
         }
         let leafWindow = leaf.notValidBefore...max(leaf.notValidBefore, leaf.notValidAfter)
-        if let cachedWindow {
-            return leafWindow.clamped(to: cachedWindow)
+        if let cached {
+            return leafWindow.clamped(to: cached.window)
         }
         // Cache only a full path through this exact intermediate: [leaf, intermediate, anchor].
         let start = chain.map(\.notValidBefore).max() ?? time
@@ -345,7 +345,7 @@ public struct AppAttestVerifier: Sendable {
             let intermediateStart = max(intermediate.notValidBefore, root.notValidBefore)
             let intermediateEnd = min(intermediate.notValidAfter, root.notValidAfter)
             if intermediateStart <= intermediateEnd {
-                self.chainCache.insert(key, window: intermediateStart...intermediateEnd)
+                self.chainCache.insert(key, certificate: intermediate, window: intermediateStart...intermediateEnd)
             }
         }
         return start <= end ? start...end : time...time

@@ -99,6 +99,25 @@ struct RepeatedCertificatesTests {
         #expect(cache.count == 1)
     }
 
+    @Test("DER differing in one byte, or in length, is another entry: the key is the exact bytes")
+    func keyIsExactBytes() throws {
+        let sample = try RealSample.named("uebelack_production")
+        let intermediate = try AttestationObject(cborEncoded: try #require(sample.attestation)).statement.intermediateCertificate
+        let cache = RepeatedCertificates()
+        let original = try cache.parse(intermediate)
+        var flipped = intermediate
+        flipped[flipped.count - 1] ^= 0x01  // the last byte of the signature's s: still DER
+        let parsedFlipped = try cache.parse(flipped)
+        #expect(parsedFlipped != original)
+        #expect(parsedFlipped == (try Certificate(derEncoded: flipped)))
+        #expect(cache.count == 2)
+        #expect(try cache.parse(intermediate) == original)
+        var longer = intermediate
+        longer.append(0)
+        #expect(throws: (any Error).self) { _ = try cache.parse(longer) }  // trailing bytes: not DER
+        #expect(cache.count == 2)
+    }
+
     @Test("at most capacity certificates are kept: hostile variety costs parses, not memory")
     func bounded() throws {
         let cache = RepeatedCertificates()

@@ -25,19 +25,20 @@ package final class RepeatedCertificates: @unchecked Sendable {
 
     // Invariant: `entries` is only read or written while holding `lock`.
     private let lock = NSLock()
-    private var entries: [[UInt8]: Certificate] = [:]
+    private var entries: [ExactBytes: Certificate] = [:]
 
     /// The certificate `der` encodes.
     package func parse(_ der: [UInt8]) throws -> Certificate {
-        if let certificate = self.lock.withLock({ self.entries[der] }) {
+        let key = ExactBytes(der)
+        if let certificate = self.lock.withLock({ self.entries[key] }) {
             return certificate
         }
         let certificate = try Certificate(derEncoded: der)
         self.lock.withLock {
-            if self.entries.count >= Self.capacity, self.entries[der] == nil {
+            if self.entries.count >= Self.capacity, self.entries[key] == nil {
                 self.entries.removeAll()
             }
-            self.entries[der] = certificate
+            self.entries[key] = certificate
         }
         return certificate
     }

@@ -4,6 +4,7 @@
 //===----------------------------------------------------------------------===//
 
 import Foundation
+import X509
 
 /// Intermediates already verified up to a trust anchor, so that each attestation costs one P-384
 /// verification (the leaf by the intermediate) instead of two. Apple's intermediate is the same
@@ -17,33 +18,46 @@ import Foundation
 ///   practice, so this only bounds memory against hostile variety).
 final class VerifiedChainCache: @unchecked Sendable {
     struct Key: Hashable {
-        let intermediate: [UInt8]
-        let anchors: [UInt8]
+        let intermediate: ExactBytes
+        let anchors: ExactBytes
+
+        init(intermediate: [UInt8], anchors: [UInt8]) {
+            self.intermediate = ExactBytes(intermediate)
+            self.anchors = ExactBytes(anchors)
+        }
+    }
+
+    /// A verified certificate: the window it holds in, and the certificate as the one root of a
+    /// store, ready to anchor the next leaf's path (built once: a store hashes names as it is made).
+    struct Entry: Sendable {
+        let window: ClosedRange<Date>
+        let asAnchor: CertificateStore
     }
 
     static let capacity = 16
 
     // Invariant: `entries` is only read or written while holding `lock`.
     private let lock = NSLock()
-    private var entries: [Key: ClosedRange<Date>] = [:]
+    private var entries: [Key: Entry] = [:]
 
     /// Whether `key` was verified and `time` lies in its validity window.
     func contains(_ key: Key, at time: Date) -> Bool {
-        self.window(of: key, at: time) != nil
+        self.entry(of: key, at: time) != nil
     }
 
-    /// The validity window of `key` when it was verified and `time` lies in it.
-    func window(of key: Key, at time: Date) -> ClosedRange<Date>? {
-        self.lock.withLock { self.entries[key].flatMap { $0.contains(time) ? $0 : nil } }
+    /// The entry of `key` when it was verified and `time` lies in its window.
+    func entry(of key: Key, at time: Date) -> Entry? {
+        self.lock.withLock { self.entries[key].flatMap { $0.window.contains(time) ? $0 : nil } }
     }
 
-    /// Records a verified intermediate, valid over `window`.
-    func insert(_ key: Key, window: ClosedRange<Date>) {
+    /// Records that `certificate`, whose DER `key` names, was verified, valid over `window`.
+    func insert(_ key: Key, certificate: Certificate, window: ClosedRange<Date>) {
+        let entry = Entry(window: window, asAnchor: CertificateStore([certificate]))
         self.lock.withLock {
             if self.entries.count >= Self.capacity, self.entries[key] == nil {
                 self.entries.removeAll()
             }
-            self.entries[key] = window
+            self.entries[key] = entry
         }
     }
 

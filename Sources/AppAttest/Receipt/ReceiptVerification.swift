@@ -226,7 +226,7 @@ extension AppAttestVerifier {
                 reason: "the receipt signing certificate does not chain to a receipt trust anchor at \(time)"
             )
         }
-        self.chainCache.insert(signerKey, window: window)
+        self.chainCache.insert(signerKey, certificate: signer, window: window)
     }
 
     private static func check(_ payload: ReceiptPayload, against expectation: ReceiptExpectation) throws(AppAttestError) {
