@@ -102,6 +102,10 @@ struct TokenTests {
         #expect(payloadJSON.canonicalBytes == payload)
         #expect(payloadJSON["iat"] == .number(now.timeIntervalSince1970.rounded(.down)))
         #expect(payloadJSON["exp"] == .number(now.timeIntervalSince1970.rounded(.down) + 300))
+        // The signer builds the claims' JSON member by member; Codable's encoding of the same claims
+        // is the reference it must equal, byte for byte.
+        #expect(claims.jsonValue == (try JSONValueEncoder(dateEncoding: .numericDate).encode(claims)))
+        #expect(claims.jsonValue.canonicalBytes == payload)
 
         var altered = Array(token.utf8)
         let index = token.split(separator: ".")[0].count + 5
