@@ -25,9 +25,10 @@ public struct AppRequestContext: RequestContext, RemoteAddressRequestContext {
 
     /// Stops reading the connection: it closes once the answer is written. After a refused body
     /// the server must not go on draining it, or a client trickling a huge declared body would
-    /// hold the connection (and a file descriptor) as long as it likes.
+    /// hold the connection (and a file descriptor) as long as it likes. ``BodyDeadlineHandler``
+    /// closes the input, so that it knows the unfinished body that follows is the service's doing.
     func stopReading() {
-        self.channel.close(mode: .input, promise: nil)
+        self.channel.triggerUserOutboundEvent(BodyDeadlineHandler.StopReading(), promise: nil)
     }
 
     public var maxUploadSize: Int { 64 * 1024 }

@@ -6,6 +6,7 @@
 import Hummingbird
 import HummingbirdCore
 import NIOCore
+import NIOHTTP1
 import NIOHTTPTypes
 
 /// A request's body must arrive whole within `timeout` of its head: a client that trickles its body
@@ -20,12 +21,25 @@ import NIOHTTPTypes
 /// cost 25-30 µs of the server's CPU per request under load (alternating runs, docs/performance.md);
 /// this timer is set and cancelled on the event loop that reads the request, and costs nothing
 /// measurable.
-final class BodyDeadlineHandler: ChannelInboundHandler, RemovableChannelHandler {
+///
+/// It also closes the connection's input when the service refuses a body (``StopReading``): the
+/// HTTP decoder then reports the unfinished body as a parse error, which Hummingbird would answer
+/// with a second, unasked 400 after the service's own 413 or 408. That error is the service's
+/// doing, so it is dropped here; the connection closes once the answer is written.
+final class BodyDeadlineHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
+    typealias OutboundIn = HTTPResponsePart
+    typealias OutboundOut = HTTPResponsePart
+
+    /// The outbound event that closes the connection's input (``AppRequestContext/stopReading()``).
+    struct StopReading: Sendable {}
 
     private let timeout: TimeAmount
     private var deadline: Scheduled<Void>?
+    /// Set once the service closed the input: the decoder's complaint about the unread rest of
+    /// the body is then expected, not the client's error.
+    private var inputClosedByService = false
 
     init(timeout: Duration) {
         self.timeout = TimeAmount(timeout)
@@ -46,6 +60,22 @@ final class BodyDeadlineHandler: ChannelInboundHandler, RemovableChannelHandler 
             break
         }
         context.fireChannelRead(data)
+    }
+
+    func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
+        guard event is StopReading else {
+            context.triggerUserOutboundEvent(event, promise: promise)
+            return
+        }
+        self.inputClosedByService = true
+        context.close(mode: .input, promise: promise)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if self.inputClosedByService, error is HTTPParserError {
+            return
+        }
+        context.fireErrorCaught(error)
     }
 
     func channelInactive(context: ChannelHandlerContext) {

@@ -99,7 +99,12 @@ struct LiveCallerTests {
         return (String(decoding: answer, as: UTF8.self), Date().timeIntervalSince(started))
     }
 
-    @Test("a refused body (declared too large, or over the limit while trickling) is answered 413 and the connection closed, not drained")
+    /// How many HTTP/1.1 status lines `answer` holds.
+    static func responses(in answer: String) -> Int {
+        answer.components(separatedBy: "HTTP/1.1 ").count - 1
+    }
+
+    @Test("a refused body (declared too large, over the limit while trickling, or too slow) is answered 413 or 408, once, and the connection closed, not drained")
     func refusedBodiesClose() async throws {
         let files = try TemporaryFiles()
         let (server, port) = try Self.serve(["--store", "memory", "--insecure-no-caller-auth", "--body-timeout", "3", "--idle-timeout", "5"], files: files)
@@ -107,11 +112,19 @@ struct LiveCallerTests {
         let declared = try Self.heldConnection(
             port: port, head: "POST /api/appattest/attest HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000000000\r\n\r\n", firstBytes: 10)
         #expect(declared.answer.hasPrefix("HTTP/1.1 413"), "\(declared.answer.prefix(80))")
+        #expect(Self.responses(in: declared.answer) == 1, "one request, one answer: \(declared.answer)")
         #expect(declared.closedAfter < 10, "held for \(declared.closedAfter) s")
         let chunked = try Self.heldConnection(
             port: port, head: "POST /api/appattest/attest HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n20000\r\n", firstBytes: 70_000)
         #expect(chunked.answer.hasPrefix("HTTP/1.1 413"), "\(chunked.answer.prefix(80))")
+        #expect(Self.responses(in: chunked.answer) == 1, "one request, one answer: \(chunked.answer)")
         #expect(chunked.closedAfter < 10, "held for \(chunked.closedAfter) s")
+        // Within the limit but trickled past the body timeout (3 s): 408, once.
+        let trickled = try Self.heldConnection(
+            port: port, head: "POST /api/appattest/attest HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n", firstBytes: 10)
+        #expect(trickled.answer.hasPrefix("HTTP/1.1 408"), "\(trickled.answer.prefix(80))")
+        #expect(Self.responses(in: trickled.answer) == 1, "one request, one answer: \(trickled.answer)")
+        #expect(trickled.closedAfter < 10, "held for \(trickled.closedAfter) s")
         #expect(try await Self.get(port, "/healthz").0 == 200)
     }
 
