@@ -25,11 +25,13 @@ public struct AppRequestContext: RequestContext, RemoteAddressRequestContext {
 
     /// Stops reading the connection: it closes once the answer is written. After a refused body
     /// the server must not go on draining it, or a client trickling a huge declared body would
-    /// hold the connection (and a file descriptor) as long as it likes. ``BodyDeadlineHandler``
-    /// closes the input, so that it knows the unfinished body that follows is the service's doing.
+    /// hold the connection (and a file descriptor) as long as it likes.
     func stopReading() {
-        self.channel.triggerUserOutboundEvent(BodyDeadlineHandler.StopReading(), promise: nil)
+        self.channel.close(mode: .input, promise: nil)
     }
 
-    public var maxUploadSize: Int { 64 * 1024 }
+    /// The largest request body read (attestation objects are about 5.5 KB).
+    static let maximumBodySize = 64 * 1024
+
+    public var maxUploadSize: Int { Self.maximumBodySize }
 }

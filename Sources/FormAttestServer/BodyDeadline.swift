@@ -22,57 +22,66 @@ import NIOHTTPTypes
 /// this timer is set and cancelled on the event loop that reads the request, and costs nothing
 /// measurable.
 ///
-/// It also closes the connection's input when the service refuses a body (``StopReading``): the
-/// HTTP decoder then reports the unfinished body as a parse error, which Hummingbird would answer
-/// with a second, unasked 400 after the service's own 413 or 408. That error is the service's
-/// doing, so it is dropped here; the connection closes once the answer is written.
-final class BodyDeadlineHandler: ChannelDuplexHandler, RemovableChannelHandler {
+/// Two more rules about a request whose body the service will not read whole:
+/// - A head that declares a body over ``AppRequestContext/maximumBodySize`` is passed on with
+///   `Connection: close`: the service answers it 413 without reading the body, and the connection
+///   must end with that answer. Without it, Hummingbird went on to serve requests pipelined behind
+///   the refused body (RFC 9112 §9.6: after `close`, no further request is processed).
+/// - The HTTP decoder's error for a body cut short (the client closed its side, or the service
+///   closed the input after refusing a body) is passed on as ``IncompleteRequestBody``, this
+///   request's error: its body reader answers 400, and when the service has already answered,
+///   the connection just ends. As an `HTTPParserError`, Hummingbird would answer it again with a
+///   second, unasked 400; dropped, a cut-off body would read as complete.
+final class BodyDeadlineHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
-    typealias OutboundIn = HTTPResponsePart
-    typealias OutboundOut = HTTPResponsePart
-
-    /// The outbound event that closes the connection's input (``AppRequestContext/stopReading()``).
-    struct StopReading: Sendable {}
 
     private let timeout: TimeAmount
     private var deadline: Scheduled<Void>?
-    /// Set once the service closed the input: the decoder's complaint about the unread rest of
-    /// the body is then expected, not the client's error.
-    private var inputClosedByService = false
+    /// Between a request's head and its end.
+    private var bodyInProgress = false
 
     init(timeout: Duration) {
         self.timeout = TimeAmount(timeout)
     }
 
+    /// Whether a `Content-Length` value declares more than `limit` bytes: a run of digits whose
+    /// value is over it, however large (a value beyond `Int` too).
+    static func declaresMoreThan(_ limit: Int, contentLength value: String) -> Bool {
+        guard !value.isEmpty, value.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else { return false }
+        return Int(value).map { $0 > limit } ?? true
+    }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch Self.unwrapInboundIn(data) {
-        case .head:
+        case .head(var head):
             self.deadline?.cancel()
+            self.bodyInProgress = true
             let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
             self.deadline = context.eventLoop.assumeIsolated().scheduleTask(in: self.timeout) {
                 loopBound.value.fireErrorCaught(BodyDeadlineExceeded())
             }
+            if let declared = head.headerFields[.contentLength],
+                Self.declaresMoreThan(AppRequestContext.maximumBodySize, contentLength: declared)
+            {
+                head.headerFields[.connection] = "close"
+                context.fireChannelRead(Self.wrapInboundOut(.head(head)))
+                return
+            }
         case .end:
             self.deadline?.cancel()
             self.deadline = nil
+            self.bodyInProgress = false
         case .body:
             break
         }
         context.fireChannelRead(data)
     }
 
-    func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
-        guard event is StopReading else {
-            context.triggerUserOutboundEvent(event, promise: promise)
-            return
-        }
-        self.inputClosedByService = true
-        context.close(mode: .input, promise: promise)
-    }
-
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        if self.inputClosedByService, error is HTTPParserError {
+        if self.bodyInProgress, let error = error as? HTTPParserError {
+            self.bodyInProgress = false
+            context.fireErrorCaught(IncompleteRequestBody(parserError: error))
             return
         }
         context.fireErrorCaught(error)
@@ -90,6 +99,12 @@ final class BodyDeadlineHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 }
 
+/// The HTTP decoder found a request's body cut short (``BodyDeadlineHandler``).
+struct IncompleteRequestBody: Error, CustomStringConvertible {
+    let parserError: HTTPParserError
+    var description: String { "the request's body ended early: \(self.parserError)" }
+}
+
 /// A request's body did not arrive within the body timeout (``BodyDeadlineHandler``).
 struct BodyDeadlineExceeded: Error {}
 
@@ -105,7 +120,7 @@ struct BodyDeadlineMiddleware: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let limit = context.maxUploadSize
         // A declared length over the limit is refused before a byte of the body is read.
-        if let declared = request.headers[.contentLength], let length = Int(declared), length > limit {
+        if let declared = request.headers[.contentLength], BodyDeadlineHandler.declaresMoreThan(limit, contentLength: declared) {
             context.stopReading()
             throw APIError.bodyTooLarge
         }
@@ -121,6 +136,8 @@ struct BodyDeadlineMiddleware: RouterMiddleware {
         } catch let error as HTTPError where error.status == .contentTooLarge {
             context.stopReading()
             throw APIError.bodyTooLarge
+        } catch let error as IncompleteRequestBody {
+            throw APIError.malformedRequest(error.description)
         } catch let error as IOError {
             // The client reset or broke the connection mid-body: its doing, never a 5xx (nobody is
             // left to read the answer, but the log and the metrics must not count a server error).

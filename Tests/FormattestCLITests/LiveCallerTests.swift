@@ -128,6 +128,57 @@ struct LiveCallerTests {
         #expect(try await Self.get(port, "/healthz").0 == 200)
     }
 
+    /// Sends `bytes` in one write, half-closes when asked, and reads until the server closes (or
+    /// 8 s pass): everything the server answered.
+    static func exchange(port: Int, _ bytes: [UInt8], halfClose: Bool) throws -> String {
+        let handle = try Self.connected(port: port)
+        defer { close(handle) }
+        var timeout = timeval(tv_sec: 8, tv_usec: 0)
+        setsockopt(handle, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        _ = bytes.withUnsafeBytes { send(handle, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        if halfClose { shutdown(handle, Int32(SHUT_WR)) }
+        var answer = [UInt8]()
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = recv(handle, &buffer, buffer.count, 0)
+            guard count > 0 else { break }
+            answer += buffer[0..<count]
+        }
+        return String(decoding: answer, as: UTF8.self)
+    }
+
+    @Test("a refused or cut-off body ends its connection with one answer: nothing pipelined behind it is served, and a cut-off body is never read as complete")
+    func refusedBodiesEndTheConnection() async throws {
+        let files = try TemporaryFiles()
+        let (server, port) = try Self.serve(["--store", "memory", "--insecure-no-caller-auth", "--body-timeout", "3", "--idle-timeout", "5"], files: files)
+        defer { _ = server.terminate(within: 10) }
+        let oversized = Array("POST /api/appattest/attest HTTP/1.1\r\nHost: x\r\nContent-Length: 70000\r\n\r\n".utf8) + [UInt8](repeating: UInt8(ascii: "a"), count: 70_000)
+        let challenge = Array("GET /api/appattest/challenge?username=bob HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+        let cutOff = Array("POST /api/appattest/attest HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"username\":\"alice\"}".utf8)
+        // Behind a refused body, a pipelined request is not served (it would issue a challenge),
+        // and a pipelined cut-off body is neither served nor answered twice.
+        for pipelined in [challenge, cutOff] {
+            let answer = try Self.exchange(port: port, oversized + pipelined, halfClose: false)
+            #expect(answer.hasPrefix("HTTP/1.1 413"), "\(answer.prefix(80))")
+            #expect(Self.responses(in: answer) == 1, "\(answer)")
+        }
+        // The client half-closes right after declaring an over-limit body: 413, and no second 400.
+        let halfClosed = try Self.exchange(port: port, Array(oversized[0..<(oversized.count - 70_000)]), halfClose: true)
+        #expect(halfClosed.hasPrefix("HTTP/1.1 413"), "\(halfClosed.prefix(80))")
+        #expect(Self.responses(in: halfClosed) == 1, "\(halfClosed)")
+        // A declared length beyond Int (2^63) is over the limit like any other: 413 at once, not 408.
+        let huge = try Self.exchange(
+            port: port, Array("POST /api/appattest/attest HTTP/1.1\r\nHost: x\r\nContent-Length: 9223372036854775808\r\n\r\n".utf8), halfClose: false)
+        #expect(huge.hasPrefix("HTTP/1.1 413"), "\(huge.prefix(80))")
+        // A body within the limit that the client cuts short: one 400 for a malformed request, not
+        // the route's verdict on a fragment.
+        let short = try Self.exchange(port: port, cutOff, halfClose: true)
+        #expect(short.hasPrefix("HTTP/1.1 400"), "\(short.prefix(80))")
+        #expect(short.contains("malformed_request"), "\(short)")
+        #expect(Self.responses(in: short) == 1, "\(short)")
+        #expect(try await Self.get(port, "/healthz").0 == 200)
+    }
+
     /// Sends a request head and part of its body, then resets the connection (SO_LINGER 0).
     static func resetMidBody(port: Int) throws {
         let handle = try Self.connected(port: port)
