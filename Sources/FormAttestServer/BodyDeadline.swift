@@ -22,16 +22,20 @@ import NIOHTTPTypes
 /// this timer is set and cancelled on the event loop that reads the request, and costs nothing
 /// measurable.
 ///
-/// Two more rules about a request whose body the service will not read whole:
-/// - A head that declares a body over ``AppRequestContext/maximumBodySize`` is passed on with
-///   `Connection: close`: the service answers it 413 without reading the body, and the connection
-///   must end with that answer. Without it, Hummingbird went on to serve requests pipelined behind
-///   the refused body (RFC 9112 §9.6: after `close`, no further request is processed).
-/// - The HTTP decoder's error for a body cut short (the client closed its side, or the service
-///   closed the input after refusing a body) is passed on as ``IncompleteRequestBody``, this
-///   request's error: its body reader answers 400, and when the service has already answered,
-///   the connection just ends. As an `HTTPParserError`, Hummingbird would answer it again with a
-///   second, unasked 400; dropped, a cut-off body would read as complete.
+/// It also enforces what a refused body means for the connection, before Hummingbird sees more:
+/// - Once a request's body is over ``AppRequestContext/maximumBodySize`` (declared by its
+///   `Content-Length`, or counted as it streams) or past its deadline, nothing more from the
+///   connection is passed on: the service answers 413 or 408 and the connection ends. Whatever the
+///   client pipelined behind that body (already decoded, in the same read) is never served; before,
+///   Hummingbird went on to serve it after the `Connection: close` answer (RFC 9112 §9.6). A head
+///   that declares too much also goes on with `Connection: close`, so Hummingbird ends the
+///   connection without waiting for the input to close.
+/// - The HTTP decoder's error for a body that is malformed or cut short (the client closed its
+///   side, or the service closed the input after refusing a body) goes on as
+///   ``BrokenRequestBody``, this request's error: its body reader answers 400 `malformed_request`,
+///   and when the service has already answered, the connection just ends. As an
+///   `HTTPParserError`, Hummingbird would answer it again with a second, unasked 400; dropped, a
+///   cut-off body would read as complete.
 final class BodyDeadlineHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -40,6 +44,10 @@ final class BodyDeadlineHandler: ChannelInboundHandler, RemovableChannelHandler 
     private var deadline: Scheduled<Void>?
     /// Between a request's head and its end.
     private var bodyInProgress = false
+    /// The current request's body bytes passed on so far.
+    private var bodyBytes = 0
+    /// Set when a body was refused (over the limit, or past its deadline): nothing more is passed on.
+    private var refused = false
 
     init(timeout: Duration) {
         self.timeout = TimeAmount(timeout)
@@ -53,35 +61,51 @@ final class BodyDeadlineHandler: ChannelInboundHandler, RemovableChannelHandler 
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !self.refused else { return }
         switch Self.unwrapInboundIn(data) {
         case .head(var head):
             self.deadline?.cancel()
             self.bodyInProgress = true
-            let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
-            self.deadline = context.eventLoop.assumeIsolated().scheduleTask(in: self.timeout) {
-                loopBound.value.fireErrorCaught(BodyDeadlineExceeded())
-            }
+            self.bodyBytes = 0
             if let declared = head.headerFields[.contentLength],
                 Self.declaresMoreThan(AppRequestContext.maximumBodySize, contentLength: declared)
             {
                 head.headerFields[.connection] = "close"
+                self.refuse()
                 context.fireChannelRead(Self.wrapInboundOut(.head(head)))
                 return
+            }
+            let loopBound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
+            self.deadline = context.eventLoop.assumeIsolated().scheduleTask(in: self.timeout) {
+                loopBound.value.handler.refuse()
+                loopBound.value.context.fireErrorCaught(BodyDeadlineExceeded())
+            }
+        case .body(let buffer):
+            self.bodyBytes += buffer.readableBytes
+            // This part takes the body over the limit: it goes on, so that the body's reader
+            // refuses it (413), and nothing after it does.
+            if self.bodyBytes > AppRequestContext.maximumBodySize {
+                self.refuse()
             }
         case .end:
             self.deadline?.cancel()
             self.deadline = nil
             self.bodyInProgress = false
-        case .body:
-            break
         }
         context.fireChannelRead(data)
     }
 
+    /// From now on nothing more is passed on, and no deadline is pending.
+    private func refuse() {
+        self.refused = true
+        self.deadline?.cancel()
+        self.deadline = nil
+    }
+
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        if self.bodyInProgress, let error = error as? HTTPParserError {
+        if let error = error as? HTTPParserError, self.bodyInProgress || self.refused {
             self.bodyInProgress = false
-            context.fireErrorCaught(IncompleteRequestBody(parserError: error))
+            context.fireErrorCaught(BrokenRequestBody(parserError: error))
             return
         }
         context.fireErrorCaught(error)
@@ -99,10 +123,11 @@ final class BodyDeadlineHandler: ChannelInboundHandler, RemovableChannelHandler 
     }
 }
 
-/// The HTTP decoder found a request's body cut short (``BodyDeadlineHandler``).
-struct IncompleteRequestBody: Error, CustomStringConvertible {
+/// The HTTP decoder found a request's body malformed or cut short, or something after a refused
+/// body it no longer reads (``BodyDeadlineHandler``).
+struct BrokenRequestBody: Error, CustomStringConvertible {
     let parserError: HTTPParserError
-    var description: String { "the request's body ended early: \(self.parserError)" }
+    var description: String { "the request's body is malformed or cut short: \(self.parserError)" }
 }
 
 /// A request's body did not arrive within the body timeout (``BodyDeadlineHandler``).
@@ -136,7 +161,7 @@ struct BodyDeadlineMiddleware: RouterMiddleware {
         } catch let error as HTTPError where error.status == .contentTooLarge {
             context.stopReading()
             throw APIError.bodyTooLarge
-        } catch let error as IncompleteRequestBody {
+        } catch let error as BrokenRequestBody {
             throw APIError.malformedRequest(error.description)
         } catch let error as IOError {
             // The client reset or broke the connection mid-body: its doing, never a 5xx (nobody is

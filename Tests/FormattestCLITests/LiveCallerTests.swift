@@ -155,12 +155,18 @@ struct LiveCallerTests {
         let oversized = Array("POST /api/appattest/attest HTTP/1.1\r\nHost: x\r\nContent-Length: 70000\r\n\r\n".utf8) + [UInt8](repeating: UInt8(ascii: "a"), count: 70_000)
         let challenge = Array("GET /api/appattest/challenge?username=bob HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
         let cutOff = Array("POST /api/appattest/attest HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"username\":\"alice\"}".utf8)
-        // Behind a refused body, a pipelined request is not served (it would issue a challenge),
-        // and a pipelined cut-off body is neither served nor answered twice.
-        for pipelined in [challenge, cutOff] {
-            let answer = try Self.exchange(port: port, oversized + pipelined, halfClose: false)
-            #expect(answer.hasPrefix("HTTP/1.1 413"), "\(answer.prefix(80))")
-            #expect(Self.responses(in: answer) == 1, "\(answer)")
+        let chunked = Array("POST /api/appattest/attest HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n10001\r\n".utf8)
+            + [UInt8](repeating: UInt8(ascii: "a"), count: 65_537) + Array("\r\n0\r\n\r\n".utf8)
+        let garbage = Array("GARBAGE GARBAGE\r\n\r\n".utf8)
+        // Behind a refused body (declared, or grown over the limit), a pipelined request is not
+        // served (it would issue a challenge), a pipelined cut-off body is neither served nor
+        // answered, and pipelined garbage gets no second answer.
+        for refused in [oversized, chunked] {
+            for pipelined in [challenge, cutOff, garbage] {
+                let answer = try Self.exchange(port: port, refused + pipelined, halfClose: false)
+                #expect(answer.hasPrefix("HTTP/1.1 413"), "\(answer.prefix(80))")
+                #expect(Self.responses(in: answer) == 1, "\(answer)")
+            }
         }
         // The client half-closes right after declaring an over-limit body: 413, and no second 400.
         let halfClosed = try Self.exchange(port: port, Array(oversized[0..<(oversized.count - 70_000)]), halfClose: true)
