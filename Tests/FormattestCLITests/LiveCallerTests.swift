@@ -128,14 +128,17 @@ struct LiveCallerTests {
         #expect(try await Self.get(port, "/healthz").0 == 200)
     }
 
-    /// Sends `bytes` in one write, half-closes when asked, and reads until the server closes (or
-    /// 8 s pass): everything the server answered.
-    static func exchange(port: Int, _ bytes: [UInt8], halfClose: Bool) throws -> String {
+    /// Sends `bytes` in one write (or each of `later` 200 ms after the one before), half-closes
+    /// when asked, and reads until the server closes (or 8 s pass): everything the server answered.
+    static func exchange(port: Int, _ bytes: [UInt8], later: [[UInt8]] = [], halfClose: Bool) throws -> String {
         let handle = try Self.connected(port: port)
         defer { close(handle) }
         var timeout = timeval(tv_sec: 8, tv_usec: 0)
         setsockopt(handle, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        _ = bytes.withUnsafeBytes { send(handle, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        for (index, part) in ([bytes] + later).enumerated() {
+            if index > 0 { usleep(200_000) }
+            _ = part.withUnsafeBytes { send(handle, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        }
         if halfClose { shutdown(handle, Int32(SHUT_WR)) }
         var answer = [UInt8]()
         var buffer = [UInt8](repeating: 0, count: 4096)
@@ -182,6 +185,15 @@ struct LiveCallerTests {
         #expect(short.hasPrefix("HTTP/1.1 400"), "\(short.prefix(80))")
         #expect(short.contains("malformed_request"), "\(short)")
         #expect(Self.responses(in: short) == 1, "\(short)")
+        // The limit is per request: two 50,000-byte JSON bodies on one connection, the second in
+        // two writes, are each read whole (the route judges the document: no keyId), neither
+        // counted as part of one 100,000-byte body (413) nor cut short (invalid_json).
+        let prefix = Array(#"{"username":"alice","pad":""#.utf8)
+        let document = prefix + [UInt8](repeating: UInt8(ascii: "a"), count: 50_000 - prefix.count - 2) + Array(#""}"#.utf8)
+        let within = Array("POST /api/appattest/attest HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 50000\r\n\r\n".utf8) + document
+        let two = try Self.exchange(port: port, within, later: [Array(within[0..<30_000]), Array(within[30_000...])], halfClose: true)
+        #expect(Self.responses(in: two) == 2, "\(two)")
+        #expect(two.components(separatedBy: "invalid_request").count - 1 == 2, "\(two)")
         #expect(try await Self.get(port, "/healthz").0 == 200)
     }
 
