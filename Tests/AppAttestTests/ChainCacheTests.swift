@@ -83,10 +83,15 @@ struct ChainCacheTests {
 /// Parsed repeated certificates (the App Attest intermediate, the receipt's signer path): a parse
 /// cache keyed by exact DER, never a verdict.
 struct RepeatedCertificatesTests {
+    /// The DER of Apple's App Attest intermediate, from a real attestation.
+    static func appleIntermediate() throws -> [UInt8] {
+        let sample = try RealSample.named("uebelack_production")
+        return try AttestationObject(cborEncoded: try #require(sample.attestation)).statement.intermediateCertificate
+    }
+
     @Test("a certificate's DER is parsed once: later parses give the same certificate as a fresh parse; malformed DER is refused and not kept")
     func parsesOnce() throws {
-        let sample = try RealSample.named("uebelack_production")
-        let intermediate = try AttestationObject(cborEncoded: try #require(sample.attestation)).statement.intermediateCertificate
+        let intermediate = try Self.appleIntermediate()
         let cache = RepeatedCertificates()
         let first = try cache.parse(intermediate)
         let second = try cache.parse(intermediate)
@@ -101,8 +106,7 @@ struct RepeatedCertificatesTests {
 
     @Test("DER differing in one byte, or in length, is another entry: the key is the exact bytes")
     func keyIsExactBytes() throws {
-        let sample = try RealSample.named("uebelack_production")
-        let intermediate = try AttestationObject(cborEncoded: try #require(sample.attestation)).statement.intermediateCertificate
+        let intermediate = try Self.appleIntermediate()
         let cache = RepeatedCertificates()
         let original = try cache.parse(intermediate)
         var flipped = intermediate
