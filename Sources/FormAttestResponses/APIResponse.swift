@@ -3,7 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
-import CanonicalJSON
+public import CanonicalJSON
 
 /// A JSON document FormAttest answers with (an HTTP API body, or `--json` output of the CLI).
 ///
@@ -15,6 +15,11 @@ import CanonicalJSON
 public protocol APIResponse: Encodable, Sendable {
     /// The name of the schema under `components/schemas` of `schemas/openapi.yaml`.
     static var schemaName: String { get }
+
+    /// The document as a JSON value. The default encodes the type's `Encodable` conformance with
+    /// ``JSONValueEncoder``; a type on the service's hot path may build the same value member by
+    /// member (a test holds each such type equal to its `Encodable` encoding).
+    func jsonValue() throws -> JSONValue
 }
 
 extension APIResponse {
@@ -25,6 +30,10 @@ extension APIResponse {
     /// - Throws: `EncodingError` for a number JSON cannot hold exactly or a duplicated member
     ///   name (neither happens for these types).
     public func canonicalBytes() throws -> [UInt8] {
-        try JSONValueEncoder().encode(self).canonicalBytes
+        try self.jsonValue().canonicalBytes
+    }
+
+    public func jsonValue() throws -> JSONValue {
+        try JSONValueEncoder().encode(self)
     }
 }

@@ -3,6 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
+public import CanonicalJSON
 public import FormAttestFlows
 import FormAttestForm
 import RFC3339
@@ -22,6 +23,17 @@ public struct ChallengeResponse: APIResponse, Hashable {
         self.challenge = Base64URL.encode(challenge.value)
         self.purpose = challenge.purpose.rawValue
         self.expiresAt = RFC3339UTC.format(challenge.expiresAt)
+    }
+
+    /// Built member by member, as ``AssertedResponse`` carries it (ResponseConformanceTests holds
+    /// it equal to the `Encodable` encoding).
+    public func jsonValue() -> JSONValue {
+        .object(
+            JSONObject(constantMembers: [
+                ("challenge", .string(JSONString(self.challenge))), ("purpose", .string(JSONString(self.purpose))),
+                ("expiresAt", .string(JSONString(self.expiresAt))),
+            ])
+        )
     }
 }
 

@@ -178,6 +178,28 @@ public struct AssertedResponse: APIResponse {
         case verified, keyId, counter, formHash, formats, extensions, evidenceId, evidenceArchived, evidence
         case nextChallenge = "next_challenge"
     }
+
+    /// The value ``JSONValueEncoder`` makes of the `Encodable` conformance (absent optionals
+    /// omitted), built member by member: every accepted form is answered with one, and `Codable`'s
+    /// containers cost more than the members (ResponseConformanceTests holds the two equal). The
+    /// member names are the ``CodingKeys``.
+    public func jsonValue() throws -> JSONValue {
+        func string(_ string: String) -> JSONValue { .string(JSONString(string)) }
+        var members: [(name: String, value: JSONValue)] = [
+            (CodingKeys.verified.rawValue, .bool(self.verified)),
+            (CodingKeys.keyId.rawValue, string(self.keyId)),
+            (CodingKeys.counter.rawValue, .number(Double(self.counter))),
+            (CodingKeys.formHash.rawValue, string(self.formHash)),
+            (CodingKeys.formats.rawValue, self.formats),
+        ]
+        members.reserveCapacity(10)
+        if let extensions = self.extensions { members.append((CodingKeys.extensions.rawValue, try extensions.jsonValue())) }
+        if let evidenceId = self.evidenceId { members.append((CodingKeys.evidenceId.rawValue, string(evidenceId))) }
+        if let evidenceArchived = self.evidenceArchived { members.append((CodingKeys.evidenceArchived.rawValue, .bool(evidenceArchived))) }
+        if let evidence = self.evidence { members.append((CodingKeys.evidence.rawValue, evidence)) }
+        if let nextChallenge = self.nextChallenge { members.append((CodingKeys.nextChallenge.rawValue, nextChallenge.jsonValue())) }
+        return .object(JSONObject(constantMembers: members))
+    }
 }
 
 /// `POST /api/dev/simulate`'s answer (development only): the simulated device's output.

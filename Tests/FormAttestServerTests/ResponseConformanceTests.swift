@@ -182,6 +182,34 @@ struct ResponseConformanceTests {
         #expect(text == #"{"challenge":"__________________________________________8","expiresAt":"2025-06-15T12:05:00.000Z","purpose":"pool"}"#)
     }
 
+    @Test("the responses built member by member equal their Encodable encoding, each optional member present and absent")
+    func membersEqualTheEncodableEncoding() async throws {
+        let (mac, plain, assertion, _) = try await Self.verified()
+        let challenge = ChallengeResponse(
+            IssuedChallenge(value: Array(repeating: 7, count: 32), purpose: .form, username: "alice", issuedAt: Self.time, expiresAt: Self.time.addingTimeInterval(300))
+        )
+        #expect(challenge.jsonValue() == (try JSONValueEncoder().encode(challenge)))
+        let formats = JSONValue.object(JSONObject(constantMembers: [("serverAttestation", .string(JSONString("aGVhZA.cGF5bG9hZA.c2ln")))]))
+        let envelope = JSONValue.object(JSONObject(constantMembers: [("payload", .string(JSONString("cGF5bG9hZA")))]))
+        let answers = [
+            AssertedResponse(keyID: plain.keyID, counter: 7, formHash: Array(repeating: 5, count: 32), formats: formats, extensions: nil, evidence: nil, nextChallenge: nil),
+            AssertedResponse(
+                keyID: mac.keyID, counter: UInt32.max, formHash: Array(repeating: 5, count: 32), formats: formats, extensions: assertion.extensions,
+                evidence: EvidenceFields(id: "aWQ", archived: true, envelope: envelope), nextChallenge: challenge
+            ),
+            AssertedResponse(
+                keyID: mac.keyID, counter: 0, formHash: [], formats: .object(JSONObject(constantMembers: [])), extensions: nil,
+                evidence: EvidenceFields(id: "aWQ", archived: nil, envelope: nil), nextChallenge: nil
+            ),
+        ]
+        #expect(answers[1].extensions != nil)
+        for answer in answers {
+            let built = try answer.jsonValue()
+            let encoded = try JSONValueEncoder().encode(answer)
+            #expect(built == encoded, "\(String(decoding: built.canonicalBytes, as: UTF8.self)) != \(String(decoding: encoded.canonicalBytes, as: UTF8.self))")
+        }
+    }
+
     static func check(_ samples: [Sample]) async throws -> (status: Int32, output: String) {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("responses-\(UUID().uuidString).jsonl")
         defer { try? FileManager.default.removeItem(at: file) }

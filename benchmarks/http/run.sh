@@ -5,8 +5,9 @@
 # leaves the cores to the server (the former Python generator, loadgen.py, spent most of one).
 #
 # Also, in the same run: `formattest-dev bench --only assertion,jws` for the budget the server's CPU
-# per request is compared with (one assertion verification + one JWS signing), and the server's
-# CPU time over the load from /proc/PID/stat.
+# per request is compared with (one assertion verification + one JWS signing), the server's CPU
+# time over the load from /proc/PID/stat, and its threads' context switches per request (from
+# /proc/PID/task/*/status).
 #
 # usage: benchmarks/http/run.sh [CONNECTIONS] [SECONDS]      (from any directory)
 # environment: FORMATTEST_BINARY (a built release formattest; default: build one; the developer
@@ -88,8 +89,13 @@ done
 [ -n "$ready" ] || { say "the server did not start"; exit 1; }
 
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$server/stat"; }
+# Context switches of all the server's threads (voluntary: a thread blocked or handed off work;
+# involuntary: preempted). A thread hand-off is a count, not a time: it compares builds where the
+# machine's speed drifts too much for CPU time to show a few percent.
+context_switches() { cat /proc/"$server"/task/*/status 2>/dev/null | awk '/_ctxt_switches/ { total += $2 } END { print total + 0 }'; }
 say "wrk: $connections connections for $seconds s ..."
 ticks_before=$(cpu_ticks)
+switches_before=$(context_switches)
 profiler=""
 if [ -n "${FORMATTEST_PERF:-}" ]; then
     perf record -q -F 499 -g -p "$server" -o "$FORMATTEST_PERF" -- sleep "$seconds" 2>/dev/null &
@@ -106,6 +112,7 @@ open(sys.argv[1], "w").write(f"{usage.ru_utime + usage.ru_stime}\n")
 sys.exit(status)
 PY
 ticks_after=$(cpu_ticks)
+switches_after=$(context_switches)
 [ -n "$profiler" ] && wait "$profiler"
 
 # The floor: the same server and connections on GET /healthz (the HTTP stack, the middleware, a
@@ -123,9 +130,9 @@ fi
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
 python3 - "$work/wrk.out" "$work/bench.json" "$((ticks_after - ticks_before))" "$(getconf CLK_TCK)" "$connections" \
-    "$load_before" "$load_after" "$store" "$work/wrk.cpu" "$floor_ticks" "${floor_requests:-0}" <<'PY'
+    "$load_before" "$load_after" "$store" "$work/wrk.cpu" "$floor_ticks" "${floor_requests:-0}" "$((switches_after - switches_before))" <<'PY'
 import json, sys
-wrk_out, bench_path, ticks, hertz, connections, load_before, load_after, store, wrk_cpu, floor_ticks, floor_requests = sys.argv[1:]
+wrk_out, bench_path, ticks, hertz, connections, load_before, load_after, store, wrk_cpu, floor_ticks, floor_requests, switches = sys.argv[1:]
 generator_seconds = float(open(wrk_cpu).read())
 result = next(json.loads(line) for line in open(wrk_out) if line.startswith('{"requests"'))
 bench = json.load(open(bench_path))
@@ -151,6 +158,7 @@ report = {
     "serverCpuMicrosecondsPerRequest": round(cpu_us, 1) if cpu_us else None,
     "budgetMicroseconds(assertion.verify+jws.sign)": budget,
     "serverCpuPerRequestOverBudget": round(cpu_us / budget, 2) if cpu_us and budget else None,
+    "serverContextSwitchesPerRequest": round(int(switches) / requests, 2) if requests else None,
     "generatorCpuMicrosecondsPerRequest": round(generator_seconds / requests * 1e6, 1) if requests else None,
     "floorServerCpuMicrosecondsPerRequest(GET /healthz)":
         round(int(floor_ticks) / int(hertz) / int(floor_requests) * 1e6, 1) if int(floor_requests) else None,
