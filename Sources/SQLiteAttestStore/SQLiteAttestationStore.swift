@@ -26,12 +26,9 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
     public static let defaultPath = "./formattest-data/formattest.sqlite"
 
     private let database: DatabasePool
-    /// The connection ``loadKey(keyID:)`` reads from, on the calling thread. Every request reads
-    /// its key, and GRDB's reader pool costs more per read than the read (a dispatch barrier, a
-    /// semaphore and a key path per checkout, in a profile of the service under load). One
-    /// read-only WAL connection never waits for the writer; two concurrent readers wait on its
-    /// queue only for each other's single indexed SELECT.
-    private let keyReader: DatabaseQueue
+    /// The connections ``loadKey(keyID:)`` reads from, on the calling thread (``KeyReaders``):
+    /// read-only WAL connections, which never wait for the writer.
+    private let keyReaders: KeyReaders
     private let group: GroupCommit
     private let checkpointer: WALCheckpointer
 
@@ -74,10 +71,7 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
                 }
             }
             try Self.migrator.migrate(self.database)
-            var readOnly = Configuration()
-            readOnly.readonly = true
-            readOnly.busyMode = .timeout(5)
-            self.keyReader = try DatabaseQueue(path: path, configuration: readOnly)
+            self.keyReaders = try KeyReaders(path: path)
             self.group = GroupCommit(database: self.database)
             self.checkpointer = try WALCheckpointer(path: path)
         } catch {
@@ -191,14 +185,14 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
         try self.loadKeyOnThisThread(keyID: keyID)
     }
 
-    /// On the calling thread (GRDB's synchronous read) from ``keyReader``: one indexed row from a WAL reader, which
+    /// On the calling thread (GRDB's synchronous read) from ``keyReaders``: one indexed row from a WAL reader, which
     /// never waits for the writer, is CPU work like the signature check that follows it. GRDB's
     /// async read hops to a Dispatch queue and back: two thread wake-ups per request on the
     /// service's hot path. One SELECT is its own read transaction in SQLite (it sees one snapshot),
     /// so GRDB's `unsafeRead` skips the BEGIN and COMMIT its `read` wraps around it.
     private func loadKeyOnThisThread(keyID: [UInt8]) throws(StoreError) -> StoredKey? {
         do {
-            return try self.keyReader.unsafeRead { db in
+            return try self.keyReaders.read { db in
                 // A cursor's row reads SQLite's column values in place; `fetchOne` would copy the
                 // whole row, blobs included, before `key(_:)` copies what it keeps.
                 let rows = try Row.fetchCursor(db.cachedStatement(sql: "\(Self.selectKeys) WHERE keys.key_id = ?"), arguments: [Data(keyID)])
@@ -355,7 +349,7 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             DispatchQueue.global().async {
                 do {
-                    try self.keyReader.close()
+                    try self.keyReaders.close()
                     try self.database.close()
                 } catch {
                     // Not closed (GRDB leaves it fully open): reads still work until the store is

@@ -36,6 +36,36 @@ struct SQLiteStoreTests {
         #expect(try await reopened.synchronousLevel() == 2)
     }
 
+    @Test("SQLite: keys read concurrently, on the store's several read connections, are each their own and see every commit made before the read")
+    func concurrentKeyReads() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sqlite-readers-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try SQLiteAttestationStore(path: directory.appendingPathComponent("formattest.sqlite").path)
+        let keys = (1...8).map { StoreContract.key(UInt8($0)) }
+        for key in keys { try await store.insertKey(key) }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for key in keys {
+                group.addTask {
+                    for counter in UInt32(1)...25 {
+                        #expect(try await store.advanceCounter(keyID: key.keyID, to: counter, lastUsed: Date(timeIntervalSince1970: 0)))
+                        // Committed before this read began: whichever connection serves it sees it.
+                        let read = try await store.loadKey(keyID: key.keyID)
+                        #expect(read?.keyID == key.keyID && read?.counter == counter, "\(String(describing: read?.counter)) != \(counter)")
+                    }
+                }
+                group.addTask {
+                    for _ in 0..<100 {
+                        let read = try await store.loadKey(keyID: key.keyID)
+                        #expect(read?.keyID == key.keyID && read?.username == key.username)
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        await store.shutdown()
+        await StoreContract.expect(.unavailable) { _ = try await store.loadKey(keyID: keys[0].keyID) }
+    }
+
     @Test("SQLite: a key whose stored environment is neither development nor production is refused (store_unavailable), not defaulted")
     func sqliteUnknownEnvironment() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sqlite-environment-\(UUID().uuidString)")
