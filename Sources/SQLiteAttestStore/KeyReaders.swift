@@ -50,8 +50,17 @@ final class KeyReaders: Sendable {
         return try reader.connection.unsafeRead(body)
     }
 
-    /// Closes every connection (GRDB waits for a running read); later reads throw.
+    /// Closes every connection (GRDB waits for a running read); later reads throw. One that fails
+    /// to close does not keep the others open: the first error is thrown after all were tried.
     func close() throws {
-        for reader in self.readers { try reader.connection.close() }
+        var failure: (any Error)?
+        for reader in self.readers {
+            do {
+                try reader.connection.close()
+            } catch {
+                failure = failure ?? error
+            }
+        }
+        if let failure { throw failure }
     }
 }
