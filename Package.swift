@@ -140,6 +140,8 @@ let package = Package(
                 "AppAttest",
                 "FormAttestFlows",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                // SQLite's C API, for reading keys in place (KeyRows).
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ],
             swiftSettings: swiftSettings
         ),

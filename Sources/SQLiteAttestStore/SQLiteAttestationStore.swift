@@ -181,6 +181,9 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
         try await self.write { db in try Self.insert(key, db) }
     }
 
+    /// ``loadKey(keyID:)``'s statement (made once: it is the key of GRDB's statement cache).
+    private static let selectKeyByID = "\(KeyRows.select) WHERE keys.key_id = ?"
+
     public func loadKey(keyID: [UInt8]) async throws(StoreError) -> StoredKey? {
         try self.loadKeyOnThisThread(keyID: keyID)
     }
@@ -192,12 +195,8 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
     /// so GRDB's `unsafeRead` skips the BEGIN and COMMIT its `read` wraps around it.
     private func loadKeyOnThisThread(keyID: [UInt8]) throws(StoreError) -> StoredKey? {
         do {
-            return try self.keyReaders.read { db in
-                // A cursor's row reads SQLite's column values in place; `fetchOne` would copy the
-                // whole row, blobs included, before `key(_:)` copies what it keeps.
-                let rows = try Row.fetchCursor(db.cachedStatement(sql: "\(Self.selectKeys) WHERE keys.key_id = ?"), arguments: [Data(keyID)])
-                return try rows.next().map { row throws(StoreError) in try Self.key(row) }
-            }
+            // key_id is the primary key: one row at most.
+            return try self.keyReaders.read { db in try KeyRows.fetch(db.cachedStatement(sql: Self.selectKeyByID), Data(keyID)).first }
         } catch {
             throw Self.storeError(error)
         }
@@ -224,13 +223,7 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
     public func keys(username: String) async throws(StoreError) -> [StoredKey] {
         do {
             return try await self.database.read { db in
-                let rows = try Row.fetchCursor(
-                    db, sql: "\(Self.selectKeys) WHERE keys.username = ? ORDER BY keys.created_at, keys.key_id", arguments: [username])
-                var keys: [StoredKey] = []
-                while let row = try rows.next() {
-                    keys.append(try Self.key(row))
-                }
-                return keys
+                try KeyRows.fetch(db.makeStatement(sql: "\(KeyRows.select) WHERE keys.username = ? ORDER BY keys.created_at, keys.key_id"), username)
             }
         } catch {
             throw Self.storeError(error)
@@ -465,94 +458,6 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
         guard db.changesCount == 1 else {
             throw StoreError(code: .replay, reason: "this form was accepted before")
         }
-    }
-
-    /// The columns a key is read from, in the order ``selectKeys`` names them: a key's row and its
-    /// registration's blobs, read by position. (Reading by name made GRDB search the column names,
-    /// case-insensitively, for each of the 17 values: a profile of the service under load found
-    /// that lookup costing more than SQLite's own work for the row.)
-    private enum KeyColumn: Int, CaseIterable {
-        case keyID, username, publicKey, counter, appID, environment, createdAt, lastUsed, reattestationRequired, revokedAt
-        case validationCategory, bundleVersion, cdHash, cdHashType
-        case receipt, attestationObject, attestationClientDataHash
-
-        var qualifiedName: String {
-            switch self {
-            case .keyID: "keys.key_id"
-            case .username: "keys.username"
-            case .publicKey: "keys.public_key"
-            case .counter: "keys.counter"
-            case .appID: "keys.app_id"
-            case .environment: "keys.environment"
-            case .createdAt: "keys.created_at"
-            case .lastUsed: "keys.last_used"
-            case .reattestationRequired: "keys.reattestation_required"
-            case .revokedAt: "keys.revoked_at"
-            case .validationCategory: "keys.validation_category"
-            case .bundleVersion: "keys.bundle_version"
-            case .cdHash: "keys.cd_hash"
-            case .cdHashType: "keys.cd_hash_type"
-            case .receipt: "key_registrations.receipt"
-            case .attestationObject: "key_registrations.attestation_object"
-            case .attestationClientDataHash: "key_registrations.attestation_client_data_hash"
-            }
-        }
-    }
-
-    /// A key's row with its registration's blobs (``key(_:)`` reads them by ``KeyColumn``).
-    private static let selectKeys = """
-        SELECT \(KeyColumn.allCases.map(\.qualifiedName).joined(separator: ", "))
-        FROM keys JOIN key_registrations ON key_registrations.key_id = keys.key_id
-        """
-
-    /// A row as a key; a row that names an environment FormAttest never writes fails closed.
-    private static func key(_ row: Row) throws(StoreError) -> StoredKey {
-        func value<Value: DatabaseValueConvertible>(_ column: KeyColumn) -> Value { row[column.rawValue] }
-        /// Copies a blob once, straight from SQLite's buffer (`nil` for NULL).
-        func bytes(_ column: KeyColumn) throws(StoreError) -> [UInt8]? {
-            do {
-                return try row.withUnsafeData(atIndex: column.rawValue) { $0.map { Array($0) } }
-            } catch {
-                throw StoreError(code: .unavailable, reason: "SQLite: a stored key's \(column.qualifiedName) is not a blob")
-            }
-        }
-        func required(_ column: KeyColumn) throws(StoreError) -> [UInt8] {
-            guard let bytes = try bytes(column) else {
-                throw StoreError(code: .unavailable, reason: "SQLite: a stored key's \(column.qualifiedName) is NULL")
-            }
-            return bytes
-        }
-        let stored: String = value(.environment)
-        guard let environment = AppAttestEnvironment(rawValue: stored) else {
-            throw StoreError(
-                code: .unavailable, reason: "SQLite: a stored key's environment is \(stored.debugDescription), neither development nor production")
-        }
-        let signals = KeySignals(
-            validationCategory: (value(.validationCategory) as Int64?).map { UInt32(clamping: $0) },
-            bundleVersion: value(.bundleVersion),
-            cdHash: try bytes(.cdHash),
-            cdHashType: (value(.cdHashType) as Int64?).map { UInt32(clamping: $0) }
-        )
-        // attestation_object and attestation_client_data_hash: both NULL for keys registered before v5.
-        var attestation: KeyAttestation?
-        if let object = try bytes(.attestationObject), let hash = try bytes(.attestationClientDataHash) {
-            attestation = KeyAttestation(object: object, clientDataHash: hash)
-        }
-        return StoredKey(
-            keyID: try required(.keyID),
-            username: value(.username),
-            publicKey: try required(.publicKey),
-            counter: UInt32(clamping: value(.counter) as Int64),
-            appID: value(.appID),
-            environment: environment,
-            receipt: try required(.receipt),
-            createdAt: Date(timeIntervalSince1970: value(.createdAt)),
-            lastUsed: Date(timeIntervalSince1970: value(.lastUsed)),
-            reattestationRequired: value(.reattestationRequired),
-            revokedAt: (value(.revokedAt) as Double?).map(Date.init(timeIntervalSince1970:)),
-            lastSignals: signals.isEmpty ? nil : signals,
-            attestation: attestation
-        )
     }
 
     /// validation_category, bundle_version, cd_hash, cd_hash_type (all NULL without signals).

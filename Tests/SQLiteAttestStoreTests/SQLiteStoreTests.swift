@@ -82,6 +82,57 @@ struct SQLiteStoreTests {
         await StoreContract.expect(.unavailable) { _ = try await store.keys(username: "alice") }
     }
 
+    /// One column of one stored key changed behind the store's back (another writer, a damaged
+    /// file): each value of the wrong type or range is refused, by both ways a key is read.
+    @Test(
+        "SQLite: a key with one column of the wrong type or range is refused (store_unavailable), never clamped or repaired",
+        arguments: [
+            "UPDATE keys SET counter = 4294967296",
+            "UPDATE keys SET counter = -1",
+            "UPDATE keys SET counter = 'seven'",
+            "UPDATE keys SET created_at = 'yesterday'",
+            "UPDATE keys SET app_id = CAST(X'C328' AS TEXT)",
+            "UPDATE keys SET public_key = 'not a blob'",
+            "UPDATE keys SET validation_category = 4294967296",
+            "UPDATE key_registrations SET receipt = 'not a blob'",
+        ]
+    )
+    func sqliteCorruptColumn(update: String) async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sqlite-corrupt-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("formattest.sqlite").path
+        let store = try SQLiteAttestationStore(path: path)
+        let key = StoreContract.key(1)
+        try await store.insertKey(key)
+        #expect(try await store.loadKey(keyID: key.keyID) == key)
+        let raw = try DatabaseQueue(path: path)
+        try await raw.write { db in try db.execute(sql: update) }
+        try raw.close()
+        await StoreContract.expect(.unavailable) { _ = try await store.loadKey(keyID: key.keyID) }
+        await StoreContract.expect(.unavailable) { _ = try await store.keys(username: key.username) }
+    }
+
+    @Test("SQLite: a key's values at the edges of their range are read back as written (the largest counter, an integral time)")
+    func sqliteColumnEdges() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sqlite-edges-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("formattest.sqlite").path
+        let store = try SQLiteAttestationStore(path: path)
+        var key = StoreContract.key(1)
+        key.counter = .max
+        key.createdAt = Date(timeIntervalSince1970: 1_700_000_000)
+        key.lastSignals = KeySignals(validationCategory: .max, bundleVersion: "", cdHash: [0xAB], cdHashType: 0)
+        try await store.insertKey(key)
+        let raw = try DatabaseQueue(path: path)
+        // Stored as an integer, as another writer may: still a time.
+        try await raw.write { db in try db.execute(sql: "UPDATE keys SET last_used = 1700000001") }
+        try raw.close()
+        var expected = key
+        expected.lastUsed = Date(timeIntervalSince1970: 1_700_000_001)
+        #expect(try await store.loadKey(keyID: key.keyID) == expected)
+        #expect(try await store.keys(username: key.username) == [expected])
+    }
+
     @Test("a database of the first schema (v1) is migrated on open and its keys read back, environment included")
     func migrationFromV1() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sqlite-v1-\(UUID().uuidString)")
