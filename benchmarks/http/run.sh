@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # HTTP load on POST /api/appattest/assert: a release server on SQLite (or MongoDB with
-# FORMATTEST_MONGODB_URI), pre-signed forms from `formattest-dev simulate prepare-load`, and wrk
-# (assert.lua) with one connection per key, so each key's counters arrive in order. wrk is C: it
-# leaves the cores to the server (the former Python generator, loadgen.py, spent most of one).
+# FORMATTEST_MONGODB_URI), pre-signed forms from `formattest-dev simulate prepare-load`, and a
+# generator with one connection per key, so each key's counters arrive in order:
+# - `formattest-dev load` (the default): one thread, one event loop for every connection;
+# - wrk with assert.lua (FORMATTEST_GENERATOR=wrk): wrk keeps a connection's requests in order
+#   only with a thread per connection, and with 16 of them on two cores about half of its CPU went
+#   to switching between its own threads (docs/performance.md). The former Python generator,
+#   loadgen.py, spent most of a core.
 #
 # Also, in the same run: `formattest-dev bench --only assertion,jws` for the budget the server's CPU
 # per request is compared with (one assertion verification + one JWS signing), the server's CPU
@@ -16,7 +20,8 @@
 #   FORMATTEST_MONGODB_URI (load MongoDB instead of SQLite), FORMATTEST_LOAD_PORT (default 18080),
 #   FORMATTEST_PERF (a file: `perf record -g` samples the server over the load into it),
 #   FORMATTEST_FLOOR_SECONDS (default 5; 0 skips it: GET /healthz on the same server afterwards, the
-#   server's CPU per request of the HTTP stack alone).
+#   server's CPU per request of the HTTP stack alone, with wrk),
+#   FORMATTEST_GENERATOR (formattest, the default, or wrk).
 # Prints progress on stderr and one JSON report on stdout.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -24,6 +29,8 @@ root="$(cd "$here/../.." && pwd)"
 connections="${1:-2}"
 seconds="${2:-15}"
 floor_seconds="${FORMATTEST_FLOOR_SECONDS:-5}"
+generator="${FORMATTEST_GENERATOR:-formattest}"
+case "$generator" in formattest | wrk) ;; *) echo "FORMATTEST_GENERATOR must be formattest or wrk" >&2; exit 2 ;; esac
 rate="${FORMATTEST_LOAD_RATE:-8000}"
 port="${FORMATTEST_LOAD_PORT:-18080}"
 say() { printf '[http-bench] %s\n' "$*" >&2; }
@@ -93,7 +100,7 @@ cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$server/stat"; }
 # involuntary: preempted). A thread hand-off is a count, not a time: it compares builds where the
 # machine's speed drifts too much for CPU time to show a few percent.
 context_switches() { cat /proc/"$server"/task/*/status 2>/dev/null | awk '/_ctxt_switches/ { total += $2 } END { print total + 0 }'; }
-say "wrk: $connections connections for $seconds s ..."
+say "$generator: $connections connections for $seconds s ..."
 ticks_before=$(cpu_ticks)
 switches_before=$(context_switches)
 profiler=""
@@ -101,10 +108,14 @@ if [ -n "${FORMATTEST_PERF:-}" ]; then
     perf record -q -F 499 -g -p "$server" -o "$FORMATTEST_PERF" -- sleep "$seconds" 2>/dev/null &
     profiler=$!
 fi
-# wrk runs under a Python parent that reports its CPU time (user + system, from getrusage): the
-# generator shares the two cores with the server, and its share is part of the figure.
-python3 - "$work/wrk.cpu" wrk -t "$connections" -c "$connections" -d "${seconds}s" -s "$here/assert.lua" \
-    "http://127.0.0.1:$port" -- "$work/bodies" <<'PY' | tee "$work/wrk.out" >&2
+# The generator runs under a Python parent that reports its CPU time (user + system, from
+# getrusage): it shares the two cores with the server, and its share is part of the figure.
+if [ "$generator" = wrk ]; then
+    load=(wrk -t "$connections" -c "$connections" -d "${seconds}s" -s "$here/assert.lua" "http://127.0.0.1:$port" -- "$work/bodies")
+else
+    load=("$dev_binary" load --port "$port" --connections "$connections" --duration "$seconds" --bodies "$work/bodies")
+fi
+python3 - "$work/load.cpu" "${load[@]}" <<'PY' | tee "$work/load.out" >&2
 import resource, subprocess, sys
 status = subprocess.run(sys.argv[2:]).returncode
 usage = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -129,12 +140,15 @@ if [ "$floor_seconds" -gt 0 ]; then
 fi
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
-python3 - "$work/wrk.out" "$work/bench.json" "$((ticks_after - ticks_before))" "$(getconf CLK_TCK)" "$connections" \
-    "$load_before" "$load_after" "$store" "$work/wrk.cpu" "$floor_ticks" "${floor_requests:-0}" "$((switches_after - switches_before))" <<'PY'
+python3 - "$work/load.out" "$work/bench.json" "$((ticks_after - ticks_before))" "$(getconf CLK_TCK)" "$connections" \
+    "$load_before" "$load_after" "$store" "$work/load.cpu" "$floor_ticks" "${floor_requests:-0}" "$((switches_after - switches_before))" \
+    "$generator" <<'PY'
 import json, sys
-wrk_out, bench_path, ticks, hertz, connections, load_before, load_after, store, wrk_cpu, floor_ticks, floor_requests, switches = sys.argv[1:]
-generator_seconds = float(open(wrk_cpu).read())
-result = next(json.loads(line) for line in open(wrk_out) if line.startswith('{"requests"'))
+load_out, bench_path, ticks, hertz, connections, load_before, load_after, store, load_cpu, floor_ticks, floor_requests, switches, generator = sys.argv[1:]
+result = next(json.loads(line) for line in open(load_out) if line.startswith('{"requests"'))
+# `formattest-dev load` reports its CPU over the window (reading and making the requests before it
+# are not the load's); wrk's is its whole run, from getrusage.
+generator_seconds = result["cpuMicroseconds"] / 1e6 if "cpuMicroseconds" in result else float(open(load_cpu).read())
 bench = json.load(open(bench_path))
 requests = result["requests"]
 seconds = result["durationMicroseconds"] / 1e6
@@ -145,6 +159,7 @@ connections = int(connections)
 report = {
     "store": "mongodb" if store.startswith("mongodb") else "sqlite",
     "connections": connections,
+    "generator": generator,
     "requests": requests,
     "seconds": round(seconds, 2),
     "requestsPerSecond": round(requests / seconds, 1),
@@ -153,7 +168,7 @@ report = {
     "p99Milliseconds": result["p99Microseconds"] / 1000,
     "maxMilliseconds": result["maxMicroseconds"] / 1000,
     "errors": errors,
-    "wrkErrors": result["errors"],
+    "generatorErrors": result["errors"],
     "exhaustedConnections": result["exhaustedConnections"],
     "serverCpuMicrosecondsPerRequest": round(cpu_us, 1) if cpu_us else None,
     "budgetMicroseconds(assertion.verify+jws.sign)": budget,

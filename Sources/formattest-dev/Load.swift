@@ -1,0 +1,250 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+import ArgumentParser
+import FormattestCommands
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// `formattest-dev load`: the HTTP load of `benchmarks/http/run.sh`, on one thread.
+///
+/// The same work as wrk with `benchmarks/http/assert.lua`, over the same files: connection `i`
+/// sends the bodies of `bodies-i.json` in order (one key per connection, so its counters arrive in
+/// order), one request at a time, as `POST /api/appattest/assert`. wrk can keep a connection's
+/// requests in order only with one thread per connection, and on two cores shared with the server
+/// its 16 threads spent about half of its CPU switching between themselves. Here one event loop
+/// serves every connection.
+///
+/// Every request (its head and body) is made before the first is sent. The window starts once every
+/// connection is open and lasts `--duration` seconds; a response that completes after it is
+/// neither counted nor followed by another request. Percentiles are exact: every latency in the
+/// window is kept and sorted. Prints one JSON line, in the shape `assert.lua` prints.
+struct Load: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Send pre-signed assert requests over N connections for a duration (benchmarks/http/run.sh's generator)."
+    )
+
+    @Option(help: "The server's port (on --host).")
+    var port: Int
+
+    @Option(help: "The server's address.")
+    var host = "127.0.0.1"
+
+    @Option(help: "The directory of bodies-0.json ... bodies-(N-1).json, one request body per line.")
+    var bodies: String
+
+    @Option(help: "Connections (one per body file).")
+    var connections: Int
+
+    @Option(help: "Seconds of load.")
+    var duration: Double
+
+    @Option(help: "The path the bodies are posted to.")
+    var path = "/api/appattest/assert"
+
+    func validate() throws {
+        guard (1...1024).contains(self.connections) else { throw ValidationError("--connections must be 1 to 1024") }
+        guard self.duration > 0, self.duration <= 3600 else { throw ValidationError("--duration must be above 0 and at most 3600 s") }
+        guard (1...65535).contains(self.port) else { throw ValidationError("--port must be 1 to 65535") }
+    }
+
+    func run() async throws {
+        let requests = try (0..<self.connections).map { try self.requests(connection: $0) }
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let loop = group.next()
+
+        // Every connection opened before the window starts; a refused one counts as a connect error.
+        var channels: [(any Channel)?] = []
+        for connectionRequests in requests {
+            let bootstrap = ClientBootstrap(group: loop)
+                .channelOption(.socketOption(.tcp_nodelay), value: 1)
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHTTPClientHandlers(leftOverBytesStrategy: .fireError)
+                        try channel.pipeline.syncOperations.addHandler(LoadConnection(requests: connectionRequests))
+                    }
+                }
+            channels.append(try? await bootstrap.connect(host: self.host, port: self.port).get())
+        }
+
+        let duration = TimeAmount.nanoseconds(Int64(self.duration * 1e9))
+        let opened = channels
+        let cpuBefore = Self.cpuMicroseconds()
+        let results = try await loop.flatSubmit { () -> EventLoopFuture<[ConnectionResult]> in
+            let start = NIODeadline.now()
+            let futures = opened.map { channel -> EventLoopFuture<ConnectionResult> in
+                guard let channel, let connection = try? channel.pipeline.syncOperations.handler(type: LoadConnection.self) else {
+                    return loop.makeSucceededFuture(ConnectionResult(connectFailed: true))
+                }
+                return connection.begin(channel: channel, end: start + duration)
+            }
+            return EventLoopFuture.whenAllSucceed(futures, on: loop)
+        }.get()
+        let cpu = Self.cpuMicroseconds() - cpuBefore
+        try await group.shutdownGracefully()
+        print(Self.report(results, duration: self.duration, cpuMicroseconds: cpu))
+    }
+
+    /// Connection `index`'s requests: a head and a body for each line of its file.
+    private func requests(connection index: Int) throws -> [LoadRequest] {
+        let file = URL(fileURLWithPath: self.bodies).appendingPathComponent("bodies-\(index).json")
+        guard let data = FileManager.default.contents(atPath: file.path) else { throw UsageError("cannot read \(file.path)") }
+        return data.split(separator: UInt8(ascii: "\n")).map { body in
+            let headers: HTTPHeaders = [
+                "Host": "\(self.host):\(self.port)", "Content-Type": "application/json", "Content-Length": "\(body.count)",
+            ]
+            return LoadRequest(
+                head: HTTPRequestHead(version: .http1_1, method: .POST, uri: self.path, headers: headers), body: ByteBuffer(bytes: body))
+        }
+    }
+
+    /// This process's CPU time (user and system), in microseconds.
+    private static func cpuMicroseconds() -> Int {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        return (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1_000_000 + Int(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec)
+    }
+
+    /// One JSON line, the shape `assert.lua` prints, with the generator's CPU time over the window
+    /// (`cpuMicroseconds`: reading the bodies and making the requests before it are not the
+    /// load's).
+    private static func report(_ results: [ConnectionResult], duration: Double, cpuMicroseconds: Int) -> String {
+        var latencies = results.flatMap(\.latencies)
+        latencies.sort()
+        func percentile(_ p: Double) -> UInt64 {
+            guard !latencies.isEmpty else { return 0 }
+            let rank = Int((p / 100 * Double(latencies.count)).rounded(.up)) - 1
+            return latencies[min(max(rank, 0), latencies.count - 1)]
+        }
+        let errors = [
+            ("connect", results.filter(\.connectFailed).count),
+            ("read", results.reduce(0) { $0 + $1.readErrors }),
+            ("write", 0),
+            ("status", results.reduce(0) { $0 + $1.statusErrors }),
+            ("timeout", results.reduce(0) { $0 + $1.timeouts }),
+        ]
+        return "{\"requests\":\(latencies.count),\"durationMicroseconds\":\(Int(duration * 1e6)),"
+            + "\"p50Microseconds\":\(percentile(50)),\"p90Microseconds\":\(percentile(90)),\"p99Microseconds\":\(percentile(99)),"
+            + "\"maxMicroseconds\":\(latencies.last ?? 0),"
+            + "\"errors\":{\(errors.map { "\"\($0.0)\":\($0.1)" }.joined(separator: ","))},"
+            + "\"exhaustedConnections\":\(results.filter(\.exhausted).count),\"cpuMicroseconds\":\(cpuMicroseconds)}"
+    }
+}
+
+/// One request, made before the load starts.
+private struct LoadRequest: Sendable {
+    let head: HTTPRequestHead
+    let body: ByteBuffer
+}
+
+/// What one connection saw in the window.
+private struct ConnectionResult: Sendable {
+    /// Microseconds from a request's first byte written to its response's end, for each response
+    /// that ended in the window.
+    var latencies: [UInt64] = []
+    var connectFailed = false
+    /// Answers with a status of 400 or more (counted in `latencies` too, as wrk counts them).
+    var statusErrors = 0
+    /// The connection failed or was closed by the server while a request was outstanding.
+    var readErrors = 0
+    /// A request with no answer 10 s after the window ended.
+    var timeouts = 0
+    /// The connection ran out of bodies inside the window (the figures are then not valid).
+    var exhausted = false
+}
+
+/// One connection: sends its requests one at a time, each after the previous one's answer ended.
+/// Confined to its channel's event loop.
+private final class LoadConnection: ChannelInboundHandler {
+    typealias InboundIn = HTTPClientResponsePart
+    typealias OutboundOut = HTTPClientRequestPart
+
+    private let requests: [LoadRequest]
+    private var next = 0
+    private var result = ConnectionResult()
+    private var status = 0
+    private var sentAt = NIODeadline.uptimeNanoseconds(0)
+    private var end = NIODeadline.uptimeNanoseconds(0)
+    private var outstanding = false
+    private var channel: (any Channel)?
+    private var done: EventLoopPromise<ConnectionResult>?
+
+    init(requests: [LoadRequest]) {
+        self.requests = requests
+        self.result.latencies.reserveCapacity(requests.count)
+    }
+
+    /// Starts sending; the future succeeds when the window ended (or the connection failed).
+    func begin(channel: any Channel, end: NIODeadline) -> EventLoopFuture<ConnectionResult> {
+        let promise = channel.eventLoop.makePromise(of: ConnectionResult.self)
+        self.channel = channel
+        self.done = promise
+        self.end = end
+        // Answers that never come: counted as timeouts 10 s after the window, then closed.
+        channel.eventLoop.assumeIsolated().scheduleTask(deadline: end + .seconds(10)) {
+            if self.outstanding { self.result.timeouts += 1 }
+            self.finish()
+        }
+        self.send()
+        return promise.futureResult
+    }
+
+    private func send() {
+        guard let channel = self.channel else { return }
+        guard self.next < self.requests.count else {
+            // Never resend a body (it would be a replay): stop this connection and say so.
+            self.result.exhausted = true
+            self.finish()
+            return
+        }
+        let request = self.requests[self.next]
+        self.next += 1
+        self.outstanding = true
+        self.sentAt = .now()
+        channel.write(HTTPClientRequestPart.head(request.head), promise: nil)
+        channel.write(HTTPClientRequestPart.body(.byteBuffer(request.body)), promise: nil)
+        channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch self.unwrapInboundIn(data) {
+        case .head(let head):
+            self.status = Int(head.status.code)
+        case .body:
+            break
+        case .end:
+            let now = NIODeadline.now()
+            self.outstanding = false
+            guard now <= self.end else {
+                self.finish()
+                return
+            }
+            self.result.latencies.append(UInt64(max(0, (now - self.sentAt).nanoseconds) / 1000))
+            if self.status >= 400 { self.result.statusErrors += 1 }
+            self.send()
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        self.result.readErrors += 1
+        self.finish()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        if self.outstanding { self.result.readErrors += 1 }
+        self.outstanding = false
+        self.finish()
+    }
+
+    /// Closes the connection and reports, once.
+    private func finish() {
+        guard let done = self.done else { return }
+        self.done = nil
+        self.channel?.close(promise: nil)
+        done.succeed(self.result)
+    }
+}
