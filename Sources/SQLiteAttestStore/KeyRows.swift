@@ -124,6 +124,13 @@ enum KeyRows {
             StoreError(code: .unavailable, reason: "SQLite: a stored key's \(column.qualifiedName) is not \(expected)")
         }
 
+        /// A NULL pointer for a non-NULL value that SQLite could not allocate (`SQLITE_NOMEM`).
+        private func refuseOutOfMemory(_ column: Column) throws(StoreError) {
+            if sqlite3_errcode(sqlite3_db_handle(self.handle)) == SQLITE_NOMEM {
+                throw StoreError(code: .unavailable, reason: "SQLite: out of memory reading a stored key's \(column.qualifiedName)")
+            }
+        }
+
         func required<Value>(_ column: Column, _ read: (Column) throws(StoreError) -> Value?) throws(StoreError) -> Value {
             guard let value = try read(column) else {
                 throw StoreError(code: .unavailable, reason: "SQLite: a stored key's \(column.qualifiedName) is NULL")
@@ -139,7 +146,11 @@ enum KeyRows {
                 // The pointer first, then the size (SQLite's documented order).
                 let pointer = sqlite3_column_blob(self.handle, column.rawValue)
                 let count = Int(sqlite3_column_bytes(self.handle, column.rawValue))
-                guard count > 0, let pointer else { return [] }
+                guard let pointer else {
+                    // NULL is an empty blob, or SQLite out of memory: never read that as empty.
+                    try self.refuseOutOfMemory(column)
+                    return []
+                }
                 return Array(UnsafeRawBufferPointer(start: pointer, count: count))
             default: throw self.refuse(column, "a blob")
             }
@@ -152,7 +163,10 @@ enum KeyRows {
             case SQLITE_TEXT:
                 let pointer = sqlite3_column_text(self.handle, column.rawValue)
                 let count = Int(sqlite3_column_bytes(self.handle, column.rawValue))
-                guard count > 0, let pointer else { return "" }
+                guard let pointer else {
+                    try self.refuseOutOfMemory(column)
+                    return ""
+                }
                 guard let text = String(validating: UnsafeBufferPointer(start: pointer, count: count), as: UTF8.self) else {
                     throw self.refuse(column, "UTF-8 text")
                 }
