@@ -41,7 +41,13 @@ public enum FormAttestApplication {
         // First, so that the service group stops it last (see StoreShutdownService).
         var services: [any Service] = [
             StoreShutdownService(store: store, logger: logger),
-            PurgeService(store: store, interval: configuration.purgeInterval, now: configuration.now, logger: logger),
+            PurgeService(
+                store: store,
+                interval: configuration.purgeInterval,
+                pacer: PurgePacer(target: configuration.purgeStepTarget),
+                now: configuration.now,
+                logger: logger
+            ),
         ]
         if let admin = configuration.adminListener {
             // The operators' listener runs beside the public one, in the same service group.

@@ -3,31 +3,129 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
-import FormAttestFlows
-import Foundation
-import Logging
+package import FormAttestFlows
+package import Foundation
+package import Logging
+import Metrics
 import ServiceLifecycle
 
-/// Deletes expired challenges and form hashes periodically. Housekeeping only: every read
-/// already ignores expired records, so a stopped or failing purge never affects correctness.
-struct PurgeService: Service {
+/// Deletes expired challenges, form hashes and rate-limit windows periodically. Housekeeping
+/// only: every read already ignores expired records, so a stopped or failing purge never affects
+/// correctness.
+///
+/// A pass deletes in small steps (``OperationalAttestationStore/purgeExpired(now:limit:)``), each
+/// sized by ``PurgePacer`` to hold the store's writer for about ``PurgePacer/target``, and rests
+/// between steps as long as the last step took, so requests' writes run in between and the purge
+/// takes at most about half of the writer's time. A backlog of any size (a store that was down, a
+/// first start over an old database) is worked off in one pass, at that pace, without a long
+/// transaction that every request would wait behind.
+package struct PurgeService: Service {
     let store: any OperationalAttestationStore
     let interval: Duration
+    let pacer: PurgePacer
     let now: @Sendable () -> Date
     let logger: Logger
 
-    func run() async throws {
-        // Graceful shutdown cancels the loop at once (a sleeping purge has nothing to finish).
+    package init(
+        store: any OperationalAttestationStore,
+        interval: Duration,
+        pacer: PurgePacer,
+        now: @escaping @Sendable () -> Date,
+        logger: Logger
+    ) {
+        self.store = store
+        self.interval = interval
+        self.pacer = pacer
+        self.now = now
+        self.logger = logger
+    }
+
+    package func run() async throws {
+        // Graceful shutdown cancels the loop at once (a step in flight commits or rolls back whole).
         try? await cancelWhenGracefulShutdown {
+            var pacer = self.pacer
             while !Task.isCancelled {
                 try await Task.sleep(for: self.interval)
-                do {
-                    let removed = try await self.store.purgeExpired(now: self.now())
-                    self.logger.debug("purged expired records", metadata: ["count": "\(removed)"])
-                } catch let error as StoreError {
-                    self.logger.warning("purge failed; will retry", metadata: ["code": "\(error.code)"])
-                }
+                try await self.pass(&pacer)
             }
         }
+    }
+
+    /// One pass: steps until one deletes less than it was allowed to (nothing expired is left as of
+    /// the pass's start).
+    package func pass(_ pacer: inout PurgePacer) async throws {
+        let now = self.now()
+        let clock = ContinuousClock()
+        let started = clock.now
+        var removed = 0
+        var steps = 0
+        var longest = Duration.zero
+        while !Task.isCancelled {
+            let limit = pacer.limit
+            let stepStarted = clock.now
+            let deleted: Int
+            do {
+                deleted = try await self.store.purgeExpired(now: now, limit: limit)
+            } catch {
+                self.logger.warning("purge failed; will retry", metadata: ["code": "\(error.code)"])
+                return
+            }
+            let elapsed = stepStarted.duration(to: clock.now)
+            pacer.record(deleted: deleted, limit: limit, elapsed: elapsed)
+            Timer(label: "formattest_purge_step_seconds").recordNanoseconds(Self.nanoseconds(elapsed))
+            Counter(label: "formattest_purged_records_total").increment(by: deleted)
+            removed += deleted
+            steps += 1
+            longest = max(longest, elapsed)
+            guard deleted == limit else { break }
+            // The writer goes back to the requests for as long as the step held it.
+            try await Task.sleep(for: elapsed)
+        }
+        guard removed > 0 else { return }
+        // Notice, not info: one line a pass that found work, what an operator watches for.
+        self.logger.notice(
+            "purged expired records",
+            metadata: [
+                "count": "\(removed)", "steps": "\(steps)", "longest_step_ms": "\(Self.milliseconds(longest))",
+                "duration_ms": "\(Self.milliseconds(started.duration(to: clock.now)))", "next_step_limit": "\(pacer.limit)",
+            ]
+        )
+    }
+
+    private static func nanoseconds(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        return seconds &* 1_000_000_000 &+ attoseconds / 1_000_000_000
+    }
+
+    private static func milliseconds(_ duration: Duration) -> Int64 { Self.nanoseconds(duration) / 1_000_000 }
+}
+
+/// Sizes the purge's steps so that each holds the store's writer for about ``target``.
+///
+/// A step's time grows with the rows it deletes (index pages, the write-ahead log) and varies with
+/// the machine and the store, so the limit follows what the last full step measured: it moves
+/// towards `limit × target / elapsed`, at most doubling or halving at once, within
+/// ``minimumLimit``...``maximumLimit``. A step that found less than its limit says nothing about
+/// the cost of a full one and leaves the limit as it is.
+package struct PurgePacer: Sendable, Hashable {
+    /// How long one step should hold the writer.
+    package var target: Duration
+    /// The rows the next step may delete.
+    package private(set) var limit: Int
+    package let minimumLimit: Int
+    package let maximumLimit: Int
+
+    package init(target: Duration = .milliseconds(5), initialLimit: Int = 256, minimumLimit: Int = 32, maximumLimit: Int = 10_000) {
+        self.target = target
+        self.minimumLimit = max(minimumLimit, 1)
+        self.maximumLimit = max(maximumLimit, self.minimumLimit)
+        self.limit = min(max(initialLimit, self.minimumLimit), self.maximumLimit)
+    }
+
+    package mutating func record(deleted: Int, limit: Int, elapsed: Duration) {
+        guard deleted >= limit, limit > 0 else { return }
+        let ratio = elapsed > .zero ? self.target / elapsed : 2
+        let scaled = Double(limit) * min(max(ratio, 0.5), 2)
+        self.limit = min(max(Int(scaled.rounded(.down)), self.minimumLimit), self.maximumLimit)
     }
 }

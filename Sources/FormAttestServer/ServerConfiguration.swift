@@ -28,6 +28,9 @@ public struct ServerConfiguration: Sendable {
     public var demoDirectory: String? = "demo"
     /// How often expired records are purged (housekeeping; correctness never depends on it).
     public var purgeInterval: Duration = .seconds(60)
+    /// How long one step of the purge may hold the store's writer: a pass deletes in steps sized
+    /// to about this, with the writer back to the requests between them (``PurgeService``).
+    public var purgeStepTarget: Duration = .milliseconds(5)
     /// A connection that sends nothing for this long is closed (slow or stalled clients).
     public var idleTimeout: Duration = .seconds(60)
     /// A request body must arrive completely within this time, or the answer is 408.

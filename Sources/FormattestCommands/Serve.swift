@@ -74,6 +74,8 @@ public struct ServeOptions: ParsableArguments {
     @Option(name: .customLong("max-key-age"), help: ServeSettings.help("max-key-age")) var maxKeyAge: String?
     @Option(name: .customLong("idle-timeout"), help: ServeSettings.help("idle-timeout")) var idleTimeout: String?
     @Option(name: .customLong("body-timeout"), help: ServeSettings.help("body-timeout")) var bodyTimeout: String?
+    @Option(name: .customLong("purge-interval"), help: ServeSettings.help("purge-interval")) var purgeInterval: String?
+    @Option(name: .customLong("purge-step-target"), help: ServeSettings.help("purge-step-target")) var purgeStepTarget: String?
     @Flag(name: .customLong("require-valid-receipt"), help: ServeSettings.help("require-valid-receipt")) var requireValidReceipt = false
     @Option(name: .customLong("validation-category"), help: ServeSettings.help("validation-category")) var validationCategories: [String] = []
     @Option(name: .customLong("minimum-bundle-version"), help: ServeSettings.help("minimum-bundle-version")) var minimumBundleVersion: String?
@@ -129,6 +131,8 @@ public struct ServeOptions: ParsableArguments {
             "max-key-age": self.maxKeyAge.map { [$0] } ?? [],
             "idle-timeout": self.idleTimeout.map { [$0] } ?? [],
             "body-timeout": self.bodyTimeout.map { [$0] } ?? [],
+            "purge-interval": self.purgeInterval.map { [$0] } ?? [],
+            "purge-step-target": self.purgeStepTarget.map { [$0] } ?? [],
             "require-valid-receipt": self.requireValidReceipt ? ["true"] : [],
             "validation-category": self.validationCategories,
             "minimum-bundle-version": self.minimumBundleVersion.map { [$0] } ?? [],
@@ -219,6 +223,8 @@ public struct ServeOptions: ParsableArguments {
         configuration.adminListener = plan.adminListener
         configuration.idleTimeout = .milliseconds(Int64((settings.seconds("idle-timeout") ?? 60) * 1000))
         configuration.bodyTimeout = .milliseconds(Int64((settings.seconds("body-timeout") ?? 10) * 1000))
+        configuration.purgeInterval = .milliseconds(Int64((settings.seconds("purge-interval") ?? 60) * 1000))
+        configuration.purgeStepTarget = .microseconds(Int64((settings.seconds("purge-step-target") ?? 0.005) * 1_000_000))
         configuration.flows = FlowConfiguration(
             formPolicy: FormPolicy(maximumAge: settings.seconds("form-max-age") ?? 300, maximumFutureSkew: settings.seconds("form-max-skew") ?? 30),
             formChallengeLifetime: settings.seconds("challenge-lifetime") ?? 120,

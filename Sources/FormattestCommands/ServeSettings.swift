@@ -113,6 +113,14 @@ enum ServeSettings {
         .init("idle-timeout", env: ["FORMATTEST_IDLE_TIMEOUT"], .seconds(0.001...86_400), default: "60", help: "Seconds before a connection that sends nothing is closed"),
         .init("body-timeout", env: ["FORMATTEST_BODY_TIMEOUT"], .seconds(0.001...86_400), default: "10", help: "Seconds a request body may take to arrive (408 after)"),
         .init(
+            "purge-interval", env: ["FORMATTEST_PURGE_INTERVAL"], .seconds(0.1...86_400), default: "60",
+            help: "Seconds between passes that delete expired challenges, form hashes and rate-limit windows"
+        ),
+        .init(
+            "purge-step-target", env: ["FORMATTEST_PURGE_STEP_TARGET"], .seconds(0.0005...1), default: "0.005",
+            help: "Seconds one step of the purge may hold the store's writer (steps are sized to it; requests' writes run between them)"
+        ),
+        .init(
             "require-valid-receipt", env: ["FORMATTEST_REQUIRE_VALID_RECEIPT"], .toggle, default: "false",
             help: "Reject attestations whose receipt does not verify (Apple Root CA - G3)"
         ),

@@ -292,17 +292,45 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
         }
     }
 
-    public func purgeExpired(now: Date) async throws(StoreError) -> Int {
-        try await self.run { () throws -> Int in
+    public func purgeExpired(now: Date, limit: Int) async throws(StoreError) -> Int {
+        // The TTL indexes on `expiresAt` do this work on the server in the background; this is
+        // the bounded fallback (a TTL monitor that lags, or one that is off). Each collection's
+        // oldest expired ids are found through its TTL index and deleted by id, never with an
+        // unbounded multi-document delete; the delete repeats the expiry condition, so a record
+        // taken over in between (a form hash re-recorded) is not deleted.
+        let limit = max(limit, 1)
+        return try await self.run { () throws -> Int in
             var removed = 0
-            for collection in [self.challenges, self.formHashes, self.rateLimits] {
+            for collection in [self.challenges, self.formHashes, self.rateLimits] where removed < limit {
+                let expired: BSONValue = .document([("expiresAt", .document([("$lte", .date(now))]))])
                 let reply = try self.pool.command(
                     .document([
-                        ("delete", .string(collection)),
-                        ("deletes", .array([.document([("q", .document([("expiresAt", .document([("$lte", .date(now))]))])), ("limit", .int32(0))])])),
+                        ("find", .string(collection)),
+                        ("filter", expired),
+                        ("sort", .document([("expiresAt", .int32(1))])),
+                        ("projection", .document([("_id", .int32(1))])),
+                        ("limit", .int32(Int32(clamping: limit - removed))),
+                        ("batchSize", .int32(Int32(clamping: limit - removed))),
                     ])
                 )
-                removed += Int(ExtendedJSON.int64(reply["n"]) ?? 0)
+                let batch = ((reply["cursor"] as? [String: Any])?["firstBatch"] as? [[String: Any]]) ?? []
+                let ids = batch.compactMap { ExtendedJSON.binary($0["_id"]) }.map(BSONValue.binary)
+                guard !ids.isEmpty else { continue }
+                let deleted = try self.pool.command(
+                    .document([
+                        ("delete", .string(collection)),
+                        (
+                            "deletes",
+                            .array([
+                                .document([
+                                    ("q", .document([("_id", .document([("$in", .array(ids))])), ("expiresAt", .document([("$lte", .date(now))]))])),
+                                    ("limit", .int32(0)),
+                                ])
+                            ])
+                        ),
+                    ])
+                )
+                removed += Int(ExtendedJSON.int64(deleted["n"]) ?? 0)
             }
             return removed
         }

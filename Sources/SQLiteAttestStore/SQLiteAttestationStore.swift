@@ -363,14 +363,22 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
         try await self.database.write { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1 }
     }
 
-    public func purgeExpired(now: Date) async throws(StoreError) -> Int {
-        try await self.write { db in
-            try db.execute(sql: "DELETE FROM challenges WHERE expires_at <= ?", arguments: [now.timeIntervalSince1970])
-            var removed = db.changesCount
-            try db.execute(sql: "DELETE FROM form_hashes WHERE expires_at <= ?", arguments: [now.timeIntervalSince1970])
-            removed += db.changesCount
-            try db.execute(sql: "DELETE FROM rate_limits WHERE expires_at <= ?", arguments: [now.timeIntervalSince1970])
-            removed += db.changesCount
+    public func purgeExpired(now: Date, limit: Int) async throws(StoreError) -> Int {
+        // One savepoint of the next group's transaction: a step holds the writer for the time it
+        // takes to delete `limit` rows, found through each table's expiry index; the caller
+        // (the service's purge) sizes the steps and lets other writes in between them.
+        let limit = max(limit, 1)
+        return try await self.write { db in
+            var removed = 0
+            for table in ["challenges", "form_hashes", "rate_limits"] where removed < limit {
+                try db.cachedStatement(
+                    sql: """
+                        DELETE FROM \(table) WHERE rowid IN (
+                            SELECT rowid FROM \(table) WHERE expires_at <= ? ORDER BY expires_at LIMIT ?)
+                        """
+                ).execute(arguments: [now.timeIntervalSince1970, limit - removed])
+                removed += db.changesCount
+            }
             return removed
         }
     }

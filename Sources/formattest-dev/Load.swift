@@ -102,8 +102,15 @@ struct Load: AsyncParsableCommand {
         }
     }
 
+    /// The exact `p`th percentile (nearest rank) of `sorted`; 0 when it is empty.
+    static func percentile(_ p: Double, of sorted: [UInt64]) -> UInt64 {
+        guard !sorted.isEmpty else { return 0 }
+        let rank = Int((p / 100 * Double(sorted.count)).rounded(.up)) - 1
+        return sorted[min(max(rank, 0), sorted.count - 1)]
+    }
+
     /// This process's CPU time (user and system), in microseconds.
-    private static func cpuMicroseconds() -> Int {
+    static func cpuMicroseconds() -> Int {
         var usage = rusage()
         getrusage(RUSAGE_SELF.rawValue, &usage)
         return (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1_000_000 + Int(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec)
@@ -115,11 +122,7 @@ struct Load: AsyncParsableCommand {
     private static func report(_ results: [ConnectionResult], duration: Double, cpuMicroseconds: Int) -> String {
         var latencies = results.flatMap(\.latencies)
         latencies.sort()
-        func percentile(_ p: Double) -> UInt64 {
-            guard !latencies.isEmpty else { return 0 }
-            let rank = Int((p / 100 * Double(latencies.count)).rounded(.up)) - 1
-            return latencies[min(max(rank, 0), latencies.count - 1)]
-        }
+        func percentile(_ p: Double) -> UInt64 { Self.percentile(p, of: latencies) }
         let errors = [
             ("connect", results.filter(\.connectFailed).count),
             ("read", results.reduce(0) { $0 + $1.readErrors }),
@@ -135,14 +138,14 @@ struct Load: AsyncParsableCommand {
     }
 }
 
-/// One request, made before the load starts.
-private struct LoadRequest: Sendable {
+/// One request: made before the load starts (`load`), or as it goes (`soak`).
+struct LoadRequest: Sendable {
     let head: HTTPRequestHead
     let body: ByteBuffer
 }
 
 /// What one connection saw in the window.
-private struct ConnectionResult: Sendable {
+struct ConnectionResult: Sendable {
     /// Microseconds from a request's first byte written to its response's end, for each response
     /// that ended in the window.
     var latencies: [UInt64] = []
@@ -157,25 +160,46 @@ private struct ConnectionResult: Sendable {
     var exhausted = false
 }
 
-/// One connection: sends its requests one at a time, each after the previous one's answer ended.
-/// Confined to its channel's event loop.
-private final class LoadConnection: ChannelInboundHandler {
+/// One connection: sends its requests one at a time, each after the previous one's answer ended
+/// (and, when paced, not before its scheduled time). Confined to its channel's event loop.
+final class LoadConnection: ChannelInboundHandler {
     typealias InboundIn = HTTPClientResponsePart
     typealias OutboundOut = HTTPClientRequestPart
 
-    private let requests: [LoadRequest]
-    private var next = 0
+    /// The next request; `nil` when there is none left.
+    private let source: () -> LoadRequest?
+    /// The time between two scheduled sends; `nil`: each request as soon as the last was answered.
+    private let interval: TimeAmount?
     private var result = ConnectionResult()
     private var status = 0
+    /// When the outstanding request was due: its latency counts from then, so that a slow answer
+    /// that delays the next send is not hidden (no coordinated omission).
     private var sentAt = NIODeadline.uptimeNanoseconds(0)
+    private var nextDue = NIODeadline.uptimeNanoseconds(0)
     private var end = NIODeadline.uptimeNanoseconds(0)
     private var outstanding = false
     private var channel: (any Channel)?
     private var done: EventLoopPromise<ConnectionResult>?
 
-    init(requests: [LoadRequest]) {
-        self.requests = requests
+    /// Sends `requests` in order, as fast as they are answered.
+    convenience init(requests: [LoadRequest]) {
+        var iterator = requests.makeIterator()
+        self.init(source: { iterator.next() }, interval: nil)
         self.result.latencies.reserveCapacity(requests.count)
+    }
+
+    init(source: @escaping () -> LoadRequest?, interval: TimeAmount?) {
+        self.source = source
+        self.interval = interval
+    }
+
+    /// The latencies and status errors since the last call (the soak's per-window figures).
+    func drain() -> (latencies: [UInt64], statusErrors: Int) {
+        defer {
+            self.result.latencies.removeAll(keepingCapacity: true)
+            self.result.statusErrors = 0
+        }
+        return (self.result.latencies, self.result.statusErrors)
     }
 
     /// Starts sending; the future succeeds when the window ended (or the connection failed).
@@ -194,17 +218,24 @@ private final class LoadConnection: ChannelInboundHandler {
     }
 
     private func send() {
-        guard let channel = self.channel else { return }
-        guard self.next < self.requests.count else {
+        guard let channel = self.channel, self.done != nil else { return }
+        if self.interval != nil {
+            let now = NIODeadline.now()
+            if self.nextDue == .uptimeNanoseconds(0) { self.nextDue = now }
+            guard self.nextDue <= now else {
+                channel.eventLoop.assumeIsolated().scheduleTask(deadline: self.nextDue) { self.send() }
+                return
+            }
+        }
+        guard let request = self.source() else {
             // Never resend a body (it would be a replay): stop this connection and say so.
             self.result.exhausted = true
             self.finish()
             return
         }
-        let request = self.requests[self.next]
-        self.next += 1
         self.outstanding = true
-        self.sentAt = .now()
+        self.sentAt = self.interval == nil ? .now() : self.nextDue
+        if let interval = self.interval { self.nextDue = self.nextDue + interval }
         channel.write(HTTPClientRequestPart.head(request.head), promise: nil)
         channel.write(HTTPClientRequestPart.body(.byteBuffer(request.body)), promise: nil)
         channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)

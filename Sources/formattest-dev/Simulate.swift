@@ -7,6 +7,7 @@ import AppAttest
 import AppAttestSimulator
 import ArgumentParser
 import CanonicalJSON
+import Crypto
 import FormAttestForm
 import FormattestCommands
 import FormAttestFlows
@@ -22,7 +23,7 @@ import SwiftASN1
 struct Simulate: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run a flow with a simulated device against a store (development and tests only).",
-        subcommands: [Register.self, Assert.self, PrepareLoad.self, Root.self]
+        subcommands: [Register.self, Assert.self, PrepareLoad.self, Backlog.self, Root.self]
     )
 
     struct Device: ParsableArguments {
@@ -210,6 +211,151 @@ struct Simulate: AsyncParsableCommand {
 
         static func form(user: String, nonce: String, at date: Date) throws -> [UInt8] {
             DemoTransferForm.bytes(username: user, timestamp: RFC3339UTC.format(date), nonce: nonce)
+        }
+    }
+
+    /// Fills a store with what months of traffic leave behind, fast: registered keys, and expired
+    /// replay records and challenges that the service's purge has not deleted yet. For the
+    /// sustained-operation benchmarks and tests (docs/performance.md).
+    ///
+    /// Key `i` is the simulated device's key `i` (`--seed`), registered to user `backlog-i`, so
+    /// that a load generator can sign with it. To stay fast at millions of keys, every key row
+    /// carries key 0's attestation object and receipt (real ones, of real size): the keys assert,
+    /// but an evidence record of one of them would not verify. Forms and challenges are random
+    /// 32-byte values that expired within the hour before now.
+    struct Backlog: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Fill a store with registered simulated keys and expired replay records and challenges."
+        )
+        @OptionGroup var storeOptions: StoreOptions
+
+        @Option(help: "Registered keys (key i of the device, user backlog-i).")
+        var keys = 0
+        @Option(name: .customLong("expired-forms"), help: "Expired replay records (accepted forms whose window has passed).")
+        var expiredForms = 0
+        @Option(help: "Expired challenges.")
+        var challenges = 0
+        @Option(name: .customLong("rate-windows"), help: "Expired rate-limit windows.")
+        var rateWindows = 0
+        @Option var seed: UInt64 = 1
+        @Option(name: .customLong("app-id")) var appID = "ABCDE12345.com.formattest.demo"
+        @Option(help: "Writes in flight at once (the store groups them into transactions).")
+        var concurrency = 1024
+
+        /// What the command prints.
+        struct Summary: Encodable {
+            var keys: Int
+            var expiredForms: Int
+            var challenges: Int
+            var rateWindows: Int
+            var seconds: Double
+        }
+
+        func validate() throws {
+            guard self.keys >= 0, self.expiredForms >= 0, self.challenges >= 0, self.rateWindows >= 0 else {
+                throw ValidationError("--keys, --expired-forms, --challenges and --rate-windows take counts (0 or more)")
+            }
+            guard (1...100_000).contains(self.concurrency) else { throw ValidationError("--concurrency takes 1 to 100000") }
+        }
+
+        func run() async throws {
+            guard let store = try await self.storeOptions.open() as? any StepwiseAttestationStore else {
+                throw UsageError("this store cannot insert keys directly")
+            }
+            let started = ContinuousClock.now
+            let now = Date()
+            if self.keys > 0 { try await self.registerKeys(store, now: now) }
+            try await Self.inParallel(count: self.expiredForms, width: self.concurrency) { index throws(StoreError) in
+                try await store.recordFormHash(ReplayRecord(formHash: Self.value("form", index), expiresAt: Self.expiry(index, now: now)), now: now)
+            }
+            try await Self.inParallel(count: self.challenges, width: self.concurrency) { index throws(StoreError) in
+                try await store.issueChallenge(
+                    IssuedChallenge(
+                        value: Self.value("challenge", index),
+                        purpose: .form,
+                        username: nil,
+                        issuedAt: now.addingTimeInterval(-7200),
+                        expiresAt: Self.expiry(index, now: now)
+                    )
+                )
+            }
+            try await Self.inParallel(count: self.rateWindows, width: self.concurrency) { index throws(StoreError) in
+                _ = try await store.countRequest(
+                    in: RateLimitWindow(id: Self.value("window", index), start: now.addingTimeInterval(-7200), expiresAt: Self.expiry(index, now: now))
+                )
+            }
+            await store.shutdown()
+            let elapsed = started.duration(to: .now)
+            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            let summary = Summary(
+                keys: self.keys,
+                expiredForms: self.expiredForms,
+                challenges: self.challenges,
+                rateWindows: self.rateWindows,
+                seconds: seconds
+            )
+            print(try JSONOutput.string(summary))
+        }
+
+        private func registerKeys(_ store: any StepwiseAttestationStore, now: Date) async throws {
+            let authority = try SimulatedAttestationAuthority()
+            let device = SimulatedDevice(authority: authority, appID: self.appID, seed: self.seed)
+            let verifier = try AppAttestVerifier(policy: authority.policy(appIDs: [self.appID]))
+            let template = device.key(0)
+            let clientDataHash = Self.value("registration", 0)
+            let object = try device.attest(template, clientDataHash: clientDataHash, at: now)
+            let attested = try await verifier.verifyAttestation(object, keyID: template.keyID, clientDataHash: clientDataHash, at: now)
+            let keys = self.keys
+            let appID = self.appID
+            try await Self.inParallel(count: keys, width: self.concurrency) { index throws(StoreError) in
+                let key = device.key(index)
+                try await store.insertKey(
+                    StoredKey(
+                        keyID: key.keyID,
+                        username: "backlog-\(index)",
+                        publicKey: Array(key.publicKey.x963Representation),
+                        counter: 0,
+                        appID: appID,
+                        environment: attested.environment,
+                        receipt: attested.receipt,
+                        createdAt: now,
+                        lastUsed: now,
+                        attestation: KeyAttestation(object: object, clientDataHash: clientDataHash)
+                    )
+                )
+            }
+        }
+
+        /// A value of 32 bytes, the same for the same kind and index.
+        static func value(_ kind: String, _ index: Int) -> [UInt8] {
+            Array(SHA256.hash(data: Array("formattest-backlog-\(kind)-\(index)".utf8)))
+        }
+
+        /// Expired within the hour before `now`, spread over it.
+        static func expiry(_ index: Int, now: Date) -> Date {
+            now.addingTimeInterval(-1 - Double(index % 3600))
+        }
+
+        /// Runs `body` for 0..<count with at most `width` calls in flight.
+        static func inParallel(
+            count: Int,
+            width: Int,
+            _ body: @escaping @Sendable (Int) async throws(StoreError) -> Void
+        ) async throws {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                var next = 0
+                while next < min(width, count) {
+                    let index = next
+                    group.addTask { try await body(index) }
+                    next += 1
+                }
+                while try await group.next() != nil {
+                    guard next < count else { continue }
+                    let index = next
+                    group.addTask { try await body(index) }
+                    next += 1
+                }
+            }
         }
     }
 }

@@ -23,6 +23,9 @@ actor WriteFailingStore: OperationalAttestationStore {
 
     func setFailing(_ failing: Bool) { self.failing = failing }
 
+    /// Each purge step's limit and what it deleted, in order.
+    private(set) var purgeSteps: [(limit: Int, deleted: Int)] = []
+
     private func write() throws(StoreError) {
         if self.failing { throw StoreError(code: .unavailable, reason: Self.leakyReason) }
     }
@@ -64,9 +67,11 @@ actor WriteFailingStore: OperationalAttestationStore {
         try self.write()
         try await self.inner.commitAssertion(commit)
     }
-    func purgeExpired(now: Date) async throws(StoreError) -> Int {
+    func purgeExpired(now: Date, limit: Int) async throws(StoreError) -> Int {
         try self.write()
-        return try await self.inner.purgeExpired(now: now)
+        let deleted = try await self.inner.purgeExpired(now: now, limit: limit)
+        self.purgeSteps.append((limit, deleted))
+        return deleted
     }
     func shutdown() async { await self.inner.shutdown() }
 }

@@ -82,6 +82,8 @@ public enum StoreContract {
         ("the last signals round-trip and move with the counter, all or nothing", lastSignals),
         ("a key's registering attestation round-trips and outlives every update", keyAttestation),
         ("reads ignore expired records; purge deletes only them", expiry),
+        ("purge works in bounded steps and never touches a live record", boundedPurge),
+        ("a purge step takes the oldest expiries first", boundedPurgeOrder),
         ("N concurrent submissions of one form: exactly one accepted", concurrentSameForm),
         ("concurrent distinct counters: the maximum wins, none accepted twice", concurrentCounters),
         ("a challenge consumed concurrently has exactly one winner", concurrentChallenge),
@@ -383,9 +385,59 @@ public enum StoreContract {
         await expect(.challengeInvalid) { try await store.consumeChallenge(ChallengeClaim(value: challenge(1).value, purpose: .form, username: "alice"), now: later) }
         try await store.recordFormHash(ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(2 * hour)), now: later)
         // Purge at t0+3h deletes hash(1) (expires t0+2h) and challenge(1), nothing else.
-        #expect(try await store.purgeExpired(now: t0.addingTimeInterval(3 * hour)) == 2)
+        #expect(try await store.purgeExpired(now: t0.addingTimeInterval(3 * hour), limit: 100) == 2)
         await expect(.replay) { try await store.recordFormHash(ReplayRecord(formHash: hash(2), expiresAt: t0.addingTimeInterval(100 * hour)), now: later) }
         try await store.consumeChallenge(ChallengeClaim(value: challenge(2).value, purpose: .form, username: "alice"), now: later)
+    }
+
+    static func boundedPurge(_ make: Factory) async throws {
+        let store = try await make()
+        // 7 expired challenges, 11 expired form hashes and 5 expired rate-limit windows, beside
+        // live ones of each kind; expiries spread so that "oldest first" is observable.
+        for index in 1...7 { try await store.issueChallenge(challenge(UInt8(100 + index), lifetime: Double(index) * 60)) }
+        try await store.issueChallenge(challenge(120, lifetime: 100 * hour))
+        for index in 1...11 {
+            try await store.recordFormHash(ReplayRecord(formHash: hash(UInt8(100 + index)), expiresAt: t0.addingTimeInterval(Double(index) * 60)), now: t0)
+        }
+        try await store.recordFormHash(ReplayRecord(formHash: hash(120), expiresAt: t0.addingTimeInterval(100 * hour)), now: t0)
+        for index in 1...5 {
+            _ = try await store.countRequest(in: RateLimitWindow(id: hash(UInt8(130 + index)), start: t0, expiresAt: t0.addingTimeInterval(Double(index) * 60)))
+        }
+        let live = RateLimitWindow(id: hash(140), start: t0, expiresAt: t0.addingTimeInterval(100 * hour))
+        _ = try await store.countRequest(in: live)
+        let purgeTime = t0.addingTimeInterval(hour)
+        // Steps of 4: never more than the limit, until a step comes back short.
+        var steps: [Int] = []
+        while true {
+            let deleted = try await store.purgeExpired(now: purgeTime, limit: 4)
+            #expect(deleted <= 4)
+            steps.append(deleted)
+            if deleted < 4 { break }
+            #expect(steps.count < 20, "the purge does not end")
+            if steps.count >= 20 { break }
+        }
+        #expect(steps == [4, 4, 4, 4, 4, 3], "\(steps)")
+        #expect(try await store.purgeExpired(now: purgeTime, limit: 4) == 0)
+        // Live records of every kind survived: the challenge is usable, the hash still refuses,
+        // the window counts on.
+        try await store.consumeChallenge(ChallengeClaim(value: challenge(120).value, purpose: .form, username: "alice"), now: purgeTime)
+        await expect(.replay) {
+            try await store.recordFormHash(ReplayRecord(formHash: hash(120), expiresAt: t0.addingTimeInterval(100 * hour)), now: purgeTime)
+        }
+        #expect(try await store.countRequest(in: live) == 2)
+        // An expired window was deleted: counting in it starts again at 1.
+        #expect(try await store.countRequest(in: RateLimitWindow(id: hash(131), start: t0, expiresAt: t0.addingTimeInterval(60))) == 1)
+    }
+
+    static func boundedPurgeOrder(_ make: Factory) async throws {
+        let store = try await make()
+        // Six challenges expiring at t0 + 1, 2, ... 6 minutes, all expired at t0 + 10 min.
+        for index in 1...6 { try await store.issueChallenge(challenge(UInt8(100 + index), lifetime: Double(index) * 60)) }
+        #expect(try await store.purgeExpired(now: t0.addingTimeInterval(600), limit: 3) == 3)
+        // The step took the three that expired first: as of t0 + 3.5 min nothing expired is left
+        // (any other three would leave one of the first three behind).
+        #expect(try await store.purgeExpired(now: t0.addingTimeInterval(210), limit: 100) == 0)
+        #expect(try await store.purgeExpired(now: t0.addingTimeInterval(600), limit: 100) == 3)
     }
 
     static let concurrency = 24
@@ -484,7 +536,7 @@ public enum StoreContract {
         await expect(.unavailable) { try await store.consumeChallenge(ChallengeClaim(value: challenge(1).value, purpose: .form, username: "alice"), now: t0) }
         await expect(.unavailable) { try await store.recordFormHash(ReplayRecord(formHash: hash(2), expiresAt: t0.addingTimeInterval(hour)), now: t0) }
         await expect(.unavailable) { try await store.revokeKey(keyID: key(1).keyID, at: t0) }
-        await expect(.unavailable) { _ = try await store.purgeExpired(now: t0) }
+        await expect(.unavailable) { _ = try await store.purgeExpired(now: t0, limit: 100) }
         await expect(.unavailable) {
             try await store.commitRegistration(
                 RegistrationCommit(key: key(3), replay: ReplayRecord(formHash: hash(3), expiresAt: t0.addingTimeInterval(hour)), challenges: [], now: t0)

@@ -156,13 +156,26 @@ public actor MemoryAttestationStore: StepwiseAttestationStore {
         self.keys[commit.keyID] = key
     }
 
-    public func purgeExpired(now: Date) throws(StoreError) -> Int {
+    public func purgeExpired(now: Date, limit: Int) throws(StoreError) -> Int {
         try self.check()
-        let before = self.challenges.count + self.replays.count
-        self.challenges = self.challenges.filter { $0.value.challenge.expiresAt > now }
-        self.replays = self.replays.filter { $0.value > now }
-        self.rateWindows = self.rateWindows.filter { $0.key.expiresAt > now }
-        return before - self.challenges.count - self.replays.count
+        var budget = max(limit, 1)
+        // Oldest expiry first in each table, challenges, form hashes, then rate-limit windows (as
+        // the SQLite store takes them).
+        for value in self.challenges.filter({ $0.value.challenge.expiresAt <= now })
+            .sorted(by: { $0.value.challenge.expiresAt < $1.value.challenge.expiresAt }).prefix(budget).map(\.key)
+        {
+            self.challenges[value] = nil
+            budget -= 1
+        }
+        for hash in self.replays.filter({ $0.value <= now }).sorted(by: { $0.value < $1.value }).prefix(budget).map(\.key) {
+            self.replays[hash] = nil
+            budget -= 1
+        }
+        for window in self.rateWindows.keys.filter({ $0.expiresAt <= now }).sorted(by: { $0.expiresAt < $1.expiresAt }).prefix(budget) {
+            self.rateWindows[window] = nil
+            budget -= 1
+        }
+        return max(limit, 1) - budget
     }
 
     private func validate(_ claims: [ChallengeClaim], now: Date) throws(StoreError) {

@@ -25,9 +25,17 @@ public protocol OperationalAttestationStore: AttestationStore {
     /// - Throws: ``StoreError/Code/replay`` when an unexpired record with this hash exists.
     func recordFormHash(_ record: ReplayRecord, now: Date) async throws(StoreError)
 
-    /// Deletes records that expired before `now` (housekeeping only; reads already ignore them).
-    /// - Returns: how many records were deleted.
-    func purgeExpired(now: Date) async throws(StoreError) -> Int
+    /// Deletes at most `limit` records that expired at or before `now`, in one short atomic step
+    /// (housekeeping only; reads already ignore expired records).
+    ///
+    /// The bound is what keeps housekeeping off the request path: a store that has to delete a
+    /// large backlog does it in many small steps, between which other writes run (the service's
+    /// purge calls this until a step deletes fewer than `limit`). Records are taken oldest expiry
+    /// first, challenges, then form hashes, then rate-limit windows; no live record is ever
+    /// deleted, and a step that fails deletes nothing.
+    /// - Parameter limit: the most records one call deletes, in all tables together (at least 1).
+    /// - Returns: how many records were deleted (fewer than `limit`: no expired record is left).
+    func purgeExpired(now: Date, limit: Int) async throws(StoreError) -> Int
 
     /// Closes the store: lets the calls already running finish, then releases what the store
     /// holds (connections, the client pool, the database file). Every later call throws

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The soak benchmark (docs/performance.md, "Sustained operation"): a release server on SQLite
+# with a short form window, so that replay records expire and are purged during the run, under
+# `formattest-dev soak`, which signs fresh forms as it goes. Optionally starts from a backlog of
+# expired records (the purge's worst case) and a store of many keys.
+#
+# usage: benchmarks/soak/run.sh [SECONDS] [RATE]       RATE 0 (default): saturation
+# environment: FORMATTEST_BINARY (a built release formattest; the formattest-dev beside it is used),
+#   FORMATTEST_SOAK_KEYS (registered keys, default 64), FORMATTEST_SOAK_BACKLOG (expired replay
+#   records to start with, default 0), FORMATTEST_SOAK_CONNECTIONS (default 4),
+#   FORMATTEST_SOAK_WINDOW (seconds per reported line, default 60), FORMATTEST_SOAK_FORM_MAX_AGE
+#   (the form window in seconds, default 60), FORMATTEST_SOAK_OUT (the JSON lines, default
+#   ./soak.jsonl), FORMATTEST_SOAK_PORT (default 18090).
+# Prints the server's purge log lines on stderr at the end; plot with benchmarks/soak/plot.py.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+seconds="${1:-600}"
+rate="${2:-0}"
+keys="${FORMATTEST_SOAK_KEYS:-64}"
+backlog="${FORMATTEST_SOAK_BACKLOG:-0}"
+connections="${FORMATTEST_SOAK_CONNECTIONS:-4}"
+window="${FORMATTEST_SOAK_WINDOW:-60}"
+max_age="${FORMATTEST_SOAK_FORM_MAX_AGE:-60}"
+out="${FORMATTEST_SOAK_OUT:-$PWD/soak.jsonl}"
+port="${FORMATTEST_SOAK_PORT:-18090}"
+say() { printf '[soak] %s\n' "$*" >&2; }
+
+if [ -n "${FORMATTEST_BINARY:-}" ]; then
+    binary="$(cd "$(dirname "$FORMATTEST_BINARY")" && pwd)/$(basename "$FORMATTEST_BINARY")"
+else
+    say "building the release binaries (swift build -c release) ..."
+    (cd "$root" && swift build -c release --product formattest >/dev/null && swift build -c release --product formattest-dev >/dev/null)
+    binary="$root/.build/release/formattest"
+fi
+dev_binary="$(dirname "$binary")/formattest-dev"
+work=$(mktemp -d)
+server=""
+trap '[ -n "$server" ] && kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
+database="$work/store.sqlite"
+
+say "filling the store: $keys keys, $backlog expired replay records"
+"$dev_binary" simulate backlog --store "sqlite:$database" --keys "$keys" --expired-forms "$backlog" >&2
+"$dev_binary" simulate root > "$work/root.pem"
+
+"$binary" serve --port "$port" --store "sqlite:$database" --root "$work/root.pem" --data-dir "$work" \
+    --insecure-no-caller-auth --log-level notice --form-max-age "$max_age" --form-max-skew 5 \
+    2> "$work/server.log" &
+server=$!
+for _ in $(seq 1 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+    sleep 0.1
+done
+
+say "soak: ${seconds}s, rate ${rate} (0: saturation), $connections connections, form window ${max_age}s"
+"$dev_binary" soak --port "$port" --keys "$keys" --connections "$connections" --duration "$seconds" --rate "$rate" \
+    --window "$window" --server-pid "$server" --database "$database" | tee "$out"
+kill "$server"
+wait "$server" 2>/dev/null || true
+server=""
+grep "purged expired records" "$work/server.log" >&2 || say "no purge pass logged"
+say "wrote $out"
