@@ -14,8 +14,9 @@ import ServiceLifecycle
 /// correctness.
 ///
 /// A pass deletes in small steps (``OperationalAttestationStore/purgeExpired(now:limit:)``), each
-/// sized by ``PurgePacer`` to hold the store's writer for about ``PurgePacer/target``, and rests
-/// between steps as long as the last step took, so requests' writes run in between and the purge
+/// sized by ``PurgePacer`` to hold the store's writer for about ``PurgePacer/target`` (measured by
+/// the store: the deletion itself, not the wait for the writer or the commit's sync), and rests
+/// between steps as long as the last step held the writer, so requests' writes run in between and the purge
 /// takes at most about half of the writer's time. A backlog of any size (a store that was down, a
 /// first start over an old database) is worked off in one pass, at that pace, without a long
 /// transaction that every request would wait behind.
@@ -55,31 +56,29 @@ package struct PurgeService: Service {
     /// the pass's start).
     package func pass(_ pacer: inout PurgePacer) async throws {
         let now = self.now()
-        let clock = ContinuousClock()
-        let started = clock.now
+        let started = ContinuousClock.now
         var removed = 0
         var steps = 0
         var longest = Duration.zero
         while !Task.isCancelled {
             let limit = pacer.limit
-            let stepStarted = clock.now
-            let deleted: Int
+            let step: PurgeStep
             do {
-                deleted = try await self.store.purgeExpired(now: now, limit: limit)
+                step = try await self.store.purgeExpired(now: now, limit: limit)
             } catch {
                 self.logger.warning("purge failed; will retry", metadata: ["code": "\(error.code)"])
                 return
             }
-            let elapsed = stepStarted.duration(to: clock.now)
-            pacer.record(deleted: deleted, limit: limit, elapsed: elapsed)
-            Timer(label: "formattest_purge_step_seconds").recordNanoseconds(Self.nanoseconds(elapsed))
-            Counter(label: "formattest_purged_records_total").increment(by: deleted)
-            removed += deleted
+            pacer.record(deleted: step.deleted, limit: limit, elapsed: step.duration)
+            Timer(label: "formattest_purge_step_seconds").recordNanoseconds(Self.nanoseconds(step.duration))
+            Counter(label: "formattest_purged_records_total").increment(by: step.deleted)
+            removed += step.deleted
             steps += 1
-            longest = max(longest, elapsed)
-            guard deleted == limit else { break }
-            // The writer goes back to the requests for as long as the step held it.
-            try await Task.sleep(for: elapsed)
+            longest = max(longest, step.duration)
+            guard step.deleted == limit else { break }
+            // The writer goes back to the requests for as long as the step held it: the purge
+            // takes at most about half of the writer's time, whatever the backlog.
+            try await Task.sleep(for: step.duration)
         }
         guard removed > 0 else { return }
         // Notice, not info: one line a pass that found work, what an operator watches for.
@@ -87,7 +86,7 @@ package struct PurgeService: Service {
             "purged expired records",
             metadata: [
                 "count": "\(removed)", "steps": "\(steps)", "longest_step_ms": "\(Self.milliseconds(longest))",
-                "duration_ms": "\(Self.milliseconds(started.duration(to: clock.now)))", "next_step_limit": "\(pacer.limit)",
+                "duration_ms": "\(Self.milliseconds(started.duration(to: .now)))", "next_step_limit": "\(pacer.limit)",
             ]
         )
     }

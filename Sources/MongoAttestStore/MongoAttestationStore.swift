@@ -292,14 +292,15 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
         }
     }
 
-    public func purgeExpired(now: Date, limit: Int) async throws(StoreError) -> Int {
+    public func purgeExpired(now: Date, limit: Int) async throws(StoreError) -> PurgeStep {
         // The TTL indexes on `expiresAt` do this work on the server in the background; this is
         // the bounded fallback (a TTL monitor that lags, or one that is off). Each collection's
         // oldest expired ids are found through its TTL index and deleted by id, never with an
         // unbounded multi-document delete; the delete repeats the expiry condition, so a record
         // taken over in between (a form hash re-recorded) is not deleted.
         let limit = max(limit, 1)
-        return try await self.run { () throws -> Int in
+        return try await self.run { () throws -> PurgeStep in
+            let started = ContinuousClock.now
             var removed = 0
             for collection in [self.challenges, self.formHashes, self.rateLimits] where removed < limit {
                 let expired: BSONValue = .document([("expiresAt", .document([("$lte", .date(now))]))])
@@ -332,7 +333,7 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
                 )
                 removed += Int(ExtendedJSON.int64(deleted["n"]) ?? 0)
             }
-            return removed
+            return PurgeStep(deleted: removed, duration: started.duration(to: .now))
         }
     }
 

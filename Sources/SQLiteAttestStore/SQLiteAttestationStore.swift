@@ -363,12 +363,13 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
         try await self.database.write { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1 }
     }
 
-    public func purgeExpired(now: Date, limit: Int) async throws(StoreError) -> Int {
+    public func purgeExpired(now: Date, limit: Int) async throws(StoreError) -> PurgeStep {
         // One savepoint of the next group's transaction: a step holds the writer for the time it
         // takes to delete `limit` rows, found through each table's expiry index; the caller
         // (the service's purge) sizes the steps and lets other writes in between them.
         let limit = max(limit, 1)
         return try await self.write { db in
+            let started = ContinuousClock.now
             var removed = 0
             for table in ["challenges", "form_hashes", "rate_limits"] where removed < limit {
                 try db.cachedStatement(
@@ -379,7 +380,7 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
                 ).execute(arguments: [now.timeIntervalSince1970, limit - removed])
                 removed += db.changesCount
             }
-            return removed
+            return PurgeStep(deleted: removed, duration: started.duration(to: .now))
         }
     }
 

@@ -67,11 +67,11 @@ actor WriteFailingStore: OperationalAttestationStore {
         try self.write()
         try await self.inner.commitAssertion(commit)
     }
-    func purgeExpired(now: Date, limit: Int) async throws(StoreError) -> Int {
+    func purgeExpired(now: Date, limit: Int) async throws(StoreError) -> PurgeStep {
         try self.write()
-        let deleted = try await self.inner.purgeExpired(now: now, limit: limit)
-        self.purgeSteps.append((limit, deleted))
-        return deleted
+        let step = try await self.inner.purgeExpired(now: now, limit: limit)
+        self.purgeSteps.append((limit, step.deleted))
+        return step
     }
     func shutdown() async { await self.inner.shutdown() }
 }

@@ -63,7 +63,7 @@ struct PurgeServiceTests {
         #expect(steps.map(\.limit) == Array(repeating: 64, count: 16))
         #expect(steps.map(\.deleted) == Array(repeating: 64, count: 15) + [40])
         #expect(try await inner.isFormHashRecorded(live, now: now))
-        #expect(try await inner.purgeExpired(now: now, limit: 10_000) == 0)
+        #expect(try await inner.purgeExpired(now: now, limit: 10_000).deleted == 0)
 
         // Nothing left: the next pass is one short step.
         try await service.pass(&pacer)
@@ -82,6 +82,6 @@ struct PurgeServiceTests {
         try await service.pass(&pacer)
         #expect(await store.purgeSteps.isEmpty)
         await store.setFailing(false)
-        #expect(try await inner.purgeExpired(now: now, limit: 10) == 1)
+        #expect(try await inner.purgeExpired(now: now, limit: 10).deleted == 1)
     }
 }

@@ -131,6 +131,7 @@ struct SustainedOperationTests {
         let log = server.finish().stderr
         let passes = log.split(separator: "\n").filter { $0.contains("purged expired records") }
         try #require(!passes.isEmpty, "no purge pass was logged: \(log)")
+        for pass in passes { print("purge pass:", pass) }
         let counts = passes.compactMap { Self.field("count", in: $0) }
         let steps = passes.compactMap { Self.field("steps", in: $0) }
         let longest = passes.compactMap { Self.field("longest_step_ms", in: $0) }

@@ -385,7 +385,7 @@ public enum StoreContract {
         await expect(.challengeInvalid) { try await store.consumeChallenge(ChallengeClaim(value: challenge(1).value, purpose: .form, username: "alice"), now: later) }
         try await store.recordFormHash(ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(2 * hour)), now: later)
         // Purge at t0+3h deletes hash(1) (expires t0+2h) and challenge(1), nothing else.
-        #expect(try await store.purgeExpired(now: t0.addingTimeInterval(3 * hour), limit: 100) == 2)
+        #expect(try await store.purgeExpired(now: t0.addingTimeInterval(3 * hour), limit: 100).deleted == 2)
         await expect(.replay) { try await store.recordFormHash(ReplayRecord(formHash: hash(2), expiresAt: t0.addingTimeInterval(100 * hour)), now: later) }
         try await store.consumeChallenge(ChallengeClaim(value: challenge(2).value, purpose: .form, username: "alice"), now: later)
     }
@@ -409,7 +409,7 @@ public enum StoreContract {
         // Steps of 4: never more than the limit, until a step comes back short.
         var steps: [Int] = []
         while true {
-            let deleted = try await store.purgeExpired(now: purgeTime, limit: 4)
+            let deleted = try await store.purgeExpired(now: purgeTime, limit: 4).deleted
             #expect(deleted <= 4)
             steps.append(deleted)
             if deleted < 4 { break }
@@ -417,7 +417,7 @@ public enum StoreContract {
             if steps.count >= 20 { break }
         }
         #expect(steps == [4, 4, 4, 4, 4, 3], "\(steps)")
-        #expect(try await store.purgeExpired(now: purgeTime, limit: 4) == 0)
+        #expect(try await store.purgeExpired(now: purgeTime, limit: 4).deleted == 0)
         // Live records of every kind survived: the challenge is usable, the hash still refuses,
         // the window counts on.
         try await store.consumeChallenge(ChallengeClaim(value: challenge(120).value, purpose: .form, username: "alice"), now: purgeTime)
@@ -433,11 +433,11 @@ public enum StoreContract {
         let store = try await make()
         // Six challenges expiring at t0 + 1, 2, ... 6 minutes, all expired at t0 + 10 min.
         for index in 1...6 { try await store.issueChallenge(challenge(UInt8(100 + index), lifetime: Double(index) * 60)) }
-        #expect(try await store.purgeExpired(now: t0.addingTimeInterval(600), limit: 3) == 3)
+        #expect(try await store.purgeExpired(now: t0.addingTimeInterval(600), limit: 3).deleted == 3)
         // The step took the three that expired first: as of t0 + 3.5 min nothing expired is left
         // (any other three would leave one of the first three behind).
-        #expect(try await store.purgeExpired(now: t0.addingTimeInterval(210), limit: 100) == 0)
-        #expect(try await store.purgeExpired(now: t0.addingTimeInterval(600), limit: 100) == 3)
+        #expect(try await store.purgeExpired(now: t0.addingTimeInterval(210), limit: 100).deleted == 0)
+        #expect(try await store.purgeExpired(now: t0.addingTimeInterval(600), limit: 100).deleted == 3)
     }
 
     static let concurrency = 24

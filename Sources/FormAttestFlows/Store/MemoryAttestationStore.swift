@@ -156,8 +156,9 @@ public actor MemoryAttestationStore: StepwiseAttestationStore {
         self.keys[commit.keyID] = key
     }
 
-    public func purgeExpired(now: Date, limit: Int) throws(StoreError) -> Int {
+    public func purgeExpired(now: Date, limit: Int) throws(StoreError) -> PurgeStep {
         try self.check()
+        let started = ContinuousClock.now
         var budget = max(limit, 1)
         // Oldest expiry first in each table, challenges, form hashes, then rate-limit windows (as
         // the SQLite store takes them).
@@ -175,7 +176,7 @@ public actor MemoryAttestationStore: StepwiseAttestationStore {
             self.rateWindows[window] = nil
             budget -= 1
         }
-        return max(limit, 1) - budget
+        return PurgeStep(deleted: max(limit, 1) - budget, duration: started.duration(to: .now))
     }
 
     private func validate(_ claims: [ChallengeClaim], now: Date) throws(StoreError) {

@@ -34,12 +34,28 @@ public protocol OperationalAttestationStore: AttestationStore {
     /// first, challenges, then form hashes, then rate-limit windows; no live record is ever
     /// deleted, and a step that fails deletes nothing.
     /// - Parameter limit: the most records one call deletes, in all tables together (at least 1).
-    /// - Returns: how many records were deleted (fewer than `limit`: no expired record is left).
-    func purgeExpired(now: Date, limit: Int) async throws(StoreError) -> Int
+    /// - Returns: how many records were deleted (fewer than `limit`: no expired record is left),
+    ///   and how long the deletion held the writer.
+    func purgeExpired(now: Date, limit: Int) async throws(StoreError) -> PurgeStep
 
     /// Closes the store: lets the calls already running finish, then releases what the store
     /// holds (connections, the client pool, the database file). Every later call throws
     /// ``StoreError/Code/unavailable`` and changes nothing. Idempotent. The HTTP service calls it
     /// when it shuts down, after its servers drained.
     func shutdown() async
+}
+
+/// What one step of ``OperationalAttestationStore/purgeExpired(now:limit:)`` did.
+public struct PurgeStep: Sendable, Hashable {
+    /// The records deleted; fewer than the step's limit: no expired record is left.
+    public var deleted: Int
+    /// How long the deletion itself held the store's writer: not the wait for the writer, nor the
+    /// commit's sync, which the writes of the same transaction share. The service's purge sizes
+    /// its steps, and rests between them, by this.
+    public var duration: Duration
+
+    public init(deleted: Int, duration: Duration) {
+        self.deleted = deleted
+        self.duration = duration
+    }
 }
