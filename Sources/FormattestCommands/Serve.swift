@@ -244,7 +244,16 @@ public struct ServeOptions: ParsableArguments {
         configuration.demoDirectory = plan.demoDirectory
         // The process's metrics: bootstrapped here, once, and rendered by `/metrics`.
         let registry = PrometheusCollectorRegistry()
-        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+        var factory = PrometheusMetricsFactory(registry: registry)
+        // Latency buckets that fit the service: its answers take 0.5 to a few milliseconds, its
+        // purge steps about 5 ms; the library's default starts at 5 ms and would put them all in
+        // one bucket. The alerting rules (deploy/prometheus) read p99 from these.
+        factory.defaultDurationHistogramBuckets = [
+            .microseconds(250), .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(3), .milliseconds(5),
+            .milliseconds(7), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250),
+            .milliseconds(500), .seconds(1), .seconds(2.5), .seconds(10),
+        ]
+        MetricsSystem.bootstrap(factory)
         configuration.metrics = registry
 
         // What this instance is, one fact a line, before it opens the store and listens.
