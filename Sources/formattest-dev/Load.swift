@@ -28,11 +28,7 @@ struct Load: AsyncParsableCommand {
         abstract: "Send pre-signed assert requests over N connections for a duration (benchmarks/http/run.sh's generator)."
     )
 
-    @Option(help: "The server's port (on --host).")
-    var port: Int
-
-    @Option(help: "The server's address.")
-    var host = "127.0.0.1"
+    @OptionGroup var target: LoadTarget
 
     @Option(help: "The directory of bodies-0.json ... bodies-(N-1).json, one request body per line.")
     var bodies: String
@@ -43,13 +39,9 @@ struct Load: AsyncParsableCommand {
     @Option(help: "Seconds of load.")
     var duration: Double
 
-    @Option(help: "The path the bodies are posted to.")
-    var path = "/api/appattest/assert"
-
     func validate() throws {
         guard (1...1024).contains(self.connections) else { throw ValidationError("--connections must be 1 to 1024") }
         guard self.duration > 0, self.duration <= 3600 else { throw ValidationError("--duration must be above 0 and at most 3600 s") }
-        guard (1...65535).contains(self.port) else { throw ValidationError("--port must be 1 to 65535") }
     }
 
     func run() async throws {
@@ -58,31 +50,11 @@ struct Load: AsyncParsableCommand {
         let loop = group.next()
 
         // Every connection opened before the window starts; a refused one counts as a connect error.
-        var channels: [(any Channel)?] = []
-        for connectionRequests in requests {
-            let bootstrap = ClientBootstrap(group: loop)
-                .channelOption(.socketOption(.tcp_nodelay), value: 1)
-                .channelInitializer { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHTTPClientHandlers(leftOverBytesStrategy: .fireError)
-                        try channel.pipeline.syncOperations.addHandler(LoadConnection(requests: connectionRequests))
-                    }
-                }
-            channels.append(try? await bootstrap.connect(host: self.host, port: self.port).get())
-        }
-
+        let opened = await self.target.connect(on: loop, requests.map { connectionRequests in { LoadConnection(requests: connectionRequests) } })
         let duration = TimeAmount.nanoseconds(Int64(self.duration * 1e9))
-        let opened = channels
         let cpuBefore = Self.cpuMicroseconds()
         let results = try await loop.flatSubmit { () -> EventLoopFuture<[ConnectionResult]> in
-            let start = NIODeadline.now()
-            let futures = opened.map { channel -> EventLoopFuture<ConnectionResult> in
-                guard let channel, let connection = try? channel.pipeline.syncOperations.handler(type: LoadConnection.self) else {
-                    return loop.makeSucceededFuture(ConnectionResult(connectFailed: true))
-                }
-                return connection.begin(channel: channel, end: start + duration)
-            }
-            return EventLoopFuture.whenAllSucceed(futures, on: loop)
+            LoadTarget.begin(opened, on: loop, end: NIODeadline.now() + duration)
         }.get()
         let cpu = Self.cpuMicroseconds() - cpuBefore
         try await group.shutdownGracefully()
@@ -94,11 +66,7 @@ struct Load: AsyncParsableCommand {
         let file = URL(fileURLWithPath: self.bodies).appendingPathComponent("bodies-\(index).json")
         guard let data = FileManager.default.contents(atPath: file.path) else { throw UsageError("cannot read \(file.path)") }
         return data.split(separator: UInt8(ascii: "\n")).map { body in
-            let headers: HTTPHeaders = [
-                "Host": "\(self.host):\(self.port)", "Content-Type": "application/json", "Content-Length": "\(body.count)",
-            ]
-            return LoadRequest(
-                head: HTTPRequestHead(version: .http1_1, method: .POST, uri: self.path, headers: headers), body: ByteBuffer(bytes: body))
+            self.target.request(body: ByteBuffer(bytes: body))
         }
     }
 
@@ -135,6 +103,59 @@ struct Load: AsyncParsableCommand {
             + "\"maxMicroseconds\":\(latencies.last ?? 0),"
             + "\"errors\":{\(errors.map { "\"\($0.0)\":\($0.1)" }.joined(separator: ","))},"
             + "\"exhaustedConnections\":\(results.filter(\.exhausted).count),\"cpuMicroseconds\":\(cpuMicroseconds)}"
+    }
+}
+
+/// Where the load goes, shared by `load` and `soak`.
+struct LoadTarget: ParsableArguments {
+    @Option(help: "The server's port (on --host).")
+    var port: Int
+
+    @Option(help: "The server's address.")
+    var host = "127.0.0.1"
+
+    @Option(help: "The path the requests are posted to.")
+    var path = "/api/appattest/assert"
+
+    func validate() throws {
+        guard (1...65535).contains(self.port) else { throw ValidationError("--port must be 1 to 65535") }
+    }
+
+    /// A JSON POST of `body` to the target.
+    func request(body: ByteBuffer) -> LoadRequest {
+        let headers: HTTPHeaders = [
+            "Host": "\(self.host):\(self.port)", "Content-Type": "application/json", "Content-Length": "\(body.readableBytes)",
+        ]
+        return LoadRequest(head: HTTPRequestHead(version: .http1_1, method: .POST, uri: self.path, headers: headers), body: body)
+    }
+
+    /// Opens one connection on `loop` for each handler maker, in order; a refused one is `nil`.
+    func connect(on loop: any EventLoop, _ handlers: [@Sendable () -> LoadConnection]) async -> [(any Channel)?] {
+        var channels: [(any Channel)?] = []
+        for handler in handlers {
+            let bootstrap = ClientBootstrap(group: loop)
+                .channelOption(.socketOption(.tcp_nodelay), value: 1)
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHTTPClientHandlers(leftOverBytesStrategy: .fireError)
+                        try channel.pipeline.syncOperations.addHandler(handler())
+                    }
+                }
+            channels.append(try? await bootstrap.connect(host: self.host, port: self.port).get())
+        }
+        return channels
+    }
+
+    /// Starts every connection at once (on `loop`); succeeds with each one's result when the
+    /// window ends at `end`. A connection that was refused is a connect failure.
+    static func begin(_ channels: [(any Channel)?], on loop: any EventLoop, end: NIODeadline) -> EventLoopFuture<[ConnectionResult]> {
+        let futures = channels.map { channel -> EventLoopFuture<ConnectionResult> in
+            guard let channel, let connection = try? channel.pipeline.syncOperations.handler(type: LoadConnection.self) else {
+                return loop.makeSucceededFuture(ConnectionResult(connectFailed: true))
+            }
+            return connection.begin(channel: channel, end: end)
+        }
+        return EventLoopFuture.whenAllSucceed(futures, on: loop)
     }
 }
 

@@ -35,10 +35,7 @@ struct Soak: AsyncParsableCommand {
         abstract: "Sign and send fresh assert requests for a long run, one JSON line of figures per window (docs/performance.md)."
     )
 
-    @Option(help: "The server's port (on --host).")
-    var port: Int
-    @Option(help: "The server's address.")
-    var host = "127.0.0.1"
+    @OptionGroup var target: LoadTarget
     @Option(help: "Keys registered by `simulate backlog --keys N` with the same --seed (at least --connections).")
     var keys: Int
     @Option var seed: UInt64 = 1
@@ -57,8 +54,6 @@ struct Soak: AsyncParsableCommand {
     var serverPID: Int32?
     @Option(help: "The server's SQLite file (its size and its -wal file's are reported).")
     var database: String?
-    @Option(help: "The path the requests are posted to.")
-    var path = "/api/appattest/assert"
 
     func validate() throws {
         guard (1...1024).contains(self.connections) else { throw ValidationError("--connections must be 1 to 1024") }
@@ -66,7 +61,6 @@ struct Soak: AsyncParsableCommand {
         guard self.duration > 0, self.duration <= 86_400 else { throw ValidationError("--duration must be above 0 and at most 86400 s") }
         guard self.window >= 1, self.window <= self.duration else { throw ValidationError("--window must be 1 s to --duration") }
         guard self.rate >= 0, self.rate <= 1_000_000 else { throw ValidationError("--rate must be 0 to 1000000") }
-        guard (1...65535).contains(self.port) else { throw ValidationError("--port must be 1 to 65535") }
     }
 
     /// One window's figures.
@@ -94,29 +88,16 @@ struct Soak: AsyncParsableCommand {
         let loop = group.next()
         let interval = self.rate > 0 ? TimeAmount.nanoseconds(Int64(Double(self.connections) / self.rate * 1e9)) : nil
 
-        var channels: [(any Channel)?] = []
-        for connection in 0..<self.connections {
-            let source = RequestSigner(
+        let signers = (0..<self.connections).map { connection in
+            RequestSigner(
                 device: device,
                 keyIndexes: Array(stride(from: connection, to: self.keys, by: self.connections)),
                 firstCounter: self.firstCounter,
                 connection: connection,
-                host: self.host,
-                port: self.port,
-                path: self.path
+                target: self.target
             )
-            let bootstrap = ClientBootstrap(group: loop)
-                .channelOption(.socketOption(.tcp_nodelay), value: 1)
-                .channelInitializer { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHTTPClientHandlers(leftOverBytesStrategy: .fireError)
-                        try channel.pipeline.syncOperations.addHandler(LoadConnection(source: { source.next() }, interval: interval))
-                    }
-                }
-            channels.append(try? await bootstrap.connect(host: self.host, port: self.port).get())
         }
-
-        let opened = channels
+        let opened = await self.target.connect(on: loop, signers.map { signer in { LoadConnection(source: { signer.next() }, interval: interval) } })
         let duration = TimeAmount.nanoseconds(Int64(self.duration * 1e9))
         let windowLength = TimeAmount.nanoseconds(Int64(self.window * 1e9))
         let windows = SoakWindows(channels: opened, sampler: ServerSampler(pid: self.serverPID, database: self.database), window: self.window)
@@ -128,13 +109,7 @@ struct Soak: AsyncParsableCommand {
                 windows.report()
                 if NIODeadline.now() >= start + duration { task.cancel() }
             }
-            let futures = opened.map { channel -> EventLoopFuture<ConnectionResult> in
-                guard let channel, let connection = try? channel.pipeline.syncOperations.handler(type: LoadConnection.self) else {
-                    return loop.makeSucceededFuture(ConnectionResult(connectFailed: true))
-                }
-                return connection.begin(channel: channel, end: start + duration)
-            }
-            return EventLoopFuture.whenAllSucceed(futures, on: loop)
+            return LoadTarget.begin(opened, on: loop, end: start + duration)
         }.get()
         // The last window's line is printed once every connection has ended.
         try await Task.sleep(for: .milliseconds(100))
@@ -212,9 +187,9 @@ private final class RequestSigner: @unchecked Sendable {
     private var counters: [UInt32]
     private var sent = 0
     private let connection: Int
-    private let headers: (host: String, path: String)
+    private let target: LoadTarget
 
-    init(device: SimulatedDevice, keyIndexes: [Int], firstCounter: UInt32, connection: Int, host: String, port: Int, path: String) {
+    init(device: SimulatedDevice, keyIndexes: [Int], firstCounter: UInt32, connection: Int, target: LoadTarget) {
         self.device = device
         self.keys = keyIndexes.map { index in
             let key = device.key(index)
@@ -222,7 +197,7 @@ private final class RequestSigner: @unchecked Sendable {
         }
         self.counters = Array(repeating: firstCounter, count: keyIndexes.count)
         self.connection = connection
-        self.headers = ("\(host):\(port)", path)
+        self.target = target
     }
 
     func next() -> LoadRequest? {
@@ -247,11 +222,7 @@ private final class RequestSigner: @unchecked Sendable {
                 ("form", parsed),
             ])
         ).canonicalBytes
-        let headers: HTTPHeaders = ["Host": self.headers.host, "Content-Type": "application/json", "Content-Length": "\(body.count)"]
-        return LoadRequest(
-            head: HTTPRequestHead(version: .http1_1, method: .POST, uri: self.headers.path, headers: headers),
-            body: ByteBuffer(bytes: body)
-        )
+        return self.target.request(body: ByteBuffer(bytes: body))
     }
 }
 
