@@ -194,7 +194,7 @@ enum ServeSettings {
             help: "Return each accepted form's signed evidence record in its answer; implies require-valid-receipt"
         ),
         .init(
-            "min-free-space", env: ["FORMATTEST_MIN_FREE_SPACE"], .integer(0...1_000_000_000), default: "256",
+            "min-free-space", env: ["FORMATTEST_MIN_FREE_SPACE"], .integer(0...100_000_000), default: "256",
             help:
                 "Megabytes (10^6 bytes) that must stay free on the filesystems of the SQLite store and the evidence archive; below, new forms and challenges get 507 insufficient_storage and /healthz 503 (0: no guard)"
         ),

@@ -118,8 +118,8 @@ struct HostileStateTests {
 
     @Test("class 5: below min-free-space the service takes no new form (507 insufficient_storage) and /healthz says which filesystem")
     func lowSpace() async throws {
-        // 1 PB free required: no filesystem of this machine has it.
-        let low = try Service(["--min-free-space", "1000000000"])
+        // 100 TB free required (the largest threshold): no filesystem of this machine has it.
+        let low = try Service(["--min-free-space", "100000000"])
         defer { low.stop() }
         try #require(Formattest.waitForListener(port: low.port, process: low.server.process))
         let (challengeStatus, challenge) = try await low.send("GET", "/api/appattest/challenge?username=alice")
@@ -134,7 +134,7 @@ struct HostileStateTests {
         let (healthStatus, health) = try await low.send("GET", "/healthz")
         #expect(healthStatus == 503 && health["status"] as? String == "insufficient_storage", "\(health)")
         #expect((health["path"] as? String)?.isEmpty == false)
-        #expect((health["minimumFreeBytes"] as? Int) == 1_000_000_000_000_000)
+        #expect((health["minimumFreeBytes"] as? Int) == 100_000_000_000_000)
 
         // One thing changed: 1 MB required, and the same requests are taken.
         let roomy = try Service(["--min-free-space", "1"])
