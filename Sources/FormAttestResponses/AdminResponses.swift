@@ -40,18 +40,34 @@ public struct KeyListingResponse: APIResponse, Hashable {
     }
 
     public var username: String
+    /// One page of the user's keys (every key, without paging), oldest first.
     public var keys: [Key]
-    /// Keys neither revoked nor awaiting re-attestation.
+    /// Keys neither revoked nor awaiting re-attestation (of all the user's keys, not the page's).
     public var activeKeys: Int
-    /// Keys created within `registrationWindow` before now.
+    /// Keys created within `registrationWindow` before now (likewise).
     public var recentRegistrations: Int
+    /// Every key of the user, revoked ones included; present on a paged listing.
+    public var totalKeys: Int?
+    /// Pass as `after` for the next page; absent on the last page.
+    public var next: String?
 
+    /// Every key of the user in one listing (the command line's `device-keys list`).
     public init(username: String, keys: [StoredKey], now: Date, registrationWindow: TimeInterval = 30 * 86_400) {
         let since = now.addingTimeInterval(-registrationWindow)
         self.username = username
         self.keys = keys.map(Key.init)
         self.activeKeys = keys.filter { $0.revokedAt == nil && !$0.reattestationRequired }.count
         self.recentRegistrations = keys.filter { $0.createdAt >= since }.count
+    }
+
+    /// One page of a user's keys, with the counts the store made of all of them.
+    public init(username: String, page: [StoredKey], activeKeys: Int, recentRegistrations: Int, totalKeys: Int, next: [UInt8]?) {
+        self.username = username
+        self.keys = page.map(Key.init)
+        self.activeKeys = activeKeys
+        self.recentRegistrations = recentRegistrations
+        self.totalKeys = totalKeys
+        self.next = next.map(Base64URL.encode)
     }
 }
 

@@ -70,9 +70,25 @@ public struct ErrorResponse: APIResponse, Hashable {
 public struct HealthResponse: APIResponse, Hashable {
     public static let schemaName = "Health"
 
+    /// `ok`, `store_unavailable`, or `insufficient_storage` (no new form is taken).
     public var status: String
+    /// With `insufficient_storage`: the directory whose filesystem is low.
+    public var path: String?
+    /// With `insufficient_storage`: the bytes available there (absent: it could not be examined).
+    public var availableBytes: UInt64?
+    /// With `insufficient_storage`: the threshold (`min-free-space`).
+    public var minimumFreeBytes: UInt64?
 
     public init(storeAvailable: Bool) {
         self.status = storeAvailable ? "ok" : "store_unavailable"
+    }
+
+    /// The store answers, but a filesystem is below the free-space threshold.
+    public init(insufficientStoragePath path: String, availableBytes: UInt64?, minimumFreeBytes: UInt64) {
+        self.status = "insufficient_storage"
+        self.path = path
+        // JSON numbers are exact to 2^53 bytes (8 PiB): more is reported as that much.
+        self.availableBytes = availableBytes.map { min($0, 1 << 53) }
+        self.minimumFreeBytes = min(minimumFreeBytes, 1 << 53)
     }
 }

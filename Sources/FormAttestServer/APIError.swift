@@ -105,6 +105,13 @@ public struct APIError: HTTPResponseError, Sendable {
         }
     }
 
+    /// 507: the disk that holds the store or the evidence is below its free-space threshold; no
+    /// new form is taken until an operator makes room (nothing was changed).
+    static let insufficientStorage = APIError(
+        status: .init(code: 507, reasonPhrase: "Insufficient Storage"), code: "insufficient_storage",
+        message: "the service is low on storage and takes no new forms; nothing was changed; retry later"
+    )
+
     /// An unexpected error: 500, saying nothing internal (the log has it).
     static let internalError = APIError(status: .internalServerError, code: "internal_error", message: "internal error")
 

@@ -36,14 +36,52 @@ struct AdminController {
             throw APIError.invalidRequest("the username is not percent-encoded UTF-8")
         }
         try APIError.checkUsername(username)
-        let keys: [StoredKey]
+        // A page at a time (`limit`, default and at most ``maximumPage``), after the key `after`
+        // names; the counts are the store's, of all the user's keys, and read no blob.
+        let limit: Int
+        if let text = request.uri.queryParameters.get("limit") {
+            guard text.utf8.count <= 4, text.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }), let number = Int(text),
+                (1...Self.maximumPage).contains(number)
+            else {
+                throw APIError.invalidRequest("limit must be a whole number from 1 to \(Self.maximumPage)")
+            }
+            limit = number
+        } else {
+            limit = Self.defaultPage
+        }
         do {
-            keys = try await self.store.keys(username: username)
-        } catch {
+            var position: KeyPosition?
+            if let text = request.uri.queryParameters.get("after") {
+                guard let keyID = Base64URL.decode(text), keyID.count == 32 else {
+                    throw APIError.invalidRequest("after must be a keyId (32 bytes, base64url) from the previous page's next")
+                }
+                guard let key = try await self.store.loadKey(keyID: keyID), Array(key.username.utf8) == Array(username.utf8) else {
+                    throw APIError.invalidRequest("after must name one of this user's keys (the previous page's next)")
+                }
+                position = KeyPosition(key)
+            }
+            // One more than the page: whether there is a next one.
+            var page = try await self.store.keys(username: username, after: position, limit: limit + 1)
+            let more = page.count > limit
+            if more { page.removeLast() }
+            let since = self.now().addingTimeInterval(-self.registrationWindow)
+            return try JSONResponse.make(
+                KeyListingResponse(
+                    username: username, page: page,
+                    activeKeys: try await self.store.countKeys(username: username, .active),
+                    recentRegistrations: try await self.store.countKeys(username: username, .createdSince(since)),
+                    totalKeys: try await self.store.countKeys(username: username, .all),
+                    next: more ? page.last?.keyID : nil
+                )
+            )
+        } catch let error as StoreError {
             throw APIError(FlowError(code: .init(error.code), category: .storeUnavailable, reason: error.reason))
         }
-        return try JSONResponse.make(KeyListingResponse(username: username, keys: keys, now: self.now(), registrationWindow: self.registrationWindow))
     }
+
+    /// The listing's page size when `limit` is not given, and its largest.
+    static let defaultPage = 100
+    static let maximumPage = 500
 
     @Sendable func revoke(_ request: Request, context: AppRequestContext) async throws -> Response {
         try self.authorize(request)

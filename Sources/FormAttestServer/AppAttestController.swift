@@ -25,6 +25,10 @@ struct AppAttestController {
     let rateLimiter: RateLimiter
     let evidence: EvidenceRecorder?
     let clock: @Sendable () -> Date
+    /// Assertions per user per window (``ServerConfiguration/assertionsPerUser``).
+    var assertionsPerUser: Int? = nil
+    /// The low-space guard (``ServerConfiguration/storageGuard``).
+    var storageGuard: StorageGuard? = nil
 
     init(flows: FormFlows, formatter: TokenFormatter, rateLimiter: RateLimiter, evidence: EvidenceRecorder?, now: @escaping @Sendable () -> Date) {
         self.flows = flows
@@ -32,6 +36,35 @@ struct AppAttestController {
         self.rateLimiter = rateLimiter
         self.evidence = evidence
         self.clock = now
+    }
+
+    /// Refuses a new form (or challenge) while the store's or the evidence's disk is low.
+    private func checkStorage(_ context: AppRequestContext) async throws {
+        guard let storageGuard = self.storageGuard else { return }
+        if await storageGuard.shortage(logger: context.logger) != nil {
+            throw APIError.insufficientStorage
+        }
+    }
+
+    /// Counts an assertion against its user's window: every assertion, accepted or not (each
+    /// costs a signature check, and an accepted one a replay record and an evidence file).
+    private func checkAssertionBudget(user: String, now: Date, context: AppRequestContext) async throws {
+        guard let limit = self.assertionsPerUser else { return }
+        let windowLength = self.rateLimiter.limits.window
+        let start = Date(timeIntervalSince1970: (now.timeIntervalSince1970 / windowLength).rounded(.down) * windowLength)
+        let end = start.addingTimeInterval(windowLength)
+        let count: Int
+        do {
+            count = try await self.rateLimiter.store.countRequest(
+                in: RateLimitWindow(id: RateLimiter.digest("assert", "user", user), start: start, expiresAt: end)
+            )
+        } catch {
+            throw APIError(FlowError(code: .init(StoreError.Code.unavailable), category: .storeUnavailable, reason: error.reason))
+        }
+        if count > limit {
+            let retryAfter = max(1, Int(end.timeIntervalSince(now).rounded(.up)))
+            throw APIError.rateLimited(retryAfter: retryAfter, reason: "too many assertions for this user; retry in \(retryAfter) s")
+        }
     }
 
     /// The request's time, in whole milliseconds: the precision records and tokens keep, so that
@@ -93,6 +126,7 @@ struct AppAttestController {
             throw APIError(error)
         }
         let now = self.now()
+        try await self.checkStorage(context)
         try await self.rateLimiter.check(endpoint: "challenge", user: username, request: request, context: context, now: now)
         let challenge = try await self.outcome("challenge", context: context) { () async throws(FlowError) in
             try await self.flows.issueChallenge(purpose: purpose, username: username, now: now)
@@ -105,6 +139,7 @@ struct AppAttestController {
         var attestRequest = try body.decode(FormFlows.AttestRequest.init(body:))
         attestRequest.session = context.identity?.sessionID
         let now = self.now()
+        try await self.checkStorage(context)
         try await self.rateLimiter.check(endpoint: "attest", user: attestRequest.username, request: request, context: context, now: now)
         let result = try await self.outcome("attest", context: context) { () async throws(FlowError) in
             try await self.flows.attest(attestRequest, now: now)
@@ -120,6 +155,7 @@ struct AppAttestController {
         var pooled = try body.decode(FormFlows.PooledRequest.init(body:))
         pooled.session = context.identity?.sessionID
         let now = self.now()
+        try await self.checkStorage(context)
         try await self.rateLimiter.check(endpoint: "register-pooled", user: pooled.username, request: request, context: context, now: now)
         let result = try await self.outcome("register-pooled", context: context) { () async throws(FlowError) in
             try await self.flows.registerPooled(pooled, now: now)
@@ -183,6 +219,8 @@ struct AppAttestController {
         var assertRequest = try body.decode(FormFlows.AssertRequest.init(body:))
         assertRequest.session = context.identity?.sessionID
         let now = self.now()
+        try await self.checkStorage(context)
+        try await self.checkAssertionBudget(user: assertRequest.username, now: now, context: context)
         if self.flows.configuration.rotateChallenges {
             // Every answer then issues a challenge (errors included): it counts against the
             // challenge budget like a GET /challenge, or /assert would be an unlimited issuer.

@@ -91,6 +91,10 @@ public enum ErrorCatalog {
                 APIError.simulatorUnknownKey, "dev simulator only: the simulated device holds no key with this keyId (a restart forgets its keys)",
                 "Development only; forget the key and attest a new one."
             ),
+            Self.http(
+                APIError.insufficientStorage, "the disk of the store or of the evidence archive is below the free-space threshold: no new form is taken (nothing was changed)",
+                "Retry later with backoff; operators must make room (see /healthz)."
+            ),
             Self.http(APIError.internalError, "an unexpected server error; the message says nothing internal, the log has it", "Retry later; report it with the time if it persists."),
             Self.http(APIError.framework(status: .gatewayTimeout, message: nil), "another HTTP error of the server framework, with its status", "Read the status and message; retry later for a 5xx."),
         ]
@@ -129,7 +133,9 @@ public enum ErrorCatalog {
         "session_mismatch": "Sign the form with the session (sid) of the caller's token.",
         "identity_provider_unavailable": "Retry later; the identity provider's keys could not be fetched, so every request fails closed.",
         "key_revoked": "Attest a new key; the revoked one is refused for good.",
-        "requires_reattestation": "Attest a new key and sign again (the key is too old, or its counter went backwards).",
+        "requires_reattestation": "Attest a new key and sign again (the key is too old, or it signed one counter over two forms).",
+        "counter_out_of_order": "Sign the form again (a new assertion, with the key's next counter): a later form of this key was accepted first. The key is kept.",
+        "key_attestation_unverifiable": "Attest a new key (generateKey, attestKey, POST /api/appattest/attest) and sign again; this key cannot back an evidence record.",
         "store_corrupt": "Retry later; operators must check the store (nothing was changed).",
         "receipt_changed": "Nothing to do on the client; the stored receipt changed meanwhile; retry once.",
         "receipt_stale": "Retry later; Apple's new receipt was outside the accepted age.",
@@ -201,7 +207,9 @@ public enum ErrorCatalog {
         "invalid_request": "a request field is missing, of the wrong type, or not valid (such as a username with a control character)",
         "key_revoked": "the key was revoked (by an operator, or as the least recently used beyond the per-user limit)",
         "receipt_changed": "the stored receipt changed while it was being refreshed",
-        "requires_reattestation": "the key is too old, or its signed counter went backwards (then for good)",
+        "requires_reattestation": "the key is too old, or its signed counter went backwards as the counter rule retires (then for good)",
+        "counter_out_of_order": "the assertion is validly signed but its counter is below the key's last accepted one (a later form arrived first); refused, nothing changed, the key kept",
+        "key_attestation_unverifiable": "evidence records are on and this key's registration cannot support a verifiable one (its attestation was not kept, or its receipt does not verify); nothing changed",
         "store_corrupt": "a stored record cannot be read; nothing was changed",
         "client_data_hash_mismatch": "the claimed clientDataHash is not SHA-256 of the canonical form",
         "receipt_stale": "Apple's new receipt was created outside the accepted age",

@@ -114,7 +114,11 @@ public enum FormAttestApplication {
         developmentDevice: (any DevelopmentDevice)?
     ) async throws -> Router<AppRequestContext> {
         let verifier = try AppAttestVerifier(policy: configuration.policy)
-        let flows = FormFlows(verifier: verifier, store: store, configuration: configuration.flows)
+        var flowConfiguration = configuration.flows
+        // Evidence holds for every key it is made for: with records on, a key whose registration
+        // cannot support a verifiable one is refused (428 key_attestation_unverifiable).
+        if configuration.evidence != nil { flowConfiguration.requireVerifiableKeyAttestation = true }
+        let flows = FormFlows(verifier: verifier, store: store, configuration: flowConfiguration)
         let signer = ServerAttestationSigner(keys: signingKeys, issuer: configuration.issuer, audience: configuration.audience)
 
         let router = Router(context: AppRequestContext.self)
@@ -126,7 +130,7 @@ public enum FormAttestApplication {
             router.add(middleware: FileMiddleware(demo, searchForIndexHtml: false))
         }
 
-        AppAttestController(
+        var controller = AppAttestController(
             flows: flows,
             formatter: TokenFormatter(signer: signer, packed: configuration.packedAttestation),
             rateLimiter: RateLimiter(limits: configuration.rateLimits, store: store),
@@ -135,6 +139,10 @@ public enum FormAttestApplication {
             },
             now: configuration.now
         )
+        controller.assertionsPerUser = configuration.assertionsPerUser
+        let storageGuard = configuration.storageGuard.map(StorageGuard.init)
+        controller.storageGuard = storageGuard
+        controller
             // Authentication is attached to the routes themselves, not to a path prefix: however a
             // request's path is spelled (`//api/appattest/assert`), if it reaches these handlers
             // it went through the caller authentication.
@@ -151,7 +159,18 @@ public enum FormAttestApplication {
         router.get("healthz") { _, context in
             // The store takes a write, or the service says so (and load balancers take it out).
             let writable = await health.storeIsWritable(logger: context.logger)
-            return try JSONResponse.make(HealthResponse(storeAvailable: writable), status: writable ? .ok : .serviceUnavailable)
+            guard writable else { return try JSONResponse.make(HealthResponse(storeAvailable: false), status: .serviceUnavailable) }
+            // The disk low: no new form is taken, and the answer says which filesystem.
+            if let storageGuard, let shortage = await storageGuard.shortage(logger: context.logger) {
+                return try JSONResponse.make(
+                    HealthResponse(
+                        insufficientStoragePath: shortage.path, availableBytes: shortage.availableBytes,
+                        minimumFreeBytes: storageGuard.configuration.minimumFreeBytes
+                    ),
+                    status: .serviceUnavailable
+                )
+            }
+            return try JSONResponse.make(HealthResponse(storeAvailable: true))
         }
         return router
     }

@@ -50,6 +50,15 @@ public struct ServerConfiguration: Sendable {
     public var adminSecrets: BackendSecrets?
     /// Per-user and per-address limits on challenge, attest and register-pooled.
     public var rateLimits = RateLimits()
+    /// At most this many assertions per user in each rate-limit window (``RateLimits/window``),
+    /// counted in the store across instances; over it, 429 `rate_limited`. Every accepted form
+    /// writes a replay record and, with evidence on, a record file: one user signing in a loop
+    /// must not fill the disk. `nil` (the library's default): no limit; `formattest serve` sets
+    /// 60 unless told otherwise (`rate-limit-assertions-per-user`).
+    public var assertionsPerUser: Int?
+    /// The low-space guard: new forms refused (507 `insufficient_storage`) before the store's or
+    /// the evidence's filesystem is full; nil: none.
+    public var storageGuard: StorageGuardConfiguration?
     /// The registry `/metrics` renders. The process that owns the metrics system bootstraps it
     /// with this registry (`MetricsSystem.bootstrap(PrometheusMetricsFactory(registry:))`, once per
     /// process: the executable, or a test's harness); the library only emits. nil: no `/metrics`.

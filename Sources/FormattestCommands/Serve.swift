@@ -72,6 +72,7 @@ public struct ServeOptions: ParsableArguments {
     @Flag(name: .customLong("require-challenge"), help: ServeSettings.help("require-challenge")) var requireChallenge = false
     @Flag(name: .customLong("rotate-challenges"), help: ServeSettings.help("rotate-challenges")) var rotateChallenges = false
     @Option(name: .customLong("max-key-age"), help: ServeSettings.help("max-key-age")) var maxKeyAge: String?
+    @Option(name: .customLong("counter-rule"), help: ServeSettings.help("counter-rule")) var counterRule: String?
     @Option(name: .customLong("idle-timeout"), help: ServeSettings.help("idle-timeout")) var idleTimeout: String?
     @Option(name: .customLong("body-timeout"), help: ServeSettings.help("body-timeout")) var bodyTimeout: String?
     @Option(name: .customLong("purge-interval"), help: ServeSettings.help("purge-interval")) var purgeInterval: String?
@@ -95,12 +96,14 @@ public struct ServeOptions: ParsableArguments {
     @Option(name: .customLong("max-keys-per-user"), help: ServeSettings.help("max-keys-per-user")) var maxKeysPerUser: String?
     @Option(name: .customLong("rate-limit-per-user"), help: ServeSettings.help("rate-limit-per-user")) var rateLimitPerUser: String?
     @Option(name: .customLong("rate-limit-per-address"), help: ServeSettings.help("rate-limit-per-address")) var rateLimitPerAddress: String?
+    @Option(name: .customLong("rate-limit-assertions-per-user"), help: ServeSettings.help("rate-limit-assertions-per-user")) var rateLimitAssertionsPerUser: String?
     @Option(name: .customLong("rate-limit-window"), help: ServeSettings.help("rate-limit-window")) var rateLimitWindow: String?
     @Option(name: .customLong("trusted-proxy-hops"), help: ServeSettings.help("trusted-proxy-hops")) var trustedProxyHops: String?
     @Option(name: .customLong("attestation-ca"), help: ServeSettings.help("attestation-ca")) var attestationCA: String?
     @Option(name: .customLong("rp-id"), help: ServeSettings.help("rp-id")) var relyingPartyID: String?
     @Option(name: .customLong("evidence-dir"), help: ServeSettings.help("evidence-dir")) var evidenceDirectory: String?
     @Flag(name: .customLong("evidence-in-answer"), help: ServeSettings.help("evidence-in-answer")) var evidenceInAnswer = false
+    @Option(name: .customLong("min-free-space"), help: ServeSettings.help("min-free-space")) var minFreeSpace: String?
     @Flag(name: .customLong("dev-simulator"), help: ServeSettings.help("dev-simulator")) var devSimulator = false
     @Option(name: .customLong("demo-dir"), help: ServeSettings.help("demo-dir")) var demoDirectory: String?
     @Option(name: .customLong("log-level"), help: ServeSettings.help("log-level")) var logLevel: String?
@@ -129,6 +132,7 @@ public struct ServeOptions: ParsableArguments {
             "require-challenge": self.requireChallenge ? ["true"] : [],
             "rotate-challenges": self.rotateChallenges ? ["true"] : [],
             "max-key-age": self.maxKeyAge.map { [$0] } ?? [],
+            "counter-rule": self.counterRule.map { [$0] } ?? [],
             "idle-timeout": self.idleTimeout.map { [$0] } ?? [],
             "body-timeout": self.bodyTimeout.map { [$0] } ?? [],
             "purge-interval": self.purgeInterval.map { [$0] } ?? [],
@@ -152,12 +156,14 @@ public struct ServeOptions: ParsableArguments {
             "max-keys-per-user": self.maxKeysPerUser.map { [$0] } ?? [],
             "rate-limit-per-user": self.rateLimitPerUser.map { [$0] } ?? [],
             "rate-limit-per-address": self.rateLimitPerAddress.map { [$0] } ?? [],
+            "rate-limit-assertions-per-user": self.rateLimitAssertionsPerUser.map { [$0] } ?? [],
             "rate-limit-window": self.rateLimitWindow.map { [$0] } ?? [],
             "trusted-proxy-hops": self.trustedProxyHops.map { [$0] } ?? [],
             "attestation-ca": self.attestationCA.map { [$0] } ?? [],
             "rp-id": self.relyingPartyID.map { [$0] } ?? [],
             "evidence-dir": self.evidenceDirectory.map { [$0] } ?? [],
             "evidence-in-answer": self.evidenceInAnswer ? ["true"] : [],
+            "min-free-space": self.minFreeSpace.map { [$0] } ?? [],
             "dev-simulator": self.devSimulator ? ["true"] : [],
             "demo-dir": self.demoDirectory.map { [$0] } ?? [],
             "log-level": self.logLevel.map { [$0] } ?? [],
@@ -233,11 +239,20 @@ public struct ServeOptions: ParsableArguments {
             maximumKeyAge: settings.seconds("max-key-age")
         )
         configuration.flows.maximumKeysPerUser = plan.caller.maxKeysPerUser
+        configuration.flows.counterRule = CounterRule(rawValue: settings.text("counter-rule") ?? "tolerant") ?? .tolerant  // checked: a choice
         configuration.rateLimits = plan.caller.rateLimits
         configuration.callerAuthentication = try await plan.caller.authentication(logger: logger)
         configuration.adminSecrets = try plan.caller.adminSecrets()
         configuration.packedAttestation = try plan.packed.packed()
         configuration.evidence = plan.evidence
+        configuration.assertionsPerUser = settings.integer("rate-limit-assertions-per-user") ?? 60
+        // The low-space guard, on the filesystems that grow with every form: the SQLite store's
+        // and the evidence archive's (a MongoDB server watches its own disk).
+        let guardedPaths = [plan.sqliteDirectory, plan.evidence?.archiveDirectory].compactMap { $0 }
+        let minimumFreeMegabytes = settings.integer("min-free-space") ?? 256
+        if minimumFreeMegabytes > 0 && !guardedPaths.isEmpty {
+            configuration.storageGuard = StorageGuardConfiguration(paths: guardedPaths, minimumFreeBytes: UInt64(minimumFreeMegabytes) * 1_000_000)
+        }
         configuration.issuer = plan.signing.issuer
         configuration.audience = plan.signing.audience
         configuration.devSimulator = plan.devSimulator
@@ -288,6 +303,15 @@ public struct ServeOptions: ParsableArguments {
                 ]
             )
         }
+        if let storageGuard = configuration.storageGuard {
+            for path in storageGuard.paths {
+                logger.info(
+                    "storage guard", metadata: ["path": "\(URL(fileURLWithPath: path).standardizedFileURL.path)", "minimumFreeBytes": "\(storageGuard.minimumFreeBytes)"])
+            }
+        } else {
+            logger.info("storage guard: off", metadata: ["reason": "\(minimumFreeMegabytes == 0 ? "min-free-space 0" : "no local store or evidence directory")"])
+        }
+        logger.info("counter rule", metadata: ["rule": "\(configuration.flows.counterRule.rawValue)"])
         logger.info("log level", metadata: ["level": "\(level)", "source": "\(settings.source("log-level"))"])
 
         let store = try await plan.storeOptions.open()
@@ -325,6 +349,8 @@ struct ServePlan {
     let storeOptions: StoreOptions
     let storeKind: String
     let storeLocationForLog: String
+    /// The SQLite store's directory (nil for MongoDB and memory).
+    let sqliteDirectory: String?
     let signing: SigningOptions
     let caller: CallerOptions
     let packed: PackedOptions
@@ -402,6 +428,7 @@ struct ServePlan {
             self.storeKind = "sqlite"
             let file = URL(fileURLWithPath: String(location.dropFirst("sqlite:".count))).standardizedFileURL
             let directory = file.deletingLastPathComponent().path
+            self.sqliteDirectory = directory
             var isDirectory: ObjCBool = false
             guard directory == dataDirectory || (FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory) && isDirectory.boolValue) else {
                 throw UsageError(
@@ -410,8 +437,10 @@ struct ServePlan {
             }
         } else if location == "memory" {
             self.storeKind = "memory"
+            self.sqliteDirectory = nil
         } else {
             self.storeKind = "mongodb"
+            self.sqliteDirectory = nil
         }
     }
 }

@@ -110,6 +110,11 @@ enum ServeSettings {
         .init("require-challenge", env: ["FORMATTEST_REQUIRE_CHALLENGE"], .toggle, default: "false", help: "Every form must answer a server challenge"),
         .init("rotate-challenges", env: ["FORMATTEST_ROTATE_CHALLENGES"], .toggle, default: "false", help: "Return a fresh challenge with every answer"),
         .init("max-key-age", env: ["FORMATTEST_MAX_KEY_AGE"], .seconds(60...315_360_000), meaning: "none", help: "Keys older than this many seconds must re-attest"),
+        .init(
+            "counter-rule", env: ["FORMATTEST_COUNTER_RULE"], .choice(["tolerant", "strict"]), default: "tolerant",
+            help:
+                "A validly signed late counter over a new form: tolerant refuses it (409 counter_out_of_order) and retires the key only when its stored counter is signed over another form (a clone); strict retires the key (428)"
+        ),
         .init("idle-timeout", env: ["FORMATTEST_IDLE_TIMEOUT"], .seconds(0.001...86_400), default: "60", help: "Seconds before a connection that sends nothing is closed"),
         .init("body-timeout", env: ["FORMATTEST_BODY_TIMEOUT"], .seconds(0.001...86_400), default: "10", help: "Seconds a request body may take to arrive (408 after)"),
         .init(
@@ -177,6 +182,10 @@ enum ServeSettings {
         ),
         .init("rate-limit-per-user", env: ["FORMATTEST_RATE_LIMIT_PER_USER"], .integer(1...1_000_000), default: "30", help: "Requests per window per user on challenge, attest, register-pooled"),
         .init("rate-limit-per-address", env: ["FORMATTEST_RATE_LIMIT_PER_ADDRESS"], .integer(1...1_000_000), default: "30", help: "Requests per window per client address, likewise"),
+        .init(
+            "rate-limit-assertions-per-user", env: ["FORMATTEST_RATE_LIMIT_ASSERTIONS_PER_USER"], .integer(1...1_000_000), default: "60",
+            help: "Assertions per window per user (every one writes a replay record, and with evidence a record file)"
+        ),
         .init("rate-limit-window", env: ["FORMATTEST_RATE_LIMIT_WINDOW"], .seconds(1...86_400), default: "60", help: "The rate limits' window in seconds"),
         .init(
             "trusted-proxy-hops", env: ["FORMATTEST_TRUSTED_PROXY_HOPS"], .integer(0...10), default: "0",
@@ -191,6 +200,11 @@ enum ServeSettings {
         .init(
             "evidence-in-answer", env: ["FORMATTEST_EVIDENCE_IN_ANSWER"], .toggle, default: "false",
             help: "Return each accepted form's signed evidence record in its answer; implies require-valid-receipt"
+        ),
+        .init(
+            "min-free-space", env: ["FORMATTEST_MIN_FREE_SPACE"], .integer(0...100_000_000), default: "256",
+            help:
+                "Megabytes (10^6 bytes) that must stay free on the filesystems of the SQLite store and the evidence archive; below, new forms and challenges get 507 insufficient_storage and /healthz 503 (0: no guard)"
         ),
         .init("dev-simulator", env: ["FORMATTEST_DEV_SIMULATOR"], .toggle, default: "false", help: "DEVELOPMENT ONLY: trust the simulator's CA and serve /api/dev/simulate (formattest-dev serve; formattest refuses it)"),
         .init(

@@ -91,7 +91,7 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
 
     public func advanceCounter(keyID: [UInt8], to counter: UInt32, lastUsed: Date) async throws(StoreError) -> Bool {
         try await self.run { () throws -> Bool in
-            if try self.casCounter(keyID: keyID, to: counter, at: lastUsed) { return true }
+            if try self.casCounter(keyID: keyID, to: counter, at: lastUsed, formHash: nil) { return true }
             guard try self.keyExists(keyID) else { throw StoreError(code: .unknownKey, reason: "no such keyId") }
             return false
         }
@@ -117,6 +117,48 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
                     ("sort", .document([("createdAt", .int32(1)), ("_id", .int32(1))])), ("limit", .int32(10_000)),
                 ])
             )
+            let batch = ((reply["cursor"] as? [String: Any])?["firstBatch"] as? [[String: Any]]) ?? []
+            return try batch.compactMap(Self.key)
+        }
+    }
+
+    public func countKeys(username: String, _ filter: KeyCountFilter) async throws(StoreError) -> Int {
+        var query: [(String, BSONValue)] = [("username", .string(username))]
+        switch filter {
+        case .all: break
+        case .active:
+            query += [("revokedAt", .document([("$exists", .bool(false))])), ("reattestationRequired", .document([("$ne", .bool(true))]))]
+        case .createdSince(let date): query.append(("createdAt", .document([("$gte", .date(date))])))
+        }
+        let command = BSONValue.document([("count", .string(self.keys)), ("query", .document(query))])
+        return try await self.run { () throws -> Int in
+            // The server counts (by the username index); no document, and so no blob, is sent.
+            let reply = try self.pool.command(command)
+            guard let count = ExtendedJSON.int64(reply["n"]) else { throw StoreError(code: .unavailable, reason: "count returned no n") }
+            return Int(clamping: count)
+        }
+    }
+
+    public func keys(username: String, after position: KeyPosition?, limit: Int) async throws(StoreError) -> [StoredKey] {
+        var filter: [(String, BSONValue)] = [("username", .string(username))]
+        if let position {
+            filter.append(
+                (
+                    "$or",
+                    .array([
+                        .document([("createdAt", .document([("$gt", .date(position.createdAt))]))]),
+                        .document([("createdAt", .date(position.createdAt)), ("_id", .document([("$gt", .binary(position.keyID))]))]),
+                    ])
+                ))
+        }
+        let limit = Int32(clamping: max(limit, 0))
+        guard limit > 0 else { return [] }
+        let command = BSONValue.document([
+            ("find", .string(self.keys)), ("filter", .document(filter)),
+            ("sort", .document([("createdAt", .int32(1)), ("_id", .int32(1))])), ("limit", .int32(limit)), ("batchSize", .int32(limit)),
+        ])
+        return try await self.run { () throws -> [StoredKey] in
+            let reply = try self.pool.command(command)
             let batch = ((reply["cursor"] as? [String: Any])?["firstBatch"] as? [[String: Any]]) ?? []
             return try batch.compactMap(Self.key)
         }
@@ -283,7 +325,7 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
         try await self.run { () throws in
             let id = Self.commitID()
             try self.applyInOrder(claims: commit.challenges, replay: commit.replay, now: commit.now, commitID: id) { () throws in
-                guard try self.casCounter(keyID: commit.keyID, to: commit.counter, at: commit.now, signals: commit.signals) else {
+                guard try self.casCounter(keyID: commit.keyID, to: commit.counter, at: commit.now, formHash: commit.replay.formHash, signals: commit.signals) else {
                     throw try self.keyExists(commit.keyID)
                         ? StoreError(code: .staleCounter, reason: "counter \(commit.counter) is not above the stored one")
                         : StoreError(code: .unknownKey, reason: "no such keyId")
@@ -463,6 +505,7 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
         if let attestation = key.attestation {
             fields.append(("attestation", .document([("object", .binary(attestation.object)), ("clientDataHash", .binary(attestation.clientDataHash))])))
         }
+        if let hash = key.counterFormHash { fields.append(("counterFormHash", .binary(hash))) }
         let command = BSONValue.document(
             [("insert", .string(self.keys)), ("documents", .array([.document(fields)]))]
                 + (rawEnvironment == nil ? [] : [("bypassDocumentValidation", .bool(true))])
@@ -477,16 +520,24 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
         }
     }
 
-    private func casCounter(keyID: [UInt8], to counter: UInt32, at date: Date, signals: KeySignals? = nil) throws -> Bool {
-        // The signals, when the assertion carried any, are set by the same findAndModify as the
-        // counter: one document, both or neither.
+    private func casCounter(keyID: [UInt8], to counter: UInt32, at date: Date, formHash: [UInt8]?, signals: KeySignals? = nil) throws -> Bool {
+        // The form's hash and the signals, when the assertion carried any, are set by the same
+        // findAndModify as the counter: one document, all or none.
         var fields: [(String, BSONValue)] = [("counter", .int64(Int64(counter))), ("lastUsed", .date(date))]
         if let document = signals.flatMap(Self.signalsDocument) { fields.append(("lastSignals", document)) }
+        var update: [(String, BSONValue)] = []
+        if let formHash {
+            fields.append(("counterFormHash", .binary(formHash)))
+            update = [("$set", .document(fields))]
+        } else {
+            // A counter moved without a form: the hash of an older counter must not stay beside it.
+            update = [("$set", .document(fields)), ("$unset", .document([("counterFormHash", .string(""))]))]
+        }
         let reply = try self.pool.command(
             .document([
                 ("findAndModify", .string(self.keys)),
                 ("query", .document([("_id", .binary(keyID)), ("counter", .document([("$lt", .int64(Int64(counter)))]))])),
-                ("update", .document([("$set", .document(fields))])),
+                ("update", .document(update)),
                 ("new", .bool(true)),
             ])
         )
@@ -552,7 +603,9 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
             // Absent until a key's attestation or assertion carries signals.
             lastSignals: Self.signals(document["lastSignals"]),
             // Absent for keys registered before FormAttest kept it.
-            attestation: Self.attestation(document["attestation"])
+            attestation: Self.attestation(document["attestation"]),
+            // Absent for keys stored before FormAttest kept it, and after a counter moved without a form.
+            counterFormHash: ExtendedJSON.binary(document["counterFormHash"])
         )
     }
 

@@ -24,7 +24,7 @@ enum KeyRows {
     /// registration's blobs.
     enum Column: Int32, CaseIterable {
         case keyID, username, publicKey, counter, appID, environment, createdAt, lastUsed, reattestationRequired, revokedAt
-        case validationCategory, bundleVersion, cdHash, cdHashType
+        case validationCategory, bundleVersion, cdHash, cdHashType, counterFormHash
         case receipt, attestationObject, attestationClientDataHash
 
         var qualifiedName: String {
@@ -43,6 +43,7 @@ enum KeyRows {
             case .bundleVersion: "keys.bundle_version"
             case .cdHash: "keys.cd_hash"
             case .cdHashType: "keys.cd_hash_type"
+            case .counterFormHash: "keys.counter_form_hash"
             case .receipt: "key_registrations.receipt"
             case .attestationObject: "key_registrations.attestation_object"
             case .attestationClientDataHash: "key_registrations.attestation_client_data_hash"
@@ -60,7 +61,12 @@ enum KeyRows {
     /// Runs `statement` (``select`` and its clauses) with `argument` bound to its one parameter;
     /// its rows as keys, in order.
     static func fetch(_ statement: Statement, _ argument: some DatabaseValueConvertible) throws -> [StoredKey] {
-        try statement.setArguments([argument])
+        try Self.fetch(statement, arguments: [argument])
+    }
+
+    /// Runs `statement` with `arguments` bound to its parameters; its rows as keys, in order.
+    static func fetch(_ statement: Statement, arguments: StatementArguments) throws -> [StoredKey] {
+        try statement.setArguments(arguments)
         let handle = statement.sqliteStatement
         defer { sqlite3_reset(handle) }
         var keys: [StoredKey] = []
@@ -109,7 +115,8 @@ enum KeyRows {
             reattestationRequired: try row.required(.reattestationRequired, row.integer) != 0,
             revokedAt: try row.real(.revokedAt).map(Date.init(timeIntervalSince1970:)),
             lastSignals: signals.isEmpty ? nil : signals,
-            attestation: attestation
+            attestation: attestation,
+            counterFormHash: try row.blob(.counterFormHash)
         )
     }
 

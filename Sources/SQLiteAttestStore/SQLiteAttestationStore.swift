@@ -172,6 +172,10 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
                     """
             )
         }
+        migrator.registerMigration("v7: the form that set each key's counter") { db in
+            // NULL for keys stored before: no clone can be proven against their current counter.
+            try db.execute(sql: "ALTER TABLE keys ADD COLUMN counter_form_hash BLOB")
+        }
         return migrator
     }
 
@@ -205,7 +209,7 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
     public func advanceCounter(keyID: [UInt8], to counter: UInt32, lastUsed: Date) async throws(StoreError) -> Bool {
         try await self.write { db in
             do {
-                try Self.advance(keyID: keyID, to: counter, at: lastUsed, db)
+                try Self.advance(keyID: keyID, to: counter, at: lastUsed, formHash: nil, db)
                 return true
             } catch let error as StoreError where error.code == .staleCounter {
                 return false
@@ -224,6 +228,53 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
         do {
             return try await self.database.read { db in
                 try KeyRows.fetch(db.makeStatement(sql: "\(KeyRows.select) WHERE keys.username = ? ORDER BY keys.created_at, keys.key_id"), username)
+            }
+        } catch {
+            throw Self.storeError(error)
+        }
+    }
+
+    public func countKeys(username: String, _ filter: KeyCountFilter) async throws(StoreError) -> Int {
+        // The keys table alone, by its username index: no registration blob is read.
+        let condition: String
+        var arguments: StatementArguments = [username]
+        switch filter {
+        case .all: condition = ""
+        case .active: condition = " AND revoked_at IS NULL AND reattestation_required = 0"
+        case .createdSince(let date):
+            condition = " AND created_at >= ?"
+            arguments += [date.timeIntervalSince1970]
+        }
+        do {
+            let bound = arguments
+            return try await self.database.read { db in
+                try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM keys WHERE username = ?" + condition, arguments: bound) ?? 0
+            }
+        } catch {
+            throw Self.storeError(error)
+        }
+    }
+
+    public func keys(username: String, after position: KeyPosition?, limit: Int) async throws(StoreError) -> [StoredKey] {
+        let limit = max(limit, 0)
+        do {
+            return try await self.database.read { db in
+                guard let position else {
+                    return try KeyRows.fetch(
+                        db.makeStatement(sql: "\(KeyRows.select) WHERE keys.username = ? ORDER BY keys.created_at, keys.key_id LIMIT \(limit)"),
+                        username)
+                }
+                let statement = try db.makeStatement(
+                    sql: """
+                        \(KeyRows.select) WHERE keys.username = ?
+                            AND (keys.created_at > ? OR (keys.created_at = ? AND keys.key_id > ?))
+                        ORDER BY keys.created_at, keys.key_id LIMIT \(limit)
+                        """
+                )
+                return try KeyRows.fetch(
+                    statement,
+                    arguments: [username, position.createdAt.timeIntervalSince1970, position.createdAt.timeIntervalSince1970, Data(position.keyID)]
+                )
             }
         } catch {
             throw Self.storeError(error)
@@ -328,7 +379,7 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
         try await self.write { db in
             for claim in commit.challenges { try Self.consume(claim, now: commit.now, db) }
             try Self.record(commit.replay, now: commit.now, db)
-            try Self.advance(keyID: commit.keyID, to: commit.counter, at: commit.now, signals: commit.signals, db)
+            try Self.advance(keyID: commit.keyID, to: commit.counter, at: commit.now, formHash: commit.replay.formHash, signals: commit.signals, db)
         }
     }
 
@@ -391,14 +442,14 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
             try db.execute(
                 sql: """
                     INSERT INTO keys (key_id, username, public_key, counter, app_id, environment, created_at, last_used,
-                        reattestation_required, revoked_at, validation_category, bundle_version, cd_hash, cd_hash_type)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        reattestation_required, revoked_at, validation_category, bundle_version, cd_hash, cd_hash_type, counter_form_hash)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
                     Data(key.keyID), key.username, Data(key.publicKey), Int64(key.counter), key.appID, key.environment.rawValue,
                     key.createdAt.timeIntervalSince1970, key.lastUsed.timeIntervalSince1970,
                     key.reattestationRequired, key.revokedAt?.timeIntervalSince1970,
-                ] + Self.signalArguments(key.lastSignals)
+                ] + Self.signalArguments(key.lastSignals) + [key.counterFormHash.map { Data($0) }]
             )
             try db.execute(
                 sql: """
@@ -414,21 +465,26 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
         }
     }
 
-    private static func advance(keyID: [UInt8], to counter: UInt32, at date: Date, signals: KeySignals? = nil, _ db: Database) throws {
-        // The signals, when the assertion carried any, are written by the same conditional UPDATE
-        // as the counter: both or neither.
+    private static func advance(keyID: [UInt8], to counter: UInt32, at date: Date, formHash: [UInt8]?, signals: KeySignals? = nil, _ db: Database)
+        throws
+    {
+        // The form's hash and the signals, when the assertion carried any, are written by the
+        // same conditional UPDATE as the counter: all or none.
         if let signals, !signals.isEmpty {
             try db.cachedStatement(
                 sql: """
-                    UPDATE keys SET counter = ?, last_used = ?, validation_category = ?, bundle_version = ?, cd_hash = ?, cd_hash_type = ?
+                    UPDATE keys SET counter = ?, last_used = ?, counter_form_hash = ?,
+                        validation_category = ?, bundle_version = ?, cd_hash = ?, cd_hash_type = ?
                     WHERE key_id = ? AND counter < ?
                     """
             ).execute(
-                arguments: [Int64(counter), date.timeIntervalSince1970] + Self.signalArguments(signals) + [Data(keyID), Int64(counter)]
+                arguments: [Int64(counter), date.timeIntervalSince1970, formHash.map { Data($0) }] + Self.signalArguments(signals) + [
+                    Data(keyID), Int64(counter),
+                ]
             )
         } else {
-            try db.cachedStatement(sql: "UPDATE keys SET counter = ?, last_used = ? WHERE key_id = ? AND counter < ?").execute(
-                arguments: [Int64(counter), date.timeIntervalSince1970, Data(keyID), Int64(counter)]
+            try db.cachedStatement(sql: "UPDATE keys SET counter = ?, last_used = ?, counter_form_hash = ? WHERE key_id = ? AND counter < ?").execute(
+                arguments: [Int64(counter), date.timeIntervalSince1970, formHash.map { Data($0) }, Data(keyID), Int64(counter)]
             )
         }
         guard db.changesCount == 1 else {

@@ -201,9 +201,11 @@ struct AssertFlowTests {
         await expectFlowError("replay", .conflict) { try await harness.flows.assert(request, now: FlowHarness.now) }
     }
 
-    @Test("a validly signed counter that went backwards retires the key: a higher counter later is refused too")
+    @Test("strict counter rule: a validly signed counter that went backwards retires the key: a higher counter later is refused too")
     func counterBackwards() async throws {
-        let harness = try FlowHarness()
+        var configuration = FlowConfiguration()
+        configuration.counterRule = .strict
+        let harness = try FlowHarness(configuration: configuration)
         let key = harness.device.key(0)
         try await harness.register(key)
         _ = try await harness.flows.assert(harness.assertRequest(key: key, form: FlowHarness.form(nonce: "a"), counter: 5), now: FlowHarness.now)

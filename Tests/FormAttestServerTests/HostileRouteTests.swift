@@ -36,6 +36,10 @@ actor WriteFailingStore: OperationalAttestationStore {
         try await self.inner.requireReattestation(keyID: keyID)
     }
     func keys(username: String) async throws(StoreError) -> [StoredKey] { try await self.inner.keys(username: username) }
+    func countKeys(username: String, _ filter: KeyCountFilter) async throws(StoreError) -> Int { try await self.inner.countKeys(username: username, filter) }
+    func keys(username: String, after position: KeyPosition?, limit: Int) async throws(StoreError) -> [StoredKey] {
+        try await self.inner.keys(username: username, after: position, limit: limit)
+    }
     func revokeKey(keyID: [UInt8], at date: Date) async throws(StoreError) {
         try self.write()
         try await self.inner.revokeKey(keyID: keyID, at: date)

@@ -124,6 +124,8 @@ struct ResponseConformanceTests {
             try Sample(SimulatedResponse(keyID: mac.keyID, clientDataHash: Array(repeating: 6, count: 32), assertion: [4, 5, 6])),
             try Sample(KeyListingResponse(username: "alice", keys: [revoked, active], now: Self.time)),
             try Sample(KeyListingResponse(username: "bob", keys: [], now: Self.time)),
+            try Sample(KeyListingResponse(username: "alice", page: [revoked], activeKeys: 1, recentRegistrations: 2, totalKeys: 2, next: revoked.keyID)),
+            try Sample(KeyListingResponse(username: "alice", page: [], activeKeys: 0, recentRegistrations: 0, totalKeys: 0, next: nil)),
             try Sample(RevocationResponse(keyID: mac.keyID, revokedAt: Self.time)),
             try Sample(report),
             try Sample(VerificationReport(plain)),

@@ -109,7 +109,8 @@ struct RouteTests {
             #expect(huge.status == 413)
             #expect(huge.errorCode == "body_too_large")
 
-            // 428: a form signed earlier (lower counter) arrives after a later one was accepted.
+            // 409: a form signed earlier (lower counter) arrives after a later one was accepted: refused,
+            // the key kept (the default counter rule; HostileStateRouteTests has the strict one's 428).
             let earlier = ServiceHarness.form(amount: "1.00")
             let earlierAssertion = try await ServiceHarness.assertion(client, keyID: keyID, form: earlier)
             let later = ServiceHarness.form(amount: "2.00")
@@ -117,8 +118,8 @@ struct RouteTests {
             let accepted = try await client.post("/api/appattest/assert", [("username", Self.text("alice")), ("keyId", Self.text(keyID)), ("assertion", Self.text(laterAssertion)), ("form", later)])
             #expect(accepted.status == 200)
             let backwards = try await client.post("/api/appattest/assert", [("username", Self.text("alice")), ("keyId", Self.text(keyID)), ("assertion", Self.text(earlierAssertion)), ("form", earlier)])
-            #expect(backwards.status == 428)
-            #expect(backwards.errorCode == "requires_reattestation")
+            #expect(backwards.status == 409)
+            #expect(backwards.errorCode == "counter_out_of_order")
 
             // Inspect: the three views, no verdict; malformed input is shown, not refused.
             let simulated = try await client.post("/api/dev/simulate", [("action", Self.text("attest")), ("form", ServiceHarness.form())])

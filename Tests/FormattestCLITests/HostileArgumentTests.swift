@@ -18,6 +18,9 @@ struct HostileArgumentTests {
         (["--idle-timeout", "nan"], "--idle-timeout"), (["--body-timeout", "-1"], "--body-timeout"),
         (["--log-level", "loud"], "--log-level"), (["--environment", "Production"], "environment"),
         (["--port", "0"], "--port"), (["--app-id", ""], "--app-id"),
+        (["--counter-rule", "Tolerant"], "--counter-rule"), (["--counter-rule", "lenient"], "--counter-rule"),
+        (["--min-free-space", "-1"], "--min-free-space"), (["--min-free-space", "1e9"], "--min-free-space"),
+        (["--rate-limit-assertions-per-user", "0"], "--rate-limit-assertions-per-user"),
     ])
     func serveSettings(arguments: [String], named: String) async throws {
         let result = try await Formattest.run(["serve", "--store", "memory", "--insecure-no-caller-auth", "--port", "18999"] + arguments)

@@ -74,12 +74,14 @@ public enum StoreContract {
         ("a key marked for re-attestation stays marked, alone", reattestation),
         ("keys are listed by user, byte for byte; revocation keeps its first time", keysByUserAndRevocation),
         ("a registration beyond the per-user limit revokes the least recently used others", keyLimit),
+        ("a user's keys are counted by filter and listed a page at a time, byte for byte", countsAndPages),
         ("rate-limit windows count every request exactly once, concurrently too", rateLimitWindows),
         ("challenges are consumed once, unexpired, by purpose and user", challenges),
         ("form hashes are recorded once until they expire", replays),
         ("commitRegistration is all or nothing", registrationAtomicity),
         ("commitAssertion is all or nothing", assertionAtomicity),
         ("the last signals round-trip and move with the counter, all or nothing", lastSignals),
+        ("the form that set the counter round-trips and moves with it, all or nothing", counterFormHash),
         ("a key's registering attestation round-trips and outlives every update", keyAttestation),
         ("reads ignore expired records; purge deletes only them", expiry),
         ("purge works in bounded steps and never touches a live record", boundedPurge),
@@ -161,6 +163,49 @@ public enum StoreContract {
         expected.revokedAt = t0.addingTimeInterval(5)
         #expect(try await store.loadKey(keyID: key(2).keyID) == expected)
         #expect(try await store.loadKey(keyID: key(1).keyID)?.revokedAt == nil)
+    }
+
+    static func countsAndPages(_ make: Factory) async throws {
+        let store = try await make()
+        // Alice: keys 1…6 registered at t0-60, t0-50, … (key 6 last); 2 revoked, 4 marked for
+        // re-attestation; key 7 another user's; key 8 a user whose name differs by normalization.
+        for id in UInt8(1)...6 {
+            var stored = key(id)
+            stored.createdAt = t0.addingTimeInterval(Double(id) * 10 - 70)
+            if id == 2 { stored.revokedAt = t0 }
+            if id == 4 { stored.reattestationRequired = true }
+            try await store.insertKey(stored)
+        }
+        // Two keys registered at the same instant: the keyId orders them.
+        var twinA = key(0x30)
+        twinA.createdAt = t0
+        var twinB = key(0x20)
+        twinB.createdAt = t0
+        try await store.insertKey(twinA)
+        try await store.insertKey(twinB)
+        try await store.insertKey(key(7, user: "bob"))
+        try await store.insertKey(key(8, user: "jose\u{301}"))
+        #expect(try await store.countKeys(username: "alice", .all) == 8)
+        #expect(try await store.countKeys(username: "alice", .active) == 6)
+        #expect(try await store.countKeys(username: "alice", .createdSince(t0.addingTimeInterval(-30))) == 5)  // keys 4, 5, 6 and the twins
+        #expect(try await store.countKeys(username: "jos\u{E9}", .all) == 0)
+        #expect(try await store.countKeys(username: "nobody", .all) == 0)
+
+        var listed: [[UInt8]] = []
+        var position: KeyPosition?
+        for _ in 0..<10 {
+            let page = try await store.keys(username: "alice", after: position, limit: 3)
+            #expect(page.count <= 3)
+            listed += page.map(\.keyID)
+            guard let last = page.last, page.count == 3 else { break }
+            position = KeyPosition(last)
+        }
+        let expected = [UInt8(1), 2, 3, 4, 5, 6, 0x20, 0x30].map { key($0).keyID }
+        #expect(listed == expected)
+        #expect(try await store.keys(username: "alice", after: nil, limit: 100).map(\.keyID) == (try await store.keys(username: "alice")).map(\.keyID))
+        #expect(try await store.keys(username: "alice", after: nil, limit: 0).isEmpty)
+        // A page carries the keys whole (their registrations too).
+        #expect(try await store.keys(username: "bob", after: nil, limit: 1) == [key(7, user: "bob")])
     }
 
     static func keyLimit(_ make: Factory) async throws {
@@ -349,6 +394,7 @@ public enum StoreContract {
         stored.counter = 1
         stored.lastUsed = now
         stored.lastSignals = newer
+        stored.counterFormHash = hash(1)
         #expect(try await store.loadKey(keyID: stored.keyID) == stored)
 
         // One without signals keeps them; so do the other updates of a key.
@@ -359,6 +405,7 @@ public enum StoreContract {
         stored.counter = 3
         stored.receipt = [4]
         stored.reattestationRequired = true
+        stored.counterFormHash = nil  // advanceCounter moved the counter without a form
         #expect(try await store.loadKey(keyID: stored.keyID) == stored)
 
         // A stale counter or a replay writes neither the counter nor the signals.
@@ -372,6 +419,44 @@ public enum StoreContract {
         #expect(try await store.loadKey(keyID: stored.keyID) == stored)
         // The other key was never touched.
         #expect(try await store.loadKey(keyID: key(2).keyID) == key(2))
+    }
+
+    static func counterFormHash(_ make: Factory) async throws {
+        let store = try await make()
+        let now = t0.addingTimeInterval(1)
+        // Inserted with one (a registration's form), and through a registration commit.
+        var stored = key(1)
+        stored.counterFormHash = hash(10)
+        try await store.insertKey(stored)
+        #expect(try await store.loadKey(keyID: stored.keyID) == stored)
+        var registered = key(2)
+        registered.counterFormHash = hash(20)
+        try await store.commitRegistration(
+            RegistrationCommit(key: registered, replay: ReplayRecord(formHash: hash(20), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [], now: t0)
+        )
+        #expect(try await store.loadKey(keyID: registered.keyID)?.counterFormHash == hash(20))
+
+        // An accepted assertion stores its form's hash with its counter.
+        try await store.commitAssertion(AssertionCommit(keyID: stored.keyID, counter: 4, replay: ReplayRecord(formHash: hash(11), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [], now: now))
+        stored.counter = 4
+        stored.lastUsed = now
+        stored.counterFormHash = hash(11)
+        #expect(try await store.loadKey(keyID: stored.keyID) == stored)
+
+        // A refused commit (stale counter, replay) writes neither.
+        await expect(.staleCounter) {
+            try await store.commitAssertion(AssertionCommit(keyID: stored.keyID, counter: 4, replay: ReplayRecord(formHash: hash(12), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [], now: now))
+        }
+        await expect(.replay) {
+            try await store.commitAssertion(AssertionCommit(keyID: stored.keyID, counter: 9, replay: ReplayRecord(formHash: hash(11), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [], now: now))
+        }
+        #expect(try await store.loadKey(keyID: stored.keyID) == stored)
+
+        // A counter moved without a form clears it: an older form must not stand for a newer counter.
+        #expect(try await store.advanceCounter(keyID: stored.keyID, to: 5, lastUsed: now))
+        #expect(try await store.loadKey(keyID: stored.keyID)?.counterFormHash == nil)
+        // The other key was never touched.
+        #expect(try await store.loadKey(keyID: registered.keyID)?.counterFormHash == hash(20))
     }
 
     static func expiry(_ make: Factory) async throws {

@@ -157,7 +157,8 @@ class Service:
         command = [self.args.dev_binary, "serve", "--dev-simulator", "--port", str(self.port), "--store", "sqlite:" + self.store_path,
                    "--data-dir", self.data, "--log-level", "info", "--app-id", APP_ID,
                    # The rate limits have their own tests; here they would only hide the classes under test.
-                   "--rate-limit-per-user", "1000000", "--rate-limit-per-address", "1000000", *self.extra]
+                   "--rate-limit-per-user", "1000000", "--rate-limit-per-address", "1000000", "--rate-limit-assertions-per-user", "1000000",
+                   *self.extra]
         umask = self.umask
         with open(self.stderr_path, "wb") as stderr:
             self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr, cwd=self.args.work, env=clean_environment(),

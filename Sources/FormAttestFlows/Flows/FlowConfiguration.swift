@@ -30,6 +30,14 @@ public struct FlowConfiguration: Sendable, Hashable {
     /// The window over which a user's registrations are counted and reported (a fraud signal,
     /// not a block). Default 30 days.
     public var registrationCountWindow: TimeInterval = 30 * 86_400
+    /// What a validly signed assertion whose counter is not above the stored one does to its key
+    /// (a form accepted before is a `replay` either way). Default ``CounterRule/tolerant``.
+    public var counterRule: CounterRule = .tolerant
+    /// Refuse an assertion by a key whose registration cannot support a verifiable evidence
+    /// record (its attestation not kept, or not verifying with a valid receipt, as
+    /// `formattest evidence verify` checks it): `key_attestation_unverifiable` (428), the app
+    /// attests a new key. The service sets it whenever evidence records are on. Default false.
+    public var requireVerifiableKeyAttestation: Bool = false
 
     public init(
         formPolicy: FormPolicy = FormPolicy(),
@@ -52,4 +60,21 @@ public struct FlowConfiguration: Sendable, Hashable {
     func replayExpiry(for form: SignedForm, now: Date) -> Date {
         max(form.timestamp.addingTimeInterval(self.formPolicy.maximumAge + 60), now.addingTimeInterval(60))
     }
+}
+
+/// What a validly signed assertion whose counter is not above the key's stored counter means.
+///
+/// Both rules refuse the form (no counter is ever accepted twice or backwards); they differ in
+/// whether the key is retired (`requires_reattestation` for every later form, until the app
+/// attests a new key).
+public enum CounterRule: String, Sendable, Hashable, CaseIterable {
+    /// Retire the key only on what no honest device produces: the stored counter signed again
+    /// over another form than the one that set it (one counter value signed twice: two devices
+    /// hold the key). A lower counter over a new form is refused with `counter_out_of_order` (409)
+    /// and the key kept: two forms signed in quick succession can reach the service in the
+    /// opposite order, or through two instances.
+    case tolerant
+    /// Retire the key on any late counter over a new form (the only rule before this setting): a
+    /// reordered delivery also retires an honest key.
+    case strict
 }

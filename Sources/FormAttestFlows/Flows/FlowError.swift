@@ -45,8 +45,10 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
             case keyRevoked = "key_revoked"
             case keyAlreadyRegistered = "key_already_registered"
             case counterNotIncreasing = "counter_not_increasing"
+            case counterOutOfOrder = "counter_out_of_order"
             case replay = "replay"
             case requiresReattestation = "requires_reattestation"
+            case keyAttestationUnverifiable = "key_attestation_unverifiable"
             case receiptStale = "receipt_stale"
             case receiptChanged = "receipt_changed"
             case storeCorrupt = "store_corrupt"
@@ -57,8 +59,8 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
                 case Self.challengeRequired, Self.challengeInvalid: .policy
                 case Self.clientDataHashMismatch, Self.receiptStale: .verificationFailed
                 case Self.keyMismatch, Self.keyRevoked: .keyMismatch
-                case Self.keyAlreadyRegistered, Self.counterNotIncreasing, Self.replay, Self.receiptChanged: .conflict
-                case Self.requiresReattestation: .requiresReattestation
+                case Self.keyAlreadyRegistered, Self.counterNotIncreasing, Self.counterOutOfOrder, Self.replay, Self.receiptChanged: .conflict
+                case Self.requiresReattestation, Self.keyAttestationUnverifiable: .requiresReattestation
                 case Self.storeCorrupt: .storeUnavailable
                 }
             }
@@ -100,10 +102,16 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
         public static let keyAlreadyRegistered = Code(Own.keyAlreadyRegistered)
         /// Another request advanced the counter meanwhile (the store's `stale_counter`).
         public static let counterNotIncreasing = Code(Own.counterNotIncreasing)
+        /// A validly signed form whose counter is below the key's stored one (a later form was
+        /// accepted first): refused, the key kept; sign the form again.
+        public static let counterOutOfOrder = Code(Own.counterOutOfOrder)
         /// The form was accepted before.
         public static let replay = Code(Own.replay)
         /// The key must be attested again.
         public static let requiresReattestation = Code(Own.requiresReattestation)
+        /// With evidence records on, the key's registration cannot support a verifiable record
+        /// (its attestation was not kept, or its receipt does not verify): attest a new key.
+        public static let keyAttestationUnverifiable = Code(Own.keyAttestationUnverifiable)
         /// Apple's new receipt is outside the accepted age.
         public static let receiptStale = Code(Own.receiptStale)
         /// Another refresh stored a receipt first.

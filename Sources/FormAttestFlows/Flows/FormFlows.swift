@@ -21,6 +21,8 @@ public struct FormFlows: Sendable {
     public let store: any AttestationStore
     public let configuration: FlowConfiguration
     private let randomBytes: @Sendable (Int) -> [UInt8]
+    /// Results of ``checkKeyAttestation(_:)``, per process.
+    let keyAttestationChecks = KeyAttestationChecks()
 
     public init(
         verifier: AppAttestVerifier,
@@ -180,7 +182,7 @@ public struct FormFlows: Sendable {
                 RegistrationCommit(
                     key: Self.storedKey(
                         attestation, KeyAttestation(object: request.attestationObject, clientDataHash: form.clientDataHash),
-                        username: request.username, counter: 0, now: now
+                        username: request.username, counter: 0, formHash: form.clientDataHash, now: now
                     ),
                     replay: ReplayRecord(formHash: form.clientDataHash, expiresAt: self.configuration.replayExpiry(for: form, now: now)),
                     challenges: claims,
@@ -240,45 +242,41 @@ public struct FormFlows: Sendable {
                     appID: key.appID
                 )
             } catch where error.code == .counterNotIncreasing {
-                // The same signed form sent again (a retry reaching another instance after the
-                // first was accepted) is a replay. Otherwise the device's counter is not above the
-                // stored one: a cloned key or a restored device, and only a new attestation can
-                // re-establish trust.
-                let recorded: Bool
-                do throws(StoreError) {
-                    recorded = try await self.store.isFormHashRecorded(form.clientDataHash, now: now)
-                } catch {
-                    throw FlowError(error)
-                }
-                if recorded {
-                    throw FlowError(code: .replay, category: .conflict, reason: "this form was accepted before")
-                }
-                // The signature verified, so the key's holder signed this lower counter. The key
-                // is not trusted again, whatever counter it signs next.
-                do throws(StoreError) {
-                    try await self.store.requireReattestation(keyID: request.keyID)
-                } catch {
-                    throw FlowError(error)
-                }
-                throw FlowError.requiresReattestation(error.reason + "; the key must be attested again")
+                // The signature verified (the verifier checks it before the counter), so the
+                // key's holder signed this counter; the assertion parsed to get that far.
+                let signed = (try? AssertionObject(cborEncoded: request.assertion))?.authenticatorData.signCount ?? 0
+                throw await self.lateCounter(signed, key: key, form: form, reason: error.reason, now: now)
             } catch {
                 throw FlowError(error)
             }
+            // With evidence records on: a key whose registration cannot support one is refused
+            // before anything is committed (and after its signature verified: only its holder learns).
+            try await self.checkKeyAttestation(key)
             // The assertion's signals, when it carries any, become the key's last ones with its counter.
             let signals = Self.signals(verified.extensions)
-            try await self.commit(
-                AssertionCommit(
-                    keyID: request.keyID,
-                    counter: verified.counter,
-                    replay: ReplayRecord(formHash: form.clientDataHash, expiresAt: self.configuration.replayExpiry(for: form, now: now)),
-                    challenges: claims,
-                    now: now,
-                    signals: signals
+            do throws(FlowError) {
+                try await self.commit(
+                    AssertionCommit(
+                        keyID: request.keyID,
+                        counter: verified.counter,
+                        replay: ReplayRecord(formHash: form.clientDataHash, expiresAt: self.configuration.replayExpiry(for: form, now: now)),
+                        challenges: claims,
+                        now: now,
+                        signals: signals
+                    )
                 )
-            )
+            } catch where error.code == .counterNotIncreasing && self.configuration.counterRule == .tolerant {
+                // Another request (on this instance or another) advanced the counter between the
+                // read and the commit's compare-and-set. If it stored this very counter over
+                // another form, the key signed one counter twice: the tolerant rule retires it.
+                // Otherwise this is a race an honest app can lose (409, the key kept), as before.
+                guard let current = try await self.load(request.keyID), current.counter == verified.counter else { throw error }
+                throw await self.lateCounter(verified.counter, key: current, form: form, reason: error.reason, now: now)
+            }
             var stored = key
             stored.counter = verified.counter
             stored.lastUsed = now
+            stored.counterFormHash = form.clientDataHash
             stored.lastSignals = signals ?? stored.lastSignals
             return AssertOutcome(key: stored, assertion: verified, form: form)
         } attach: { outcome, challenge in
@@ -305,7 +303,7 @@ public struct FormFlows: Sendable {
             }
             var key = Self.storedKey(
                 attestation, KeyAttestation(object: request.attestationObject, clientDataHash: request.poolChallenge),
-                username: request.username, counter: verified.counter, now: now
+                username: request.username, counter: verified.counter, formHash: form.clientDataHash, now: now
             )
             key.lastSignals = Self.signals(verified.extensions) ?? key.lastSignals
             try await self.commit(
@@ -327,10 +325,56 @@ public struct FormFlows: Sendable {
 
     // MARK: - Steps
 
+    /// The refusal of a validly signed assertion whose counter `signed` is not above `key`'s
+    /// stored one (``CounterRule``). What the store can prove: the form that set the stored
+    /// counter (``StoredKey/counterFormHash``), and whether this form was accepted before.
+    /// - The same form again: `replay` (409), nothing changes.
+    /// - ``CounterRule/strict``: the key is retired (428).
+    /// - ``CounterRule/tolerant``: the stored counter signed again over another form than the one
+    ///   that set it is one counter value signed twice, which no honest device does: the key is
+    ///   retired (428). Any other late counter (lower, or the stored form unknown) is refused
+    ///   with `counter_out_of_order` (409) and changes nothing.
+    private func lateCounter(_ signed: UInt32, key: StoredKey, form: SignedForm, reason: String, now: Date) async -> FlowError {
+        let recorded: Bool
+        do throws(StoreError) {
+            recorded = try await self.store.isFormHashRecorded(form.clientDataHash, now: now)
+        } catch {
+            return FlowError(error)
+        }
+        if recorded {
+            return FlowError(code: .replay, category: .conflict, reason: "this form was accepted before")
+        }
+        let retire: Bool
+        let why: String
+        switch self.configuration.counterRule {
+        case .strict:
+            retire = true
+            why = reason + "; the key must be attested again (counter rule: strict)"
+        case .tolerant:
+            if signed == key.counter, let stored = key.counterFormHash, !constantTimeEquals(stored, form.clientDataHash) {
+                retire = true
+                why = "counter \(signed) was signed over two different forms (a cloned key); the key must be attested again"
+            } else {
+                retire = false
+                why = reason + "; a later form of this key was accepted first: sign this form again (the key is kept)"
+            }
+        }
+        guard retire else {
+            return FlowError(code: .counterOutOfOrder, category: .conflict, reason: why)
+        }
+        // The key is not trusted again, whatever counter it signs next.
+        do throws(StoreError) {
+            try await self.store.requireReattestation(keyID: key.keyID)
+        } catch {
+            return FlowError(error)
+        }
+        return FlowError.requiresReattestation(why)
+    }
+
     /// How many keys `username` registered within the count window (a report; never a failure).
     private func recentRegistrations(of username: String, now: Date) async -> Int? {
         let since = now.addingTimeInterval(-self.configuration.registrationCountWindow)
-        return try? await self.store.keys(username: username).filter { $0.createdAt >= since }.count
+        return try? await self.store.countKeys(username: username, .createdSince(since))
     }
 
     private func acceptedForm(_ bytes: [UInt8], prepared: SignedForm?, username: String, session: String?, now: Date) throws(FlowError) -> SignedForm {
@@ -404,7 +448,9 @@ public struct FormFlows: Sendable {
         }
     }
 
-    private static func storedKey(_ attestation: VerifiedAttestation, _ object: KeyAttestation, username: String, counter: UInt32, now: Date) -> StoredKey {
+    private static func storedKey(
+        _ attestation: VerifiedAttestation, _ object: KeyAttestation, username: String, counter: UInt32, formHash: [UInt8], now: Date
+    ) -> StoredKey {
         StoredKey(
             keyID: attestation.keyID,
             username: username,
@@ -416,7 +462,8 @@ public struct FormFlows: Sendable {
             createdAt: now,
             lastUsed: now,
             lastSignals: Self.signals(attestation.extensions),
-            attestation: object
+            attestation: object,
+            counterFormHash: formHash
         )
     }
 

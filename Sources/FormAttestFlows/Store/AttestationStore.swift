@@ -30,9 +30,16 @@ public protocol AttestationStore: Sendable {
     /// - Throws: ``StoreError/Code/unknownKey`` when no key has this keyId.
     func requireReattestation(keyID: [UInt8]) async throws(StoreError)
 
-    /// The user's keys, active and revoked, oldest first (operators' listing; the flows count
-    /// recent registrations with it).
+    /// The user's keys, active and revoked, oldest first, with their registrations' blobs. Every
+    /// key of the user: for tools and tests; the service lists keys a page at a time
+    /// (``OperationalAttestationStore/keys(username:after:limit:)``) and counts them with
+    /// ``countKeys(username:_:)``.
     func keys(username: String) async throws(StoreError) -> [StoredKey]
+
+    /// How many of the user's keys match `filter`, counted by the store without reading any key's
+    /// registration (receipt, attestation object): a registration reports the user's recent
+    /// registrations with it, however many keys the user has.
+    func countKeys(username: String, _ filter: KeyCountFilter) async throws(StoreError) -> Int
 
     /// Compare-and-set of a key's receipt (after a risk-metric refresh): stores `receipt` only if
     /// the stored one is still `previous`, so that concurrent refreshes cannot overwrite a newer one.
@@ -57,11 +64,53 @@ public protocol AttestationStore: Sendable {
     func commitRegistration(_ commit: RegistrationCommit) async throws(StoreError)
 
     /// Accepts an assertion in one atomic step: consumes every claimed challenge, records the
-    /// form hash and advances the counter (compare-and-set, strictly greater), together with the
-    /// key's ``StoredKey/lastSignals`` when the commit carries signals, or does none of it.
+    /// form hash and advances the counter (compare-and-set, strictly greater), together with its
+    /// ``StoredKey/counterFormHash`` (the replay record's hash) and the key's
+    /// ``StoredKey/lastSignals`` when the commit carries signals, or does none of it.
     /// - Throws: ``StoreError/Code/challengeInvalid``, ``StoreError/Code/replay``,
     ///   ``StoreError/Code/unknownKey`` or ``StoreError/Code/staleCounter``.
     func commitAssertion(_ commit: AssertionCommit) async throws(StoreError)
+}
+
+/// Which of a user's keys ``AttestationStore/countKeys(username:_:)`` counts.
+public enum KeyCountFilter: Sendable, Hashable {
+    /// Every key, revoked ones included.
+    case all
+    /// Keys neither revoked nor marked for re-attestation.
+    case active
+    /// Keys registered at or after this time, revoked ones included.
+    case createdSince(Date)
+
+    /// Whether `key` is counted.
+    public func matches(_ key: StoredKey) -> Bool {
+        switch self {
+        case .all: true
+        case .active: key.revokedAt == nil && !key.reattestationRequired
+        case .createdSince(let date): key.createdAt >= date
+        }
+    }
+}
+
+/// Where a page of a user's keys ends: the last key's registration time and keyId (keys are
+/// listed by both, in that order).
+public struct KeyPosition: Sendable, Hashable {
+    public var createdAt: Date
+    public var keyID: [UInt8]
+
+    public init(createdAt: Date, keyID: [UInt8]) {
+        self.createdAt = createdAt
+        self.keyID = keyID
+    }
+
+    /// The position of `key`.
+    public init(_ key: StoredKey) {
+        self.init(createdAt: key.createdAt, keyID: key.keyID)
+    }
+
+    /// Whether `key` comes after this position in the listing's order.
+    public func precedes(_ key: StoredKey) -> Bool {
+        key.createdAt != self.createdAt ? key.createdAt > self.createdAt : self.keyID.lexicographicallyPrecedes(key.keyID)
+    }
 }
 
 /// An attested key as stored.
@@ -90,6 +139,13 @@ public struct StoredKey: Sendable, Hashable, Codable {
     /// carries so that the key can be proven Apple-attested offline, years later. `nil` for keys
     /// registered before FormAttest kept it.
     public var attestation: KeyAttestation?
+    /// The hash of the form whose accepted signature set ``counter``: the registering form (an
+    /// attestation's counter is 0; a pooled key's first assertion signs its form), then each
+    /// accepted assertion's form, written with the counter by the same atomic update. It is what
+    /// lets the flows prove a clone: an honest device signs each counter value once, so the same
+    /// counter over a different form is two devices. `nil` when not known (keys stored before
+    /// FormAttest kept it, or a counter moved by ``StepwiseAttestationStore/advanceCounter(keyID:to:lastUsed:)``).
+    public var counterFormHash: [UInt8]?
 
     public init(
         keyID: [UInt8],
@@ -104,7 +160,8 @@ public struct StoredKey: Sendable, Hashable, Codable {
         reattestationRequired: Bool = false,
         revokedAt: Date? = nil,
         lastSignals: KeySignals? = nil,
-        attestation: KeyAttestation? = nil
+        attestation: KeyAttestation? = nil,
+        counterFormHash: [UInt8]? = nil
     ) {
         self.keyID = keyID
         self.username = username
@@ -119,6 +176,7 @@ public struct StoredKey: Sendable, Hashable, Codable {
         self.revokedAt = revokedAt
         self.lastSignals = lastSignals
         self.attestation = attestation
+        self.counterFormHash = counterFormHash
     }
 }
 

@@ -50,6 +50,7 @@ public actor MemoryAttestationStore: StepwiseAttestationStore {
         guard key.counter < counter else { return false }
         key.counter = counter
         key.lastUsed = lastUsed
+        key.counterFormHash = nil
         self.keys[keyID] = key
         return true
     }
@@ -64,6 +65,16 @@ public actor MemoryAttestationStore: StepwiseAttestationStore {
         try self.check()
         return self.keys.values.filter { Array($0.username.utf8) == Array(username.utf8) }
             .sorted { $0.createdAt != $1.createdAt ? $0.createdAt < $1.createdAt : $0.keyID.lexicographicallyPrecedes($1.keyID) }
+    }
+
+    public func countKeys(username: String, _ filter: KeyCountFilter) throws(StoreError) -> Int {
+        try self.check()
+        return self.keys.values.filter { Array($0.username.utf8) == Array(username.utf8) && filter.matches($0) }.count
+    }
+
+    public func keys(username: String, after position: KeyPosition?, limit: Int) throws(StoreError) -> [StoredKey] {
+        let all = try self.keys(username: username)
+        return Array(all.filter { key in position.map { $0.precedes(key) } ?? true }.prefix(max(limit, 0)))
     }
 
     public func revokeKey(keyID: [UInt8], at date: Date) throws(StoreError) {
@@ -152,6 +163,7 @@ public actor MemoryAttestationStore: StepwiseAttestationStore {
         self.replays[commit.replay.formHash] = commit.replay.expiresAt
         key.counter = commit.counter
         key.lastUsed = commit.now
+        key.counterFormHash = commit.replay.formHash
         if let signals = commit.signals, !signals.isEmpty { key.lastSignals = signals }
         self.keys[commit.keyID] = key
     }

@@ -16,6 +16,11 @@ public protocol OperationalAttestationStore: AttestationStore {
     /// - Throws: ``StoreError/Code/unknownKey`` when no key has this keyId.
     func revokeKey(keyID: [UInt8], at date: Date) async throws(StoreError)
 
+    /// At most `limit` of the user's keys after `position` (from the first when `nil`), ordered
+    /// by registration time then keyId: the operators' paged listing. Pass the last key's
+    /// position to get the next page.
+    func keys(username: String, after position: KeyPosition?, limit: Int) async throws(StoreError) -> [StoredKey]
+
     /// Adds one request to a rate-limit window and returns the window's count after it,
     /// atomically (across instances sharing the store): two concurrent callers never both see
     /// the same count.

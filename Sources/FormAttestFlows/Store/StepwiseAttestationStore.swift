@@ -14,7 +14,8 @@ public protocol StepwiseAttestationStore: OperationalAttestationStore {
     /// - Throws: ``StoreError/Code/duplicateKey`` when a key with this keyId exists.
     func insertKey(_ key: StoredKey) async throws(StoreError)
 
-    /// Compare-and-set: stores `counter` only if the stored counter is strictly smaller.
+    /// Compare-and-set: stores `counter` only if the stored counter is strictly smaller, and
+    /// clears ``StoredKey/counterFormHash`` with it (no form is known for this counter).
     /// - Returns: `true` when stored, `false` when the stored counter is already ≥ `counter`.
     /// - Throws: ``StoreError/Code/unknownKey`` when no key has this keyId.
     func advanceCounter(keyID: [UInt8], to counter: UInt32, lastUsed: Date) async throws(StoreError) -> Bool

@@ -1,0 +1,173 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+import FormAttestTestSupport
+import Foundation
+import Testing
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// Issue 31, the classes about state and counters, against the built binary (`formattest-dev
+/// serve --dev-simulator`, a SQLite store): a reordered delivery never retires an honest key
+/// (class 12), a user's assertions are budgeted (class 5), the low-space guard refuses new forms
+/// and says why on /healthz (class 5), and the admin listing is paged (class 4). Class 2
+/// (evidence for a key registered without valid receipts) needs a key the simulated device
+/// forgets across the restart that turns evidence on; the route tests cover it in process.
+struct HostileStateTests {
+    /// A running service and a tiny JSON client for it.
+    struct Service {
+        let server: Formattest.Running
+        let port: Int
+        let files: TemporaryFiles
+
+        init(_ extra: [String]) throws {
+            self.files = try TemporaryFiles()
+            self.port = Formattest.freePort()
+            self.server = try Formattest.start(
+                [
+                    "serve", "--dev-simulator", "--port", String(self.port), "--log-level", "warning",
+                    "--store", "sqlite:" + self.files.directory.appendingPathComponent("store.sqlite").path,
+                    "--data-dir", self.files.directory.appendingPathComponent("data").path,
+                ] + extra
+            )
+        }
+
+        func stop() { _ = self.server.terminate(within: 10) }
+
+        func send(_ method: String, _ path: String, _ body: [String: Any]? = nil, bearer: String? = nil) async throws -> (Int, [String: Any]) {
+            var request = URLRequest(url: URL(string: "http://127.0.0.1:\(self.port)\(path)")!)
+            request.httpMethod = method
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+            if let bearer { request.setValue("Bearer \(bearer)", forHTTPHeaderField: "Authorization") }
+            if let body { request.httpBody = try JSONSerialization.data(withJSONObject: body) }
+            let (data, response) = try await URLSession.shared.data(for: request)
+            let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:]
+            return ((response as? HTTPURLResponse)?.statusCode ?? 0, object)
+        }
+
+        static func form(_ amount: String, user: String = "alice") -> [String: Any] {
+            let stamp = ISO8601DateFormatter().string(from: Date())
+            return ["action": "transfer", "amount": amount, "to": "bob", "username": user, "timestamp": stamp, "nonce": UUID().uuidString]
+        }
+
+        /// Registers a key of `user` over a fresh form; its keyId.
+        func register(user: String = "alice") async throws -> String {
+            let form = Self.form("1.00", user: user)
+            let (_, simulated) = try await self.send("POST", "/api/dev/simulate", ["action": "attest", "form": form])
+            let keyID = try #require(simulated["keyId"] as? String)
+            let (status, answer) = try await self.send(
+                "POST", "/api/appattest/attest",
+                ["username": user, "keyId": keyID, "attestationObject": simulated["attestationObject"] ?? "", "form": form]
+            )
+            #expect(status == 200, "\(answer)")
+            return keyID
+        }
+
+        /// A form and the simulated device's assertion over it (the device's next counter).
+        func signed(_ keyID: String, amount: String, user: String = "alice") async throws -> [String: Any] {
+            let form = Self.form(amount, user: user)
+            let (_, simulated) = try await self.send("POST", "/api/dev/simulate", ["action": "assert", "keyId": keyID, "form": form])
+            return ["username": user, "keyId": keyID, "assertion": try #require(simulated["assertion"] as? String), "form": form]
+        }
+
+        func code(_ answer: [String: Any]) -> String? { (answer["error"] as? [String: Any])?["code"] as? String }
+    }
+
+    @Test("class 12: forms delivered in the opposite order: 409 counter_out_of_order and the key signs on; --counter-rule strict retires it")
+    func reorderedDelivery() async throws {
+        for rule in ["tolerant", "strict"] {
+            let service = try Service(["--counter-rule", rule])
+            defer { service.stop() }
+            try #require(Formattest.waitForListener(port: service.port, process: service.server.process))
+            let keyID = try await service.register()
+            let first = try await service.signed(keyID, amount: "1.00")
+            let second = try await service.signed(keyID, amount: "2.00")
+            #expect(try await service.send("POST", "/api/appattest/assert", second).0 == 200)
+            let (lateStatus, late) = try await service.send("POST", "/api/appattest/assert", first)
+            let (againStatus, again) = try await service.send("POST", "/api/appattest/assert", try await service.signed(keyID, amount: "1.00"))
+            if rule == "tolerant" {
+                #expect(lateStatus == 409 && service.code(late) == "counter_out_of_order", "\(late)")
+                #expect(againStatus == 200, "\(again)")
+            } else {
+                #expect(lateStatus == 428 && service.code(late) == "requires_reattestation", "\(late)")
+                #expect(againStatus == 428, "\(again)")
+            }
+        }
+    }
+
+    @Test("class 5: one user's assertions are budgeted per window (429 rate_limited with Retry-After); another user still signs")
+    func assertionBudget() async throws {
+        let service = try Service(["--rate-limit-assertions-per-user", "3", "--rate-limit-window", "3600"])
+        defer { service.stop() }
+        try #require(Formattest.waitForListener(port: service.port, process: service.server.process))
+        let alice = try await service.register()
+        let bob = try await service.register(user: "bob")
+        var statuses: [Int] = []
+        for index in 0..<5 {
+            let (status, answer) = try await service.send("POST", "/api/appattest/assert", try await service.signed(alice, amount: "\(index).00"))
+            statuses.append(status)
+            if status == 429 { #expect(service.code(answer) == "rate_limited") }
+        }
+        #expect(statuses == [200, 200, 200, 429, 429], "\(statuses)")
+        #expect(try await service.send("POST", "/api/appattest/assert", try await service.signed(bob, amount: "9.00", user: "bob")).0 == 200)
+    }
+
+    @Test("class 5: below min-free-space the service takes no new form (507 insufficient_storage) and /healthz says which filesystem")
+    func lowSpace() async throws {
+        // 100 TB free required (the largest threshold): no filesystem of this machine has it.
+        let low = try Service(["--min-free-space", "100000000"])
+        defer { low.stop() }
+        try #require(Formattest.waitForListener(port: low.port, process: low.server.process))
+        let (challengeStatus, challenge) = try await low.send("GET", "/api/appattest/challenge?username=alice")
+        #expect(challengeStatus == 507 && low.code(challenge) == "insufficient_storage", "\(challenge)")
+        let form = Service.form("1.00")
+        let (_, simulated) = try await low.send("POST", "/api/dev/simulate", ["action": "attest", "form": form])
+        let (attestStatus, attest) = try await low.send(
+            "POST", "/api/appattest/attest",
+            ["username": "alice", "keyId": simulated["keyId"] ?? "", "attestationObject": simulated["attestationObject"] ?? "", "form": form]
+        )
+        #expect(attestStatus == 507 && low.code(attest) == "insufficient_storage", "\(attest)")
+        let (healthStatus, health) = try await low.send("GET", "/healthz")
+        #expect(healthStatus == 503 && health["status"] as? String == "insufficient_storage", "\(health)")
+        #expect((health["path"] as? String)?.isEmpty == false)
+        #expect((health["minimumFreeBytes"] as? Int) == 100_000_000_000_000)
+
+        // One thing changed: 1 MB required, and the same requests are taken.
+        let roomy = try Service(["--min-free-space", "1"])
+        defer { roomy.stop() }
+        try #require(Formattest.waitForListener(port: roomy.port, process: roomy.server.process))
+        #expect(try await roomy.send("GET", "/api/appattest/challenge?username=alice").0 == 200)
+        _ = try await roomy.register()
+        let (roomyHealth, roomyAnswer) = try await roomy.send("GET", "/healthz")
+        #expect(roomyHealth == 200 && roomyAnswer["status"] as? String == "ok")
+    }
+
+    @Test("class 4: the admin listing is paged and counts every key")
+    func pagedListing() async throws {
+        let secretFiles = try TemporaryFiles()
+        let secret = String(repeating: "a", count: 48)
+        let secretFile = try secretFiles.write(secret + "\n", named: "admin-secrets")
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: secretFile)
+        let service = try Service(["--admin-secret-file", secretFile, "--max-keys-per-user", "2"])
+        defer { service.stop() }
+        try #require(Formattest.waitForListener(port: service.port, process: service.server.process))
+        for _ in 0..<5 { _ = try await service.register() }
+        var seen = 0
+        var path = "/admin/users/alice/keys?limit=2"
+        var pages = 0
+        while pages < 10 {
+            let (status, page) = try await service.send("GET", path, bearer: secret)
+            try #require(status == 200, "\(page)")
+            #expect(page["totalKeys"] as? Int == 5 && page["activeKeys"] as? Int == 2 && page["recentRegistrations"] as? Int == 5, "\(page)")
+            seen += (page["keys"] as? [Any])?.count ?? 0
+            pages += 1
+            guard let next = page["next"] as? String else { break }
+            path = "/admin/users/alice/keys?limit=2&after=\(next)"
+        }
+        #expect(seen == 5 && pages == 3)
+    }
+}
