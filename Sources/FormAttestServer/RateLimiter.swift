@@ -10,6 +10,12 @@ import HTTPTypes
 import Hummingbird
 import NIOCore
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Rate limits on the endpoints that spend the service's resources (challenge, attest,
 /// register-pooled, assert with rotating challenges, inspect): fixed windows counted in the
 /// store, so that every instance sharing it shares the limits. Over a limit: 429 `rate_limited`
@@ -141,10 +147,7 @@ struct RateLimiter: Sendable {
         let entries = request.headers[values: .xForwardedFor].flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }
         guard entries.count >= hops else { return peer }
         let candidate = entries[entries.count - hops]
-        guard let address = try? SocketAddress(ipAddress: candidate, port: 0), let key = ClientAddress.key(address, ipv6Prefix: self.limits.ipv6Prefix) else {
-            return peer
-        }
-        return key
+        return ClientAddress.key(candidate, ipv6Prefix: self.limits.ipv6Prefix) ?? peer
     }
 
     /// 32 bytes naming what is counted; no username is stored in the clear.
@@ -161,15 +164,16 @@ struct RateLimiter: Sendable {
 /// (`::ffff:a.b.c.d`), `v6:HEX/N` for an IPv6 address cut to its first `N` bits.
 enum ClientAddress {
     static func key(_ address: SocketAddress, ipv6Prefix: Int) -> String? {
-        switch address {
-        case .v4(let v4):
-            return Self.v4(withUnsafeBytes(of: v4.address.sin_addr) { Array($0) })
-        case .v6(let v6):
-            let bytes = withUnsafeBytes(of: v6.address.sin6_addr) { Array($0) }
-            return Self.v6(bytes, prefix: ipv6Prefix)
-        default:
-            return nil
-        }
+        address.ipAddress.flatMap { Self.key($0, ipv6Prefix: ipv6Prefix) }
+    }
+
+    /// The key of an address in text (`a.b.c.d` or IPv6), or nil when it is not one.
+    static func key(_ text: String, ipv6Prefix: Int) -> String? {
+        var v4 = [UInt8](repeating: 0, count: 4)
+        if inet_pton(AF_INET, text, &v4) == 1 { return Self.v4(v4) }
+        var v6 = [UInt8](repeating: 0, count: 16)
+        if inet_pton(AF_INET6, text, &v6) == 1 { return Self.v6(v6, prefix: ipv6Prefix) }
+        return nil
     }
 
     /// The key of 16 bytes of an IPv6 address: IPv4-mapped ones as IPv4, the others cut to `prefix` bits.
