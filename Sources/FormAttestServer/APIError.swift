@@ -76,6 +76,19 @@ public struct APIError: HTTPResponseError, Sendable {
         APIError(status: .badRequest, code: "invalid_request", message: message)
     }
 
+    /// The inspector's answer would be larger than it sends.
+    static func inspectionTooLarge(_ size: Int) -> APIError {
+        APIError(
+            status: .unprocessableContent, code: "inspection_too_large",
+            message: "the inspection's answer is \(size) bytes, over the \(InspectionGate.maximumAnswerSize) the service sends; use formattest inspect locally"
+        )
+    }
+
+    /// A query string that is not strictly percent-encoded UTF-8, or names a parameter twice.
+    static func invalidQuery(_ message: String) -> APIError {
+        APIError(status: .badRequest, code: "invalid_query", message: message)
+    }
+
     // Both close the connection: the rest of the body is not read.
     static let requestTimeout = APIError(
         status: .requestTimeout, code: "request_timeout", message: "the request body did not arrive in time", headers: [.connection: "close"]
@@ -153,6 +166,11 @@ enum JSONResponse {
     /// Bytes already RFC 8785 (the inspector's view, the JWKS).
     static func make(_ value: JSONValue, status: HTTPResponse.Status = .ok) -> Response {
         Self.make(bytes: value.canonicalBytes, status: status)
+    }
+
+    /// A value's RFC 8785 bytes, already serialized.
+    static func make(canonicalBytes: [UInt8], status: HTTPResponse.Status = .ok) -> Response {
+        Self.make(bytes: canonicalBytes, status: status)
     }
 
     private static func make(bytes: [UInt8], status: HTTPResponse.Status) -> Response {

@@ -29,6 +29,8 @@ struct AppAttestController {
     var assertionsPerUser: Int? = nil
     /// The low-space guard (``ServerConfiguration/storageGuard``).
     var storageGuard: StorageGuard? = nil
+    /// At most one inspection at a time in this instance.
+    let inspectionGate = InspectionGate()
 
     init(flows: FormFlows, formatter: TokenFormatter, rateLimiter: RateLimiter, evidence: EvidenceRecorder?, now: @escaping @Sendable () -> Date) {
         self.flows = flows
@@ -113,11 +115,12 @@ struct AppAttestController {
     }
 
     @Sendable func challenge(_ request: Request, context: AppRequestContext) async throws -> Response {
-        let purposeText = request.uri.queryParameters.get("purpose") ?? "form"
+        let query = try QueryParameters(request)
+        let purposeText = query.get("purpose") ?? "form"
         guard let purpose = ChallengePurpose(rawValue: purposeText) else {
             throw APIError.invalidRequest("purpose must be form or pool")
         }
-        let requested = request.uri.queryParameters.get("username")
+        let requested = query.get("username")
         if let requested { try APIError.checkUsername(requested) }
         let username: String?
         do {
@@ -278,6 +281,7 @@ struct AppAttestController {
     /// same code as `formattest inspect`). It shows; it never judges (no verdict).
     @Sendable func inspect(_ request: Request, context: AppRequestContext) async throws -> Response {
         let body = try await RequestBody.read(request, context: context)
+        try await self.rateLimiter.checkInspection(request: request, context: context, now: self.now())
         let modeName = body.value["mode"]?.stringValue ?? InspectionMode.semantic.rawValue
         guard let mode = InspectionMode(rawValue: modeName) else {
             throw APIError.invalidRequest("mode must be semantic, forensic or tree")
@@ -290,6 +294,12 @@ struct AppAttestController {
         guard bytes.count <= AppAttestLimits.maximumAttestationSize else {
             throw APIError.invalidRequest("the object is larger than 8 KiB")
         }
-        return JSONResponse.make(Inspection(bytes, mode: mode).json(includingText: true))
+        return try self.inspectionGate.run { () throws(APIError) -> Response in
+            let answer = Inspection(bytes, mode: mode).json(includingText: true).canonicalBytes
+            guard answer.count <= InspectionGate.maximumAnswerSize else {
+                throw APIError.inspectionTooLarge(answer.count)
+            }
+            return JSONResponse.make(canonicalBytes: answer)
+        }
     }
 }

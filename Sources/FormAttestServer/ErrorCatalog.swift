@@ -82,6 +82,14 @@ public enum ErrorCatalog {
             Self.http(APIError.requestTimeout, "the request body did not arrive within the body timeout; the connection is closed", "Send the whole body promptly; retry once on a good connection."),
             Self.http(APIError.bodyTooLarge, "the request body is larger than 64 KiB; the connection is closed", "Send a smaller request; do not retry it unchanged."),
             Self.http(APIError.rateLimited(retryAfter: 1, reason: ""), "too many requests for this user or client address in the window", "Wait the seconds of `Retry-After`, then retry."),
+            Self.http(
+                APIError.inspectionTooLarge(0), "the inspector's answer for this object would be larger than the service sends (256 KiB)",
+                "Inspect the object locally with formattest inspect."
+            ),
+            Self.http(
+                APIError.invalidQuery(""), "the query string is not strictly percent-encoded UTF-8 (a raw non-ASCII byte, a bad % escape, invalid UTF-8) or names a parameter twice",
+                "Percent-encode the query string's UTF-8 exactly once per parameter; do not retry unchanged."
+            ),
             Self.http(APIError.malformedRequest(""), "the request is not valid HTTP/1.1 (bad chunked encoding, ...)", "Fix the client's HTTP; do not retry unchanged."),
             Self.http(APIError.framework(status: .notFound, message: nil), "no such route (or the demo page's file is missing)", "Check the URL and method against docs/api.md."),
             Self.http(APIError.framework(status: .methodNotAllowed, message: nil), "the route exists but not with this method", "Use the method docs/api.md gives."),

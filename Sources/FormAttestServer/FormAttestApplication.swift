@@ -54,28 +54,45 @@ public enum FormAttestApplication {
             services.append(
                 Application(
                     router: self.operatorRouter(configuration: configuration, store: store),
-                    server: Self.http1(configuration),
-                    configuration: ApplicationConfiguration(address: .hostname(admin.host, port: admin.port), serverName: "formattest"),
+                    server: Self.http1(configuration, logger: logger),
+                    configuration: Self.listener(host: admin.host, port: admin.port, configuration, logger: logger),
                     logger: logger
                 )
             )
         }
         return Application(
             router: router,
-            server: Self.http1(configuration),
-            configuration: ApplicationConfiguration(address: .hostname(configuration.host, port: configuration.port), serverName: "formattest"),
+            server: Self.http1(configuration, logger: logger),
+            configuration: Self.listener(host: configuration.host, port: configuration.port, configuration, logger: logger),
             services: services,
             logger: logger
         )
     }
 
-    /// HTTP/1.1 with the idle timeout, and the body deadline (``BodyDeadlineHandler``) in every
-    /// connection's pipeline.
-    static func http1(_ configuration: ServerConfiguration) -> HTTPServerBuilder {
+    /// A listener's address, with the total connection cap as its accept gate (``ConnectionCap``).
+    static func listener(host: String, port: Int, _ configuration: ServerConfiguration, logger: Logger) -> ApplicationConfiguration {
+        ApplicationConfiguration(
+            address: .hostname(host, port: port), serverName: "formattest",
+            availableConnectionsDelegate: ConnectionCap(maximum: configuration.connectionLimits.total, logger: logger)
+        )
+    }
+
+    /// HTTP/1.1 with the idle timeout, and in every connection's pipeline the connection guard
+    /// (``ConnectionGuardHandler``: the per-address cap and the header deadline) and the body
+    /// deadline (``BodyDeadlineHandler``). Each listener counts its own connections.
+    static func http1(_ configuration: ServerConfiguration, logger: Logger) -> HTTPServerBuilder {
         let bodyTimeout = configuration.bodyTimeout
+        let limits = configuration.connectionLimits
+        // Behind trusted proxies every peer is a proxy: no per-address cap then.
+        let peers = configuration.rateLimits.trustedProxyHops > 0 ? nil : PeerConnections(limit: limits.perAddress)
+        let headerTimeout = min(limits.headerTimeout, configuration.idleTimeout)
+        let ipv6Prefix = configuration.rateLimits.ipv6Prefix
         return .http1(
             configuration: .init(
-                additionalChannelHandlers: [BodyDeadlineHandler(timeout: bodyTimeout)],
+                additionalChannelHandlers: [
+                    ConnectionGuardHandler(peers: peers, ipv6Prefix: ipv6Prefix, headerTimeout: headerTimeout, logger: logger),
+                    BodyDeadlineHandler(timeout: bodyTimeout),
+                ],
                 idleTimeout: TimeAmount(configuration.idleTimeout)
             ))
     }

@@ -10,13 +10,32 @@ import HTTPTypes
 import Hummingbird
 import NIOCore
 
-/// Rate limits per user and per client address on the endpoints that write (challenge, attest,
-/// register-pooled): fixed windows counted in the store, so that every instance sharing it
-/// shares the limits. Over a limit: 429 `rate_limited` with `Retry-After`.
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Rate limits on the endpoints that spend the service's resources (challenge, attest,
+/// register-pooled, assert with rotating challenges, inspect): fixed windows counted in the
+/// store, so that every instance sharing it shares the limits. Over a limit: 429 `rate_limited`
+/// with `Retry-After`.
+///
+/// Whom a request is counted against depends on who vouches for it, so that no caller escapes a
+/// budget and none spends another's:
+/// - an identity provider's token: the token's user alone (the address is not one client's: a
+///   carrier NAT, a company proxy or a bank's own front end carries many users);
+/// - a trusted backend: the backend (every request of its secret, `perBackend`), and the user
+///   it names, or, for a request that names none (pool challenges, the inspector), the backend's
+///   budget for such requests (`perBackendUnnamed`);
+/// - no caller authentication: the client address, and the username the request names.
+///
+/// A client address is an IPv4 address (/32; an IPv4-mapped IPv6 address is read as its IPv4
+/// address) or an IPv6 prefix (`ipv6Prefix` bits, /64 by default: one subscriber's allocation).
 public struct RateLimits: Sendable, Hashable {
     /// Requests per window per user, per endpoint.
     public var perUser: Int
-    /// Requests per window per client address, per endpoint.
+    /// Requests per window per client address, per endpoint (without caller authentication).
     public var perAddress: Int
     /// The window, in seconds.
     public var window: TimeInterval
@@ -24,13 +43,29 @@ public struct RateLimits: Sendable, Hashable {
     /// address is the entry the outermost of them added. 0: the connection's peer, and
     /// `X-Forwarded-For` is ignored (a client could write anything there).
     public var trustedProxyHops: Int
+    /// Requests per window per backend secret, per endpoint, whatever user they name.
+    public var perBackend: Int
+    /// Requests per window per backend secret that name no user, per endpoint.
+    public var perBackendUnnamed: Int
+    /// The bits of an IPv6 address that name one client (32-128).
+    public var ipv6Prefix: Int
+    /// `POST /api/appattest/inspect` requests per window per caller (user, backend or address).
+    public var inspect: Int
 
-    /// Defaults: 30 a minute per user and per address, no proxy.
-    public init(perUser: Int = 30, perAddress: Int = 30, window: TimeInterval = 60, trustedProxyHops: Int = 0) {
+    /// Defaults: 30 a minute per user and per address, 3000 per backend (30 naming no user),
+    /// IPv6 by /64, 60 inspections, no proxy.
+    public init(
+        perUser: Int = 30, perAddress: Int = 30, window: TimeInterval = 60, trustedProxyHops: Int = 0, perBackend: Int = 3000,
+        perBackendUnnamed: Int = 30, ipv6Prefix: Int = 64, inspect: Int = 60
+    ) {
         self.perUser = perUser
         self.perAddress = perAddress
         self.window = window
         self.trustedProxyHops = trustedProxyHops
+        self.perBackend = perBackend
+        self.perBackendUnnamed = perBackendUnnamed
+        self.ipv6Prefix = min(max(ipv6Prefix, 32), 128)
+        self.inspect = inspect
     }
 }
 
@@ -38,18 +73,55 @@ struct RateLimiter: Sendable {
     let limits: RateLimits
     let store: any OperationalAttestationStore
 
-    /// Counts this request against the user's and the address's windows; throws 429 when either
-    /// is over its limit (503 when the store cannot count: fail closed).
+    /// What one request is counted against: a kind (`user`, `address`, `backend`,
+    /// `backend-unnamed`, `inspect-*`), the subject, and its limit.
+    typealias Subject = (kind: String, subject: String, limit: Int)
+
+    /// Counts this request against each of its budgets; throws 429 when one is over its limit
+    /// (503 when the store cannot count: fail closed).
     func check(endpoint: String, user: String?, request: Request, context: AppRequestContext, now: Date) async throws {
+        try await self.count(endpoint: endpoint, self.subjects(user: user, request: request, context: context), now: now)
+    }
+
+    /// Counts an inspection against its caller: the token's user, the backend, or the address.
+    func checkInspection(request: Request, context: AppRequestContext, now: Date) async throws {
+        let caller: Subject
+        switch context.identity?.kind {
+        case .identityProvider?:
+            caller = ("inspect-user", context.identity?.username ?? "", self.limits.inspect)
+        case .trustedBackend?:
+            caller = ("inspect-backend", context.identity?.backend ?? "", self.limits.inspect)
+        case .unauthenticated?, nil:
+            caller = ("inspect-address", self.clientAddress(request, context), self.limits.inspect)
+        }
+        try await self.count(endpoint: "inspect", [caller], now: now)
+    }
+
+    /// The budgets a request spends (see ``RateLimits``).
+    func subjects(user: String?, request: Request, context: AppRequestContext) -> [Subject] {
+        switch context.identity?.kind {
+        case .identityProvider?:
+            // The token names the user: its budget alone, never one shared by its address.
+            return [("user", context.identity?.username ?? user ?? "", self.limits.perUser)]
+        case .trustedBackend?:
+            let backend = context.identity?.backend ?? ""
+            var subjects: [Subject] = [("backend", backend, self.limits.perBackend)]
+            if let user {
+                subjects.append(("user", user, self.limits.perUser))
+            } else {
+                subjects.append(("backend-unnamed", backend, self.limits.perBackendUnnamed))
+            }
+            return subjects
+        case .unauthenticated?, nil:
+            var subjects: [Subject] = [("address", self.clientAddress(request, context), self.limits.perAddress)]
+            if let user { subjects.append(("user", user, self.limits.perUser)) }
+            return subjects
+        }
+    }
+
+    private func count(endpoint: String, _ subjects: [Subject], now: Date) async throws {
         let start = Date(timeIntervalSince1970: (now.timeIntervalSince1970 / self.limits.window).rounded(.down) * self.limits.window)
         let end = start.addingTimeInterval(self.limits.window)
-        var subjects: [(kind: String, subject: String, limit: Int)] = []
-        // A trusted backend is the one client address of every user: its address is no client's
-        // (one user could exhaust everyone's budget), unless proxies name the client.
-        if context.identity?.kind != .trustedBackend || self.limits.trustedProxyHops > 0 {
-            subjects.append(("address", self.clientAddress(request, context), self.limits.perAddress))
-        }
-        if let user { subjects.append(("user", user, self.limits.perUser)) }
         for (kind, subject, limit) in subjects {
             let window = RateLimitWindow(id: Self.digest(endpoint, kind, subject), start: start, expiresAt: end)
             let count: Int
@@ -65,18 +137,17 @@ struct RateLimiter: Sendable {
         }
     }
 
-    /// The client's address: the connection's peer, or with trusted proxies the entry of
-    /// `X-Forwarded-For` the outermost trusted proxy added. Anything unparsable counts as the
-    /// peer (the proxy), which limits more, never less.
+    /// The client's address as counted (``ClientAddress``): the connection's peer, or with
+    /// trusted proxies the entry of `X-Forwarded-For` the outermost trusted proxy added.
+    /// Anything unparsable counts as the peer (the proxy), which limits more, never less.
     func clientAddress(_ request: Request, _ context: AppRequestContext) -> String {
-        let peer = context.remoteAddress?.ipAddress ?? "unknown"
+        let peer = context.remoteAddress.flatMap { ClientAddress.key($0, ipv6Prefix: self.limits.ipv6Prefix) } ?? "unknown"
         let hops = self.limits.trustedProxyHops
         guard hops > 0 else { return peer }
         let entries = request.headers[values: .xForwardedFor].flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }
         guard entries.count >= hops else { return peer }
         let candidate = entries[entries.count - hops]
-        guard (try? SocketAddress(ipAddress: candidate, port: 0)) != nil else { return peer }
-        return candidate
+        return ClientAddress.key(candidate, ipv6Prefix: self.limits.ipv6Prefix) ?? peer
     }
 
     /// 32 bytes naming what is counted; no username is stored in the clear.
@@ -86,6 +157,43 @@ struct RateLimiter: Sendable {
             hasher.update(data: Array(part.utf8) + [0])
         }
         return Array(hasher.finalize())
+    }
+}
+
+/// The budget key of a client address: `v4:a.b.c.d` for IPv4 and IPv4-mapped IPv6
+/// (`::ffff:a.b.c.d`), `v6:HEX/N` for an IPv6 address cut to its first `N` bits.
+enum ClientAddress {
+    static func key(_ address: SocketAddress, ipv6Prefix: Int) -> String? {
+        address.ipAddress.flatMap { Self.key($0, ipv6Prefix: ipv6Prefix) }
+    }
+
+    /// The key of an address in text (`a.b.c.d` or IPv6), or nil when it is not one.
+    static func key(_ text: String, ipv6Prefix: Int) -> String? {
+        var v4 = [UInt8](repeating: 0, count: 4)
+        if inet_pton(AF_INET, text, &v4) == 1 { return Self.v4(v4) }
+        var v6 = [UInt8](repeating: 0, count: 16)
+        if inet_pton(AF_INET6, text, &v6) == 1 { return Self.v6(v6, prefix: ipv6Prefix) }
+        return nil
+    }
+
+    /// The key of 16 bytes of an IPv6 address: IPv4-mapped ones as IPv4, the others cut to `prefix` bits.
+    static func v6(_ bytes: [UInt8], prefix: Int) -> String? {
+        guard bytes.count == 16 else { return nil }
+        if bytes[0..<10].allSatisfy({ $0 == 0 }) && bytes[10] == 0xFF && bytes[11] == 0xFF {
+            return Self.v4(Array(bytes[12..<16]))
+        }
+        let prefix = min(max(prefix, 0), 128)
+        var cut = bytes
+        for index in 0..<16 {
+            let kept = min(max(prefix - index * 8, 0), 8)
+            cut[index] &= kept == 8 ? 0xFF : ~(0xFF >> UInt8(kept))
+        }
+        return "v6:" + cut.map { String($0, radix: 16) }.joined(separator: ".") + "/\(prefix)"
+    }
+
+    static func v4(_ bytes: [UInt8]) -> String? {
+        guard bytes.count == 4 else { return nil }
+        return "v4:" + bytes.map(String.init).joined(separator: ".")
     }
 }
 

@@ -33,6 +33,8 @@ public struct ServerConfiguration: Sendable {
     public var purgeStepTarget: Duration = .milliseconds(5)
     /// A connection that sends nothing for this long is closed (slow or stalled clients).
     public var idleTimeout: Duration = .seconds(60)
+    /// Connections in total and per peer address, and the header deadline.
+    public var connectionLimits = ConnectionLimits()
     /// A request body must arrive completely within this time, or the answer is 408.
     public var bodyTimeout: Duration = .seconds(10)
     /// `/healthz` probes the store with a write at most this often; callers in between share

@@ -49,6 +49,18 @@ struct CallerOptions: ParsableArguments {
     @Option(name: .customLong("trusted-proxy-hops"), help: "Reverse proxies that append X-Forwarded-For (default 0: the peer address).")
     var trustedProxyHops = 0
 
+    @Option(name: .customLong("rate-limit-per-backend"), help: "Requests per window per backend secret, per endpoint (default 3000).")
+    var rateLimitPerBackend = 3000
+
+    @Option(name: .customLong("rate-limit-backend-unnamed"), help: "Requests per window per backend secret that name no user (default 30).")
+    var rateLimitBackendUnnamed = 30
+
+    @Option(name: .customLong("rate-limit-ipv6-prefix"), help: "The bits of an IPv6 address that name one client (default 64).")
+    var rateLimitIPv6Prefix = 64
+
+    @Option(name: .customLong("rate-limit-inspect"), help: "Inspector requests per window per caller (default 60).")
+    var rateLimitInspect = 60
+
     func validate(devSimulator: Bool) throws {
         let chosen = [self.jwks != nil, self.secretFile != nil, self.insecureNoCallerAuth].filter { $0 }.count
         guard chosen <= 1 else {
@@ -75,6 +87,10 @@ struct CallerOptions: ParsableArguments {
         guard (1...1_000_000).contains(self.rateLimitPerAddress) else { throw ValidationError("--rate-limit-per-address must be 1-1000000.") }
         try Setting.checkSeconds(self.rateLimitWindow, "--rate-limit-window", 1...86_400)
         guard (0...10).contains(self.trustedProxyHops) else { throw ValidationError("--trusted-proxy-hops must be 0-10.") }
+        guard (1...1_000_000).contains(self.rateLimitPerBackend) else { throw ValidationError("--rate-limit-per-backend must be 1-1000000.") }
+        guard (1...1_000_000).contains(self.rateLimitBackendUnnamed) else { throw ValidationError("--rate-limit-backend-unnamed must be 1-1000000.") }
+        guard (32...128).contains(self.rateLimitIPv6Prefix) else { throw ValidationError("--rate-limit-ipv6-prefix must be 32-128.") }
+        guard (1...1_000_000).contains(self.rateLimitInspect) else { throw ValidationError("--rate-limit-inspect must be 1-1000000.") }
     }
 
     /// The admin API's credential, when configured.
@@ -88,7 +104,11 @@ struct CallerOptions: ParsableArguments {
     }
 
     var rateLimits: RateLimits {
-        RateLimits(perUser: self.rateLimitPerUser, perAddress: self.rateLimitPerAddress, window: self.rateLimitWindow, trustedProxyHops: self.trustedProxyHops)
+        RateLimits(
+            perUser: self.rateLimitPerUser, perAddress: self.rateLimitPerAddress, window: self.rateLimitWindow, trustedProxyHops: self.trustedProxyHops,
+            perBackend: self.rateLimitPerBackend, perBackendUnnamed: self.rateLimitBackendUnnamed, ipv6Prefix: self.rateLimitIPv6Prefix,
+            inspect: self.rateLimitInspect
+        )
     }
 
     /// The configured authentication; the identity provider's keys are fetched once now (a
@@ -97,7 +117,8 @@ struct CallerOptions: ParsableArguments {
         if let jwks = self.jwks, let issuer = self.issuer, let audience = self.audience {
             let verifier = IdentityProviderVerifier(
                 configuration: .init(issuer: issuer, audience: audience, userClaim: self.userClaim),
-                source: try IdentityProviderKeySets.source(jwks)
+                source: try IdentityProviderKeySets.source(jwks),
+                logger: logger
             )
             do {
                 try await verifier.refresh()

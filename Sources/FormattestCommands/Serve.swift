@@ -99,6 +99,13 @@ public struct ServeOptions: ParsableArguments {
     @Option(name: .customLong("rate-limit-assertions-per-user"), help: ServeSettings.help("rate-limit-assertions-per-user")) var rateLimitAssertionsPerUser: String?
     @Option(name: .customLong("rate-limit-window"), help: ServeSettings.help("rate-limit-window")) var rateLimitWindow: String?
     @Option(name: .customLong("trusted-proxy-hops"), help: ServeSettings.help("trusted-proxy-hops")) var trustedProxyHops: String?
+    @Option(name: .customLong("rate-limit-per-backend"), help: ServeSettings.help("rate-limit-per-backend")) var rateLimitPerBackend: String?
+    @Option(name: .customLong("rate-limit-backend-unnamed"), help: ServeSettings.help("rate-limit-backend-unnamed")) var rateLimitBackendUnnamed: String?
+    @Option(name: .customLong("rate-limit-ipv6-prefix"), help: ServeSettings.help("rate-limit-ipv6-prefix")) var rateLimitIPv6Prefix: String?
+    @Option(name: .customLong("rate-limit-inspect"), help: ServeSettings.help("rate-limit-inspect")) var rateLimitInspect: String?
+    @Option(name: .customLong("max-connections"), help: ServeSettings.help("max-connections")) var maxConnections: String?
+    @Option(name: .customLong("max-connections-per-address"), help: ServeSettings.help("max-connections-per-address")) var maxConnectionsPerAddress: String?
+    @Option(name: .customLong("header-timeout"), help: ServeSettings.help("header-timeout")) var headerTimeout: String?
     @Option(name: .customLong("attestation-ca"), help: ServeSettings.help("attestation-ca")) var attestationCA: String?
     @Option(name: .customLong("rp-id"), help: ServeSettings.help("rp-id")) var relyingPartyID: String?
     @Option(name: .customLong("evidence-dir"), help: ServeSettings.help("evidence-dir")) var evidenceDirectory: String?
@@ -159,6 +166,13 @@ public struct ServeOptions: ParsableArguments {
             "rate-limit-assertions-per-user": self.rateLimitAssertionsPerUser.map { [$0] } ?? [],
             "rate-limit-window": self.rateLimitWindow.map { [$0] } ?? [],
             "trusted-proxy-hops": self.trustedProxyHops.map { [$0] } ?? [],
+            "rate-limit-per-backend": self.rateLimitPerBackend.map { [$0] } ?? [],
+            "rate-limit-backend-unnamed": self.rateLimitBackendUnnamed.map { [$0] } ?? [],
+            "rate-limit-ipv6-prefix": self.rateLimitIPv6Prefix.map { [$0] } ?? [],
+            "rate-limit-inspect": self.rateLimitInspect.map { [$0] } ?? [],
+            "max-connections": self.maxConnections.map { [$0] } ?? [],
+            "max-connections-per-address": self.maxConnectionsPerAddress.map { [$0] } ?? [],
+            "header-timeout": self.headerTimeout.map { [$0] } ?? [],
             "attestation-ca": self.attestationCA.map { [$0] } ?? [],
             "rp-id": self.relyingPartyID.map { [$0] } ?? [],
             "evidence-dir": self.evidenceDirectory.map { [$0] } ?? [],
@@ -231,6 +245,10 @@ public struct ServeOptions: ParsableArguments {
         configuration.bodyTimeout = .milliseconds(Int64((settings.seconds("body-timeout") ?? 10) * 1000))
         configuration.purgeInterval = .milliseconds(Int64((settings.seconds("purge-interval") ?? 60) * 1000))
         configuration.purgeStepTarget = .microseconds(Int64((settings.seconds("purge-step-target") ?? 0.005) * 1_000_000))
+        configuration.connectionLimits = ConnectionLimits(
+            total: plan.maxConnections, perAddress: settings.integer("max-connections-per-address") ?? 128,
+            headerTimeout: .milliseconds(Int64((settings.seconds("header-timeout") ?? 10) * 1000))
+        )
         configuration.flows = FlowConfiguration(
             formPolicy: FormPolicy(maximumAge: settings.seconds("form-max-age") ?? 300, maximumFutureSkew: settings.seconds("form-max-skew") ?? 30),
             formChallengeLifetime: settings.seconds("challenge-lifetime") ?? 120,
@@ -241,8 +259,29 @@ public struct ServeOptions: ParsableArguments {
         configuration.flows.maximumKeysPerUser = plan.caller.maxKeysPerUser
         configuration.flows.counterRule = CounterRule(rawValue: settings.text("counter-rule") ?? "tolerant") ?? .tolerant  // checked: a choice
         configuration.rateLimits = plan.caller.rateLimits
+        // The process's metrics: bootstrapped here, once, and rendered by `/metrics` (before the
+        // identity provider's first fetch, which counts its outcome).
+        let registry = PrometheusCollectorRegistry()
+        var factory = PrometheusMetricsFactory(registry: registry)
+        // Latency buckets that fit the service: its answers take 0.5 to a few milliseconds, its
+        // purge steps about 5 ms; the library's default starts at 5 ms and would put them all in
+        // one bucket. The alerting rules (deploy/prometheus) read p99 from these.
+        factory.defaultDurationHistogramBuckets = [
+            .microseconds(250), .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(3), .milliseconds(5),
+            .milliseconds(7), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250),
+            .milliseconds(500), .seconds(1), .seconds(2.5), .seconds(10),
+        ]
+        MetricsSystem.bootstrap(factory)
+        configuration.metrics = registry
         configuration.callerAuthentication = try await plan.caller.authentication(logger: logger)
         configuration.adminSecrets = try plan.caller.adminSecrets()
+        // Unsafe modes stop the service before it opens the store or listens (StrictModes).
+        var callerSecrets: BackendSecrets?
+        if case .trustedBackend(let secrets) = configuration.callerAuthentication { callerSecrets = secrets }
+        try StrictModes.check(plan, callerSecrets: callerSecrets, adminSecrets: configuration.adminSecrets)
+        let descriptors = try DescriptorLimit.ensure(
+            connections: plan.maxConnections, listeners: plan.adminListener == nil ? 1 : 2, explicit: settings.isSet("max-connections"))
+        configuration.connectionLimits.total = descriptors.connections
         configuration.packedAttestation = try plan.packed.packed()
         configuration.evidence = plan.evidence
         configuration.assertionsPerUser = settings.integer("rate-limit-assertions-per-user") ?? 60
@@ -257,19 +296,6 @@ public struct ServeOptions: ParsableArguments {
         configuration.audience = plan.signing.audience
         configuration.devSimulator = plan.devSimulator
         configuration.demoDirectory = plan.demoDirectory
-        // The process's metrics: bootstrapped here, once, and rendered by `/metrics`.
-        let registry = PrometheusCollectorRegistry()
-        var factory = PrometheusMetricsFactory(registry: registry)
-        // Latency buckets that fit the service: its answers take 0.5 to a few milliseconds, its
-        // purge steps about 5 ms; the library's default starts at 5 ms and would put them all in
-        // one bucket. The alerting rules (deploy/prometheus) read p99 from these.
-        factory.defaultDurationHistogramBuckets = [
-            .microseconds(250), .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(3), .milliseconds(5),
-            .milliseconds(7), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250),
-            .milliseconds(500), .seconds(1), .seconds(2.5), .seconds(10),
-        ]
-        MetricsSystem.bootstrap(factory)
-        configuration.metrics = registry
 
         // What this instance is, one fact a line, before it opens the store and listens.
         let base = "http://\(plan.host.contains(":") ? "[\(plan.host)]" : plan.host):\(plan.port)"
@@ -312,6 +338,13 @@ public struct ServeOptions: ParsableArguments {
             logger.info("storage guard: off", metadata: ["reason": "\(minimumFreeMegabytes == 0 ? "min-free-space 0" : "no local store or evidence directory")"])
         }
         logger.info("counter rule", metadata: ["rule": "\(configuration.flows.counterRule.rawValue)"])
+        logger.info(
+            "connections",
+            metadata: [
+                "max": "\(configuration.connectionLimits.total)", "maxPerAddress": "\(configuration.connectionLimits.perAddress)",
+                "headerTimeout": "\(configuration.connectionLimits.headerTimeout)", "fileDescriptors": "\(descriptors.descriptors)",
+            ]
+        )
         logger.info("log level", metadata: ["level": "\(level)", "source": "\(settings.source("log-level"))"])
 
         let store = try await plan.storeOptions.open()
@@ -356,6 +389,10 @@ struct ServePlan {
     let packed: PackedOptions
     let evidence: EvidenceConfiguration?
     let signalPolicy: SignalPolicyOptions
+    /// The SQLite store's file, when the store is one.
+    let sqliteFile: String?
+    /// Open connections per listener.
+    let maxConnections: Int
 
     init(_ settings: ServeSettings.Resolved) throws {
         func arguments(_ keys: [String]) -> [String] {
@@ -367,6 +404,7 @@ struct ServePlan {
             }
         }
         self.host = settings.text("host") ?? "127.0.0.1"
+        self.maxConnections = settings.integer("max-connections") ?? 1024
         self.port = settings.integer("port") ?? 8080
         self.appIDs = settings.list("app-id")
         self.roots = settings.list("root")
@@ -405,6 +443,7 @@ struct ServePlan {
             arguments([
                 "caller-jwks", "caller-issuer", "caller-audience", "caller-user-claim", "bind-session", "caller-secret-file", "admin-secret-file",
                 "insecure-no-caller-auth", "max-keys-per-user", "rate-limit-per-user", "rate-limit-per-address", "rate-limit-window", "trusted-proxy-hops",
+                "rate-limit-per-backend", "rate-limit-backend-unnamed", "rate-limit-ipv6-prefix", "rate-limit-inspect",
             ])
         )
         try self.caller.validate(devSimulator: self.devSimulator)
@@ -427,6 +466,7 @@ struct ServePlan {
         if location.hasPrefix("sqlite:") {
             self.storeKind = "sqlite"
             let file = URL(fileURLWithPath: String(location.dropFirst("sqlite:".count))).standardizedFileURL
+            self.sqliteFile = file.path
             let directory = file.deletingLastPathComponent().path
             self.sqliteDirectory = directory
             var isDirectory: ObjCBool = false
@@ -438,9 +478,11 @@ struct ServePlan {
         } else if location == "memory" {
             self.storeKind = "memory"
             self.sqliteDirectory = nil
+            self.sqliteFile = nil
         } else {
             self.storeKind = "mongodb"
             self.sqliteDirectory = nil
+            self.sqliteFile = nil
         }
     }
 }

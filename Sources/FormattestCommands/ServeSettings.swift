@@ -191,6 +191,34 @@ enum ServeSettings {
             "trusted-proxy-hops", env: ["FORMATTEST_TRUSTED_PROXY_HOPS"], .integer(0...10), default: "0",
             help: "Reverse proxies in front that append X-Forwarded-For (0: the peer address is the client's)"
         ),
+        .init(
+            "rate-limit-per-backend", env: ["FORMATTEST_RATE_LIMIT_PER_BACKEND"], .integer(1...1_000_000), default: "3000",
+            help: "Requests per window per backend secret, per endpoint, whatever user they name"
+        ),
+        .init(
+            "rate-limit-backend-unnamed", env: ["FORMATTEST_RATE_LIMIT_BACKEND_UNNAMED"], .integer(1...1_000_000), default: "30",
+            help: "Requests per window per backend secret that name no user (pool challenges, the inspector), per endpoint"
+        ),
+        .init(
+            "rate-limit-ipv6-prefix", env: ["FORMATTEST_RATE_LIMIT_IPV6_PREFIX"], .integer(32...128), default: "64",
+            help: "The bits of an IPv6 address that name one client, for per-address limits (IPv4 by /32; IPv4-mapped IPv6 as IPv4)"
+        ),
+        .init(
+            "rate-limit-inspect", env: ["FORMATTEST_RATE_LIMIT_INSPECT"], .integer(1...1_000_000), default: "60",
+            help: "Inspector requests per window per caller (the token's user, the backend, or the address without caller authentication)"
+        ),
+        .init(
+            "max-connections", env: ["FORMATTEST_MAX_CONNECTIONS"], .integer(1...1_000_000), default: "1024",
+            help: "Open connections per listener; at the limit new ones wait in the backlog (logged, counted); one the descriptor limit cannot hold is refused at start (the default is lowered to fit)"
+        ),
+        .init(
+            "max-connections-per-address", env: ["FORMATTEST_MAX_CONNECTIONS_PER_ADDRESS"], .integer(1...1_000_000), default: "128",
+            help: "Open connections per peer address; one more is closed at once (not applied with trusted-proxy-hops above 0)"
+        ),
+        .init(
+            "header-timeout", env: ["FORMATTEST_HEADER_TIMEOUT"], .seconds(0.001...86_400), default: "10",
+            help: "Seconds a connection may take to send a request's head, from its opening or its last answer (at most idle-timeout)"
+        ),
         .init("attestation-ca", env: ["FORMATTEST_ATTESTATION_CA"], .path, meaning: "none", help: "The packed format's attestation authority directory (with rp-id)"),
         .init("rp-id", env: ["FORMATTEST_RP_ID"], .text, meaning: "none", help: "The WebAuthn relying party id of the packed format (with attestation-ca)"),
         .init(

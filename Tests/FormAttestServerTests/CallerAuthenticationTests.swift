@@ -252,4 +252,79 @@ struct CallerAuthenticationTests {
             }
         }
     }
+
+    /// A JWKS of P-256 keys by kid, with `extra` entries (raw JSON objects) beside them.
+    static func keySet(_ keys: [(kid: String, key: P256.Signing.PrivateKey)], extra: [String] = []) -> [UInt8] {
+        var entries = keys.map { kid, key -> String in
+            let point = Array(key.publicKey.x963Representation)
+            return #"{"kty":"EC","crv":"P-256","use":"sig","alg":"ES256","kid":"\#(kid)","x":"\#(Base64URL.encode(point[1..<33]))","y":"\#(Base64URL.encode(point[33...]))"}"#
+        }
+        entries += extra
+        return Array(#"{"keys":[\#(entries.joined(separator: ","))]}"#.utf8)
+    }
+
+    /// A mutable source for the verifier: what the provider publishes now.
+    final class Published: @unchecked Sendable {
+        private let lock = NSLock()
+        private var bytes: [UInt8]
+        init(_ bytes: [UInt8]) { self.bytes = bytes }
+        func set(_ bytes: [UInt8]) { self.lock.withLock { self.bytes = bytes } }
+        func get() -> [UInt8] { self.lock.withLock { self.bytes } }
+    }
+
+    /// A clock the test moves.
+    final class Clock: @unchecked Sendable {
+        private let lock = NSLock()
+        private var date = Date()
+        func now() -> Date { self.lock.withLock { self.date } }
+        func advance(_ seconds: TimeInterval) { self.lock.withLock { self.date += seconds } }
+    }
+
+    @Test("a key set with foreign keys beside the signing keys is read key by key, and a routine rotation's new key verifies after the refresh interval")
+    func foreignKeysAndRotation() async throws {
+        let provider = try TestIdentityProvider()
+        let next = P256.Signing.PrivateKey()
+        let foreign = [
+            #"{"kty":"RSA","kid":"enc","use":"enc","alg":"RSA-OAEP-256","n":"sXch","e":"AQAB"}"#,
+            #"{"kty":"EC","kid":"ecdh","crv":"P-256","alg":"ECDH-ES+A256KW","x":"WKn-ZIGevcwGIyyrzFoZNBdaq9_TsqzGl96oc0CWuis","y":"y77t-RvAHRKTsSGdIYUfweuOvwrvDD-Q3Hv5J0fSKbE"}"#,
+            #"{"kty":"OKP","kid":"x","crv":"X25519","x":"hSDwCYkwp1R0i33ctD73Wg2_Og0mOBr066SpjqqbTmo"}"#,
+            #"{"kty":"EC","kid":"k1","crv":"secp256k1","x":"AA","y":"AA"}"#,
+            #"{"kid":"certificate","x5c":["MIIB"]}"#,
+            #"{"kty":"oct","kid":"hmac","k":"c2VjcmV0"}"#,
+            #""not a key""#,
+        ]
+        let published = Published(Self.keySet([("ec1", provider.ec)], extra: foreign))
+        let clock = Clock()
+        let verifier = IdentityProviderVerifier(
+            configuration: .init(issuer: TestIdentityProvider.issuer, audience: TestIdentityProvider.audience),
+            source: { published.get() }, now: { clock.now() }
+        )
+        try await verifier.refresh()
+        #expect(try await verifier.verify(try provider.token(TestIdentityProvider.claims(now: clock.now()))).user == "alice")
+        // The rotation: the provider publishes the next key beside the old one.
+        published.set(Self.keySet([("ec1", provider.ec), ("ec2", next)], extra: foreign))
+        let rotated = try provider.token(TestIdentityProvider.claims(user: "bob", now: clock.now()), kid: "ec2", with: next)
+        await #expect(throws: CallerAuthenticationError(code: .unauthenticated, reason: "")) {
+            _ = try await verifier.verify(rotated)  // within the refresh interval: not fetched yet
+        }
+        clock.advance(61)
+        let later = try provider.token(TestIdentityProvider.claims(user: "bob", now: clock.now()), kid: "ec2", with: next)
+        #expect(try await verifier.verify(later).user == "bob")
+        // A set with no usable key is a failed refresh: the keys held stay in use.
+        published.set(Self.keySet([], extra: foreign))
+        await #expect(throws: (any Error).self) { try await verifier.refresh() }
+        #expect(try await verifier.verify(later).user == "bob")
+        // The one change that makes a skipped key usable: use sig instead of enc.
+        let encrypting = P256.Signing.PrivateKey()
+        let point = Array(encrypting.publicKey.x963Representation)
+        let asSignature = #"{"kty":"EC","crv":"P-256","kid":"ec3","x":"\#(Base64URL.encode(point[1..<33]))","y":"\#(Base64URL.encode(point[33...]))","use":"#
+        published.set(Self.keySet([("ec1", provider.ec)], extra: [asSignature + #""enc"}"#]))
+        clock.advance(61)
+        try await verifier.refresh()
+        let third = try provider.token(TestIdentityProvider.claims(now: clock.now()), kid: "ec3", with: encrypting)
+        await #expect(throws: CallerAuthenticationError(code: .unauthenticated, reason: "")) { _ = try await verifier.verify(third) }
+        published.set(Self.keySet([("ec1", provider.ec)], extra: [asSignature + #""sig"}"#]))
+        try await verifier.refresh()
+        #expect(try await verifier.verify(third).user == "alice")
+    }
 }

@@ -226,7 +226,8 @@ public final class TemporaryFiles {
 
     public init() throws {
         self.directory = FileManager.default.temporaryDirectory.appendingPathComponent("formattest-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: self.directory, withIntermediateDirectories: true)
+        // 0700 whatever the umask: `serve` refuses a data directory other users may write.
+        try FileManager.default.createDirectory(at: self.directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
     }
 
     deinit {
@@ -241,5 +242,12 @@ public final class TemporaryFiles {
 
     public func write(_ text: String, named name: String) throws -> String {
         try self.write(Data(text.utf8), named: name)
+    }
+
+    /// Writes a secret or key file readable by its owner alone (0600), as `serve` requires.
+    public func writeSecret(_ text: String, named name: String) throws -> String {
+        let path = try self.write(Data(text.utf8), named: name)
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path)
+        return path
     }
 }

@@ -56,7 +56,7 @@ struct LiveCallerTests {
     func doubledSlashes(path: String) async throws {
         let files = try TemporaryFiles()
         let secret = String(repeating: "s", count: 40)
-        let secretFile = try files.write(secret, named: "secrets")
+        let secretFile = try files.writeSecret(secret, named: "secrets")
         let (server, port) = try Self.serve(["--store", "memory", "--caller-secret-file", secretFile], files: files)
         defer { _ = server.terminate(within: 10) }
         let (status, body) = try await Self.get(port, path + "?username=alice")

@@ -238,7 +238,7 @@ struct ServeConfigurationTests {
     func operatorsListener() async throws {
         let files = try TemporaryFiles()
         let secret = "operator-secret-0123456789abcdef"
-        let secretFile = try files.write(Data("\(secret)\n".utf8), named: "admin")
+        let secretFile = try files.writeSecret("\(secret)\n", named: "admin")
         let adminPort = Formattest.freePort()
         let (server, port) = try Self.start(["--admin-port", String(adminPort), "--admin-secret-file", secretFile], files: files)
         try #require(Formattest.waitForListener(port: adminPort, process: server.process))

@@ -127,6 +127,8 @@ def slow_clients(args, check):
     port = free_port()
     server = subprocess.Popen(
         [args.binary, "serve", "--port", str(port), "--store", "memory", "--insecure-no-caller-auth", "--idle-timeout", "1", "--body-timeout", "1",
+         # 85 connections from one address, with room to spare over the default per-address limit (128).
+         "--max-connections-per-address", "200",
          "--data-dir", os.path.join(args.work, "slow-data"), "--log-level", "error"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     check("slow clients: service starts", wait_ready(port))
@@ -158,7 +160,7 @@ def slow_clients(args, check):
 def disk_full(args, check, serve, outcomes, replay_all):
     mount_point = os.path.join(args.work, "small-disk")
     os.makedirs(mount_point, exist_ok=True)
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", mount_point], capture_output=True).returncode != 0:
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m,mode=0700", "tmpfs", mount_point], capture_output=True).returncode != 0:
         print("full disk: SKIPPED (mounting a tmpfs needs root)")
         return
     try:

@@ -40,12 +40,29 @@ public struct BackendSecrets: Sendable {
 
     /// Whether `bearer` is one of the secrets. Every secret is compared, whichever matches.
     public func accepts(_ bearer: some StringProtocol) -> Bool {
+        self.backend(presenting: bearer) != nil
+    }
+
+    /// The name of the backend whose secret `bearer` is (what its rate limits are counted
+    /// under: hex of SHA-256 over the secret's digest, never the secret), or nil. Every secret
+    /// is compared, whichever matches.
+    public func backend(presenting bearer: some StringProtocol) -> String? {
         let presented = Array(SHA256.hash(data: Array(bearer.utf8)))
-        var matched = false
+        var matched: [UInt8]?
         for digest in self.digests where constantTimeEquals(digest, presented) {
-            matched = true
+            matched = digest
         }
-        return matched
+        return matched.map { Self.name(ofDigest: $0) }
+    }
+
+    /// Whether the two sets share a secret.
+    public func sharesSecret(with other: BackendSecrets) -> Bool {
+        self.digests.contains { digest in other.digests.contains { constantTimeEquals($0, digest) } }
+    }
+
+    static func name(ofDigest digest: [UInt8]) -> String {
+        let named = SHA256.hash(data: Array("formattest-backend".utf8) + digest)
+        return named.prefix(12).map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined()
     }
 }
 

@@ -40,10 +40,10 @@ struct CallerAuthenticationMiddleware: RouterMiddleware {
         case .none:
             return CallerIdentity(kind: .unauthenticated)
         case .trustedBackend(let secrets):
-            guard let bearer = Self.bearer(request), secrets.accepts(bearer) else {
+            guard let bearer = Self.bearer(request), let backend = secrets.backend(presenting: bearer) else {
                 throw .unauthenticated("a valid backend credential is required (Authorization: Bearer)")
             }
-            return CallerIdentity(kind: .trustedBackend)
+            return CallerIdentity(kind: .trustedBackend, backend: backend)
         case .identityProvider(let verifier, let bindSessions):
             guard let bearer = Self.bearer(request) else {
                 throw .unauthenticated("an identity provider's token is required (Authorization: Bearer)")

@@ -19,11 +19,14 @@ public struct CallerIdentity: Sendable, Hashable {
     public var username: String?
     /// The token's `sid` (session id) when it has one and sessions are bound.
     public var sessionID: String?
+    /// Which backend secret vouched (trusted backend only): the name its budgets are counted under.
+    public var backend: String?
 
-    public init(kind: Kind, username: String? = nil, sessionID: String? = nil) {
+    public init(kind: Kind, username: String? = nil, sessionID: String? = nil, backend: String? = nil) {
         self.kind = kind
         self.username = username
         self.sessionID = sessionID
+        self.backend = backend
     }
 
     /// The user a request acts for: the token's user, which a `username` given in the request

@@ -8,6 +8,8 @@ import FormAttestForm
 import FormAttestFlows
 public import Foundation
 import JWTKit
+public import Logging
+import Metrics
 
 /// Verifies the bank's identity-provider tokens (an OIDC access token as a bearer): ES256,
 /// RS256 or EdDSA, by a key of the provider's JWKS, with `exp`, `nbf`, `iss` and `aud` checked
@@ -57,25 +59,58 @@ public actor IdentityProviderVerifier {
     private var keys = JWTKeyCollection()
     private var keyTypes: [String: (type: JWK.KeyType, algorithm: String?)] = [:]
     private var lastFetch: Date?
+    private let logger: Logger
 
-    public init(configuration: Configuration, source: @escaping KeySetSource, now: @escaping @Sendable () -> Date = Date.init) {
+    public init(
+        configuration: Configuration, source: @escaping KeySetSource, now: @escaping @Sendable () -> Date = Date.init,
+        logger: Logger = Logger(label: "formattest.caller-jwks")
+    ) {
         self.configuration = configuration
         self.source = source
         self.now = now
+        self.logger = logger
     }
 
-    /// Fetches the key set now (at start-up); a failure is reported and retried on demand.
+    /// Fetches the key set now (at start-up, and for an unknown `kid` at most once a
+    /// `refreshInterval`). The set is read key by key (``IdentityProviderKeySet``): a key this
+    /// service cannot verify with is skipped with one log line, and the others are used. A
+    /// refresh that fails (the source, or a set with no usable key) is logged and counted
+    /// (`formattest_caller_jwks_refreshes_total{outcome="failed"}`), and the keys already held
+    /// stay in use.
     public func refresh() async throws {
         self.lastFetch = self.now()
-        let bytes = try await self.source()
-        let set = try JSONDecoder().decode(JWKS.self, from: Data(bytes))
+        let set: IdentityProviderKeySet
+        do {
+            set = try IdentityProviderKeySet(json: try await self.source())
+        } catch {
+            Counter(label: "formattest_caller_jwks_refreshes_total", dimensions: [("outcome", "failed")]).increment()
+            self.logger.error(
+                "the identity provider's key set could not be refreshed; the keys already held stay in use",
+                metadata: ["error": "\(error)", "keysHeld": "\(self.keyTypes.count)"]
+            )
+            throw error
+        }
         let collection = JWTKeyCollection()
         var types: [String: (type: JWK.KeyType, algorithm: String?)] = [:]
-        for jwk in set.keys {
-            guard let kid = jwk.keyIdentifier?.string else { continue }
-            try await collection.add(jwk: jwk)
-            types[kid] = (jwk.keyType, jwk.algorithm?.rawValue)
+        var skipped = set.skipped
+        for key in set.keys {
+            do {
+                try await collection.add(jwk: key.jwk)
+                types[key.kid] = (key.type, key.algorithm)
+            } catch {
+                skipped.append(.init(kid: key.kid, reason: "jwt-kit refused the key"))
+            }
         }
+        for skip in skipped {
+            Counter(label: "formattest_caller_jwks_keys_skipped_total").increment()
+            self.logger.warning("identity provider key skipped", metadata: ["kid": "\(skip.kid ?? "(none)")", "reason": "\(skip.reason)"])
+        }
+        guard !types.isEmpty else {
+            Counter(label: "formattest_caller_jwks_refreshes_total", dimensions: [("outcome", "failed")]).increment()
+            self.logger.error("the identity provider's key set holds no usable key; the keys already held stay in use")
+            throw IdentityProviderKeySet.Refused(description: "the key set holds no usable key")
+        }
+        Counter(label: "formattest_caller_jwks_refreshes_total", dimensions: [("outcome", "ok")]).increment()
         self.keys = collection
         self.keyTypes = types
     }

@@ -1,0 +1,424 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+import FormAttestTestSupport
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Issue 31's classes at the service's edge, each through the built `formattest serve` as a
+/// hostile user meets it: a foreign key in the identity provider's key set (3), lossy query
+/// strings (11), IPv6 budgets (9), budgets spent for others or escaped (6, 1), the inspector (10),
+/// unsafe file modes at start-up (8), and idle connections (7). Each test fails on the service
+/// before the fix (docs/reliability.md has the figures).
+@Suite(.serialized)
+struct HostileUserTests {
+    // MARK: - Harness
+
+    /// A running `formattest serve` on a free port, with its data directory.
+    final class Service {
+        let running: Formattest.Running
+        let port: Int
+        let files: TemporaryFiles
+
+        init(_ arguments: [String], files: TemporaryFiles) throws {
+            self.files = files
+            self.port = Formattest.freePort()
+            self.running = try Formattest.start(
+                ["serve", "--port", String(self.port), "--data-dir", files.directory.appendingPathComponent("data").path, "--log-level", "info"] + arguments
+            )
+            guard Formattest.waitForListener(port: self.port, process: self.running.process) else {
+                let result = self.running.finish()
+                Issue.record("the service did not start: \(result.stderr.suffix(2000))")
+                throw CancellationError()
+            }
+        }
+
+        /// Stops the service and returns its log.
+        func stop() -> String {
+            if self.running.process.isRunning { _ = self.running.terminate(within: 10) }
+            return self.running.finish().stderr
+        }
+
+        deinit {
+            if self.running.process.isRunning { _ = self.running.terminate(within: 10) }
+        }
+    }
+
+    /// One HTTP/1.1 exchange on a fresh connection (`Connection: close`): the status and the body.
+    static func exchange(
+        _ port: Int, _ target: String, method: String = "GET", headers: [(String, String)] = [], body: [UInt8] = []
+    ) throws -> (status: Int, body: String) {
+        let handle = try Self.dial(port)
+        defer { close(handle) }
+        var head = "\(method) \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+        for (name, value) in headers { head += "\(name): \(value)\r\n" }
+        if !body.isEmpty || method == "POST" { head += "Content-Length: \(body.count)\r\n" }
+        let request = Array((head + "\r\n").utf8) + body
+        _ = request.withUnsafeBytes { send(handle, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        let answer = Self.readAll(handle, seconds: 30)
+        let text = String(decoding: answer, as: UTF8.self)
+        let statusLine = text.prefix { $0 != "\r" }
+        let parts = statusLine.split(separator: " ")
+        let status = parts.count >= 2 ? Int(parts[1]) ?? 0 : 0
+        let separator = text.range(of: "\r\n\r\n")
+        return (status, separator.map { String(text[$0.upperBound...]) } ?? "")
+    }
+
+    static func dial(_ port: Int) throws -> Int32 {
+        let handle = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(handle, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        try #require(connected == 0, "cannot connect to 127.0.0.1:\(port)")
+        return handle
+    }
+
+    /// Reads until the peer closes or `seconds` pass.
+    static func readAll(_ handle: Int32, seconds: Double) -> [UInt8] {
+        var timeout = timeval(tv_sec: 0, tv_usec: 200_000)
+        setsockopt(handle, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var answer: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            let count = recv(handle, &buffer, buffer.count, 0)
+            if count == 0 { break }
+            if count > 0 { answer += buffer[0..<count] }
+        }
+        return answer
+    }
+
+    /// How long until the service closes `handle` (which sends nothing), up to `seconds`; nil if
+    /// it is still open then.
+    static func closedAfter(_ handle: Int32, seconds: Double) -> Double? {
+        let started = Date()
+        var timeout = timeval(tv_sec: 0, tv_usec: 100_000)
+        setsockopt(handle, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while Date().timeIntervalSince(started) < seconds {
+            let count = recv(handle, &buffer, buffer.count, 0)
+            if count == 0 { return Date().timeIntervalSince(started) }
+            if count < 0 && errno != EAGAIN && errno != EWOULDBLOCK { return Date().timeIntervalSince(started) }
+        }
+        return nil
+    }
+
+    static func code(_ body: String) -> String? {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any],
+            let error = object["error"] as? [String: Any]
+        else { return nil }
+        return error["code"] as? String
+    }
+
+    static let secret = "backend-secret-0123456789abcdef0123456789"
+
+    // MARK: - 3. The identity provider's key set, key by key
+
+    /// The provider's JWKS with the keys real providers publish beside their signing keys.
+    static func foreignKeySet(_ provider: TestIdentityProvider) throws -> Data {
+        let own = try #require(try JSONSerialization.jsonObject(with: Data(try provider.jwks())) as? [String: Any])
+        var keys = try #require(own["keys"] as? [[String: Any]])
+        let x = "WKn-ZIGevcwGIyyrzFoZNBdaq9_TsqzGl96oc0CWuis"
+        let y = "y77t-RvAHRKTsSGdIYUfweuOvwrvDD-Q3Hv5J0fSKbE"
+        keys += [
+            ["kty": "RSA", "kid": "enc-rsa", "use": "enc", "alg": "RSA-OAEP-256", "n": keys[2]["n"] ?? "", "e": "AQAB"],
+            ["kty": "EC", "kid": "enc-ecdh", "crv": "P-256", "alg": "ECDH-ES", "x": x, "y": y],
+            ["kty": "EC", "kid": "ops-enc", "crv": "P-256", "key_ops": ["encrypt", "wrapKey"], "x": x, "y": y],
+            ["kty": "OKP", "kid": "x25519", "crv": "X25519", "x": "hSDwCYkwp1R0i33ctD73Wg2_Og0mOBr066SpjqqbTmo"],
+            ["kty": "EC", "kid": "k256", "crv": "secp256k1", "x": x, "y": y],
+            ["kty": "RSA", "kid": "cert-only", "x5c": ["MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEA"]],
+        ]
+        return try JSONSerialization.data(withJSONObject: ["keys": keys], options: [.sortedKeys])
+    }
+
+    @Test("3: foreign keys in the provider's JWKS (enc, ECDH-ES, RSA-OAEP, X25519, secp256k1, certificate-only) are skipped, one log line each; valid tokens keep working")
+    func foreignProviderKeys() async throws {
+        let provider = try TestIdentityProvider()
+        let files = try TemporaryFiles()
+        let jwks = try files.write(try Self.foreignKeySet(provider), named: "jwks.json")
+        let service = try Service(
+            ["--store", "memory", "--caller-jwks", jwks, "--caller-issuer", TestIdentityProvider.issuer, "--caller-audience", TestIdentityProvider.audience],
+            files: files
+        )
+        for signer in [TestIdentityProvider.Signer.es256, .eddsa, .rs256] {
+            let token = try provider.token(TestIdentityProvider.claims(), signer: signer)
+            let answer = try Self.exchange(service.port, "/api/appattest/challenge", headers: [("Authorization", "Bearer \(token)")])
+            #expect(answer.status == 200, "\(signer): \(answer.status) \(answer.body)")
+        }
+        // A token naming a skipped key's kid is refused like any unknown key.
+        let foreign = try provider.token(TestIdentityProvider.claims(), kid: "enc-ecdh")
+        #expect(Self.code(try Self.exchange(service.port, "/api/appattest/challenge", headers: [("Authorization", "Bearer \(foreign)")]).body) == "unauthenticated")
+        let metrics = try Self.exchange(service.port, "/metrics").body
+        #expect(metrics.contains("formattest_caller_jwks_keys_skipped_total 6"), "\(metrics)")
+        let log = service.stop()
+        #expect(log.components(separatedBy: "identity provider key skipped").count - 1 == 6, "\(log)")
+        for kid in ["enc-rsa", "enc-ecdh", "ops-enc", "x25519", "k256", "cert-only"] {
+            #expect(log.contains("kid=\(kid)"), "\(kid): \(log)")
+        }
+    }
+
+    @Test("3: a key set that cannot be read is logged and counted; requests fail closed (503), never silently")
+    func refreshFailureCounted() async throws {
+        let files = try TemporaryFiles()
+        let jwks = try files.write(#"{"keys": "not an array"}"#, named: "jwks.json")
+        let service = try Service(
+            ["--store", "memory", "--caller-jwks", jwks, "--caller-issuer", TestIdentityProvider.issuer, "--caller-audience", TestIdentityProvider.audience],
+            files: files
+        )
+        let token = try TestIdentityProvider().token(TestIdentityProvider.claims())
+        let answer = try Self.exchange(service.port, "/api/appattest/challenge", headers: [("Authorization", "Bearer \(token)")])
+        #expect(answer.status == 503 && Self.code(answer.body) == "identity_provider_unavailable", "\(answer)")
+        let metrics = try Self.exchange(service.port, "/metrics").body
+        #expect(metrics.contains(#"formattest_caller_jwks_refreshes_total{outcome="failed"} 1"#), "\(metrics)")
+        #expect(service.stop().contains("the identity provider's key set could not be refreshed"))
+    }
+
+    // MARK: - 11. Query strings
+
+    @Test("11: a query-string username with invalid UTF-8, a bad % escape, a raw byte or given twice is 400 invalid_query; valid UTF-8 is read exactly")
+    func strictQueryStrings() async throws {
+        let files = try TemporaryFiles()
+        let service = try Service(["--store", "memory", "--insecure-no-caller-auth"], files: files)
+        for target in [
+            "/api/appattest/challenge?username=%FF", "/api/appattest/challenge?username=al%C3", "/api/appattest/challenge?username=%ED%A0%80",
+            "/api/appattest/challenge?username=a%ZZ", "/api/appattest/challenge?username=a%2", "/api/appattest/challenge?username=alice&username=bob",
+            "/api/appattest/challenge?purpose=form&purpose=pool",
+        ] {
+            let answer = try Self.exchange(service.port, target)
+            #expect(answer.status == 400 && Self.code(answer.body) == "invalid_query", "\(target): \(answer)")
+        }
+        // The one change that makes it valid: well-formed percent-encoded UTF-8.
+        #expect(try Self.exchange(service.port, "/api/appattest/challenge?username=jos%C3%A9").status == 200)
+        #expect(try Self.exchange(service.port, "/api/appattest/challenge?username=alice").status == 200)
+        _ = service.stop()
+    }
+
+    // MARK: - 9. IPv6 by prefix
+
+    @Test("9: per-address limits key IPv6 by /64 (configurable) and read IPv4-mapped IPv6 as IPv4")
+    func ipv6Prefixes() async throws {
+        let files = try TemporaryFiles()
+        let service = try Service(
+            ["--store", "memory", "--insecure-no-caller-auth", "--trusted-proxy-hops", "1", "--rate-limit-per-address", "2", "--rate-limit-per-user", "100"],
+            files: files
+        )
+        func challenge(from address: String, user: String) throws -> Int {
+            try Self.exchange(service.port, "/api/appattest/challenge?username=\(user)", headers: [("X-Forwarded-For", address)]).status
+        }
+        // Three addresses of one /64: one budget of 2.
+        #expect(try challenge(from: "2001:db8:1:2::1", user: "a1") == 200)
+        #expect(try challenge(from: "2001:db8:1:2::2", user: "a2") == 200)
+        #expect(try challenge(from: "2001:db8:1:2:ffff:ffff:ffff:3", user: "a3") == 429)
+        // The next /64 has its own.
+        #expect(try challenge(from: "2001:db8:1:3::1", user: "a4") == 200)
+        // IPv4-mapped IPv6 is the IPv4 address.
+        #expect(try challenge(from: "::ffff:198.51.100.7", user: "b1") == 200)
+        #expect(try challenge(from: "198.51.100.7", user: "b2") == 200)
+        #expect(try challenge(from: "::ffff:198.51.100.7", user: "b3") == 429)
+        _ = service.stop()
+
+        // --rate-limit-ipv6-prefix 128: every address its own budget.
+        let exact = try Service(
+            ["--store", "memory", "--insecure-no-caller-auth", "--trusted-proxy-hops", "1", "--rate-limit-per-address", "1", "--rate-limit-ipv6-prefix", "128"],
+            files: TemporaryFiles()
+        )
+        for suffix in 1...3 {
+            let status = try Self.exchange(exact.port, "/api/appattest/challenge?username=c\(suffix)", headers: [("X-Forwarded-For", "2001:db8::\(suffix)")]).status
+            #expect(status == 200)
+        }
+        _ = exact.stop()
+    }
+
+    // MARK: - 6 and 1. Budgets no caller escapes and none spends for another
+
+    @Test("6: an authenticated user's challenges count against that user, never against everyone behind the address")
+    func userBudgetIsNotTheAddress() async throws {
+        let provider = try TestIdentityProvider()
+        let files = try TemporaryFiles()
+        let jwks = try files.write(Data(try provider.jwks()), named: "jwks.json")
+        let service = try Service(
+            [
+                "--store", "memory", "--caller-jwks", jwks, "--caller-issuer", TestIdentityProvider.issuer, "--caller-audience", TestIdentityProvider.audience,
+                "--rate-limit-per-user", "3", "--rate-limit-per-address", "3",
+            ],
+            files: files
+        )
+        let alice = try provider.token(TestIdentityProvider.claims(user: "alice"))
+        let bob = try provider.token(TestIdentityProvider.claims(user: "bob"))
+        var statuses: [Int] = []
+        for _ in 0..<5 {
+            statuses.append(try Self.exchange(service.port, "/api/appattest/challenge", headers: [("Authorization", "Bearer \(alice)")]).status)
+        }
+        #expect(statuses == [200, 200, 200, 429, 429], "\(statuses)")
+        // bob, at the same address, has his whole budget.
+        for _ in 0..<3 {
+            #expect(try Self.exchange(service.port, "/api/appattest/challenge", headers: [("Authorization", "Bearer \(bob)")]).status == 200)
+        }
+        _ = service.stop()
+    }
+
+    @Test("1: a trusted backend's requests that name no user count against the backend, and all of its requests against its own total")
+    func backendBudgets() async throws {
+        let files = try TemporaryFiles()
+        let secretFile = try files.writeSecret(Self.secret, named: "caller-secret")
+        let service = try Service(
+            [
+                "--store", "memory", "--caller-secret-file", secretFile, "--rate-limit-backend-unnamed", "3", "--rate-limit-per-backend", "6",
+                "--rate-limit-per-user", "100",
+            ],
+            files: files
+        )
+        let bearer = [("Authorization", "Bearer \(Self.secret)")]
+        var pool: [Int] = []
+        for _ in 0..<4 {
+            pool.append(try Self.exchange(service.port, "/api/appattest/challenge?purpose=pool", headers: bearer).status)
+        }
+        #expect(pool == [200, 200, 200, 429], "pool challenges naming no user: \(pool)")
+        // Named users: each has a budget, but the backend's total (6, 4 spent) bounds them all.
+        var named: [Int] = []
+        for index in 0..<3 {
+            named.append(try Self.exchange(service.port, "/api/appattest/challenge?username=user\(index)", headers: bearer).status)
+        }
+        #expect(named == [200, 200, 429], "named users under the backend's total: \(named)")
+        _ = service.stop()
+    }
+
+    // MARK: - 10. The inspector
+
+    @Test("10: the inspector has a budget per caller and a bound on its answer")
+    func inspectorBudget() async throws {
+        let files = try TemporaryFiles()
+        let service = try Service(["--store", "memory", "--insecure-no-caller-auth", "--rate-limit-inspect", "3"], files: files)
+        // 3 + 4,090 bytes of CBOR: an array of 4,090 zeros (the decoder's limit is 4,096 items),
+        // one node (and a line of text) each: about 110 bytes out for each byte in. Real
+        // attestation objects answer under 100 KB in every mode.
+        let amplifier = [UInt8(0x99), 0x0F, 0xFA] + [UInt8](repeating: 0, count: 4090)
+        let field = Data(amplifier).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+        let body = Array(#"{"mode":"tree","attestationObject":"\#(field)"}"#.utf8)
+        let large = try Self.exchange(service.port, "/api/appattest/inspect", method: "POST", headers: [("Content-Type", "application/json")], body: body)
+        #expect(large.status == 422 && Self.code(large.body) == "inspection_too_large", "\(large.status) \(large.body.prefix(200))")
+        #expect(large.body.utf8.count < 1024)
+        print("hostile inspector: \(amplifier.count) bytes in: \(large.status) \(large.body)")
+        let small = Array(#"{"mode":"tree","attestationObject":"oA"}"#.utf8)
+        var statuses: [Int] = []
+        for _ in 0..<3 {
+            statuses.append(try Self.exchange(service.port, "/api/appattest/inspect", method: "POST", headers: [("Content-Type", "application/json")], body: small).status)
+        }
+        #expect(statuses == [200, 200, 429], "\(statuses)")
+        _ = service.stop()
+    }
+
+    // MARK: - 8. Unsafe modes at start-up
+
+    @Test("8: serve refuses a data directory others may write, key and secret files others may read, and a secret shared by callers and operators")
+    func strictModes() async throws {
+        func serve(_ files: TemporaryFiles, _ arguments: [String]) async throws -> Formattest.Result {
+            let data = files.directory.appendingPathComponent("data").path
+            // A short-lived start: the refusal comes before the listener; a start that passes is stopped.
+            let port = Formattest.freePort()
+            let running = try Formattest.start(["serve", "--port", String(port), "--data-dir", data, "--store", "memory"] + arguments)
+            let listening = Formattest.waitForListener(port: port, seconds: 60, process: running.process)
+            if listening && running.process.isRunning { _ = running.terminate(within: 10) }
+            return running.finish()
+        }
+        func prepared() throws -> (TemporaryFiles, caller: String, admin: String) {
+            let files = try TemporaryFiles()
+            try FileManager.default.createDirectory(
+                at: files.directory.appendingPathComponent("data"), withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+            let caller = try files.writeSecret(Self.secret, named: "caller-secret")
+            let admin = try files.writeSecret("operator-secret-0123456789abcdef0123456789", named: "admin-secret")
+            return (files, caller, admin)
+        }
+        func chmod(_ path: String, _ mode: Int) throws {
+            try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: path)
+        }
+        // The control: every mode safe, distinct secrets: it starts (and then is stopped: 15, SIGTERM's exit, or 0).
+        let (safe, safeCaller, safeAdmin) = try prepared()
+        let started = try await serve(safe, ["--caller-secret-file", safeCaller, "--admin-secret-file", safeAdmin])
+        #expect(started.status != 2, "\(started.stderr)")
+
+        let (worldDirectory, caller1, _) = try prepared()
+        try chmod(worldDirectory.directory.appendingPathComponent("data").path, 0o777)
+        let directory = try await serve(worldDirectory, ["--caller-secret-file", caller1])
+        #expect(directory.status == 2 && directory.stderr.contains("writable by other users"), "\(directory.stderr)")
+
+        let (readableSecret, caller2, admin2) = try prepared()
+        try chmod(caller2, 0o644)
+        let secret = try await serve(readableSecret, ["--caller-secret-file", caller2, "--admin-secret-file", admin2])
+        #expect(secret.status == 2 && secret.stderr.contains("--caller-secret-file") && secret.stderr.contains("0644"), "\(secret.stderr)")
+
+        let (readableAdmin, caller3, admin3) = try prepared()
+        try chmod(admin3, 0o640)
+        let adminFile = try await serve(readableAdmin, ["--caller-secret-file", caller3, "--admin-secret-file", admin3])
+        #expect(adminFile.status == 2 && adminFile.stderr.contains("--admin-secret-file") && adminFile.stderr.contains("0640"), "\(adminFile.stderr)")
+
+        let (readableKey, caller4, _) = try prepared()
+        let key = readableKey.directory.appendingPathComponent("key.pem").path
+        let generated = try await Formattest.run(["keys", "generate", "--signing-key", key])
+        #expect(generated.status == 0, "\(generated.stderr)")
+        try chmod(key, 0o644)
+        let keyFile = try await serve(readableKey, ["--caller-secret-file", caller4, "--signing-key", key])
+        #expect(keyFile.status == 2 && keyFile.stderr.contains("--signing-key") && keyFile.stderr.contains("0644"), "\(keyFile.stderr)")
+
+        let (shared, caller5, _) = try prepared()
+        let sameSecret = try shared.writeSecret("# operators\n" + Self.secret + "\n", named: "admin-same")
+        let both = try await serve(shared, ["--caller-secret-file", caller5, "--admin-secret-file", sameSecret])
+        #expect(both.status == 2 && both.stderr.contains("hold the same secret"), "\(both.stderr)")
+    }
+
+    // MARK: - 7. Connections
+
+    @Test("7: connections are capped per address and in total, and one that sends no request head is closed at the header deadline, long before the idle timeout")
+    func connectionLimits() async throws {
+        let files = try TemporaryFiles()
+        let service = try Service(
+            ["--store", "memory", "--insecure-no-caller-auth", "--max-connections-per-address", "2", "--header-timeout", "2", "--idle-timeout", "60"],
+            files: files
+        )
+        // The header deadline: a silent connection is closed after ~2 s, not 60.
+        let silent = try Self.dial(service.port)
+        let closed = Self.closedAfter(silent, seconds: 15)
+        close(silent)
+        #expect(closed.map { $0 >= 1.5 && $0 < 6 } == true, "closed after \(closed.map { String($0) } ?? "never (15 s)")")
+
+        // Per address: two open connections; a third is closed at once (whichever the service
+        // set up last: the three are set up on several event loops).
+        let three = [try Self.dial(service.port), try Self.dial(service.port), try Self.dial(service.port)]
+        let closedNow = three.filter { Self.closedAfter($0, seconds: 0.5) != nil }
+        #expect(closedNow.count == 1, "\(closedNow.count) of 3 connections from one address closed at once (limit 2)")
+        three.forEach { close($0) }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(try Self.exchange(service.port, "/healthz").status == 200)
+        let log = service.stop()
+        #expect(log.contains("per-address connection limit"), "\(log.suffix(2000))")
+
+        // In total: at the limit, a new connection waits (no answer) until one closes.
+        let capped = try Service(
+            ["--store", "memory", "--insecure-no-caller-auth", "--max-connections", "2", "--header-timeout", "30"], files: TemporaryFiles()
+        )
+        let held = [try Self.dial(capped.port), try Self.dial(capped.port)]
+        try await Task.sleep(for: .milliseconds(300))
+        let waiting = try Self.dial(capped.port)
+        let request = Array("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8)
+        _ = request.withUnsafeBytes { send(waiting, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        let early = Self.readAll(waiting, seconds: 1.5)
+        #expect(early.isEmpty, "answered beyond the total limit: \(String(decoding: early, as: UTF8.self).prefix(60))")
+        close(held[0])
+        let late = String(decoding: Self.readAll(waiting, seconds: 10), as: UTF8.self)
+        #expect(late.hasPrefix("HTTP/1.1 200"), "\(late.prefix(60))")
+        close(held[1])
+        close(waiting)
+        #expect(capped.stop().contains("connection limit reached"))
+    }
+}
