@@ -3,7 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
-import Foundation
+public import Foundation
 
 /// One case of Tests/Fixtures/webauthn/cases.json: a recorded passkey response, what its recorder
 /// passed to verify it, and what it concluded (see the folder's PROVENANCE.md). Shared by the

@@ -4,6 +4,7 @@
 //===----------------------------------------------------------------------===//
 
 import Crypto
+import Foundation
 import Testing
 import WebAuthn
 

@@ -3,7 +3,9 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
+import CBOR
 import Crypto
+import Foundation
 import Testing
 import WebAuthn
 

@@ -5,6 +5,7 @@
 
 import FormAttestTestSupport
 import Foundation
+import SwiftASN1
 import Testing
 import WebAuthn
 import X509
@@ -15,7 +16,10 @@ extension PasskeyRecording {
     }
 
     var time: Date {
-        get throws { try #require(ISO8601DateFormatter().date(from: try #require(self.at))) }
+        get throws {
+            let text = try #require(self.at)
+            return try #require(ISO8601DateFormatter().date(from: text))
+        }
     }
 
     func policy() throws -> WebAuthnPolicy {
@@ -66,7 +70,8 @@ struct RecordedResponseTests {
     func authentication(_ recorded: PasskeyRecording) throws {
         let verifier = try WebAuthnVerifier(policy: recorded.policy())
         let challenge = try #require(WebAuthnBase64.decode(recorded.challenge))
-        let key = try CredentialPublicKey(cborEncoded: try #require(WebAuthnBase64.decode(try #require(recorded.publicKey))))
+        let keyText = try #require(recorded.publicKey)
+        let key = try CredentialPublicKey(cborEncoded: try #require(WebAuthnBase64.decode(keyText)))
         let response = try recorded.response
         let outcome: Result<VerifiedAuthentication, WebAuthnError>
         do {

@@ -5,6 +5,7 @@
 
 import Crypto
 import Foundation
+import SwiftASN1
 import Testing
 import WebAuthn
 import X509
