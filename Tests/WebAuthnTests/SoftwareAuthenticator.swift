@@ -38,6 +38,13 @@ struct SoftwareAuthenticator {
             )
         }
 
+        /// The root's DER.
+        func rootDER() throws -> [UInt8] {
+            var serializer = DER.Serializer()
+            try serializer.serialize(self.root)
+            return serializer.serializedBytes
+        }
+
         /// A leaf for `key`, issued by the root.
         func leaf(
             for key: P256.Signing.PublicKey,
@@ -112,6 +119,12 @@ struct SoftwareAuthenticator {
     var userHandle: [UInt8]?
     var signatureOverride: [UInt8]?
     var appleNonceOverride: [UInt8]?
+    var appleCertificateKey: P256.Signing.PublicKey?
+    var omitAttestedCredential = false
+    var certificatesAfterLeaf: [[UInt8]] = []
+    var leafOverride: [UInt8]?
+    var packedSelfAlgorithm: Int64 = -7
+    var extraStatementMember = false
 
     /// COSE ES256 key of the credential.
     var cosePublicKey: [UInt8] { Self.coseKey(self.credentialKey.publicKey) }
@@ -137,6 +150,7 @@ struct SoftwareAuthenticator {
 
     func authenticatorData(attested: Bool) -> [UInt8] {
         var bytes = self.rpIDHash ?? Array(SHA256.hash(data: Array(self.rpID.utf8)))
+        let attested = attested && !self.omitAttestedCredential
         bytes.append(attested ? self.flags | 0x40 : self.flags)
         bytes += withUnsafeBytes(of: self.signCount.bigEndian, Array.init)
         if attested {
@@ -158,12 +172,22 @@ struct SoftwareAuthenticator {
             if self.corruptAttestationSignature { signature[signature.count - 1] ^= 0x01 }
             return signature
         }
+        let extra = self.certificatesAfterLeaf
+        let override = self.leafOverride
+        func x5c(_ leaf: [UInt8]) -> (inout CBORSerializer) throws -> Void {
+            { serializer in
+                serializer.appendArrayHeader(count: 1 + extra.count)
+                serializer.appendByteString(override ?? leaf)
+                for certificate in extra { serializer.appendByteString(certificate) }
+            }
+        }
         switch self.format {
         case .none:
             break
         case .packedSelf:
             let signature = sign(self.credentialKey, signed)
-            statement = [(.text("alg"), { $0.appendInteger(-7) }), (.text("sig"), { $0.appendByteString(signature) })]
+            let algorithm = self.packedSelfAlgorithm
+            statement = [(.text("alg"), { $0.appendInteger(algorithm) }), (.text("sig"), { $0.appendByteString(signature) })]
         case .packedX5C:
             let aaguidExtension = Certificate.Extension(
                 oid: [1, 3, 6, 1, 4, 1, 45724, 1, 1, 4],
@@ -180,12 +204,7 @@ struct SoftwareAuthenticator {
             statement = [
                 (.text("alg"), { $0.appendInteger(-7) }),
                 (.text("sig"), { $0.appendByteString(signature) }),
-                (
-                    .text("x5c"),
-                    {
-                        $0.appendArrayHeader(count: 1); $0.appendByteString(leaf)
-                    }
-                ),
+                (.text("x5c"), x5c(leaf)),
             ]
         case .fidoU2F:
             let leaf = Self.ca.leaf(for: self.attestationKey.publicKey)
@@ -194,12 +213,7 @@ struct SoftwareAuthenticator {
             let signature = sign(self.attestationKey, data)
             statement = [
                 (.text("sig"), { $0.appendByteString(signature) }),
-                (
-                    .text("x5c"),
-                    {
-                        $0.appendArrayHeader(count: 1); $0.appendByteString(leaf)
-                    }
-                ),
+                (.text("x5c"), x5c(leaf)),
             ]
         case .apple:
             let nonce = self.appleNonceOverride ?? Array(SHA256.hash(data: signed))
@@ -208,15 +222,11 @@ struct SoftwareAuthenticator {
                 critical: false,
                 value: [0x30, 0x24, 0xA1, 0x22, 0x04, 0x20] + nonce[...]
             )
-            let leaf = Self.ca.leaf(for: self.credentialKey.publicKey, extensions: [nonceExtension])
-            statement = [
-                (
-                    .text("x5c"),
-                    {
-                        $0.appendArrayHeader(count: 1); $0.appendByteString(leaf)
-                    }
-                )
-            ]
+            let leaf = Self.ca.leaf(for: self.appleCertificateKey ?? self.credentialKey.publicKey, extensions: [nonceExtension])
+            statement = [(.text("x5c"), x5c(leaf))]
+        }
+        if self.extraStatementMember {
+            statement.append((.text("extra"), { $0.appendInteger(0) }))
         }
         let formatName =
             switch self.format {
