@@ -23,6 +23,7 @@ let package = Package(
     platforms: [.macOS(.v14), .iOS(.v17)],
     products: [
         .library(name: "AppAttest", targets: ["AppAttest"]),
+        .library(name: "WebAuthn", targets: ["WebAuthn"]),
         .library(name: "CanonicalJSON", targets: ["CanonicalJSON"]),
         .library(name: "RFC3339", targets: ["RFC3339"]),
         .library(name: "FormAttestForm", targets: ["FormAttestForm"]),
@@ -77,6 +78,20 @@ let package = Package(
                 "CBOR",
                 "RFC3339",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
+            swiftSettings: pureLibrarySettings
+        ),
+        // The passkey verifier: W3C WebAuthn Level 3 registration and authentication, attestation
+        // formats none, packed, fido-u2f and apple. Pure, beside AppAttest.
+        .target(
+            name: "WebAuthn",
+            dependencies: [
+                "CBOR",
+                "CanonicalJSON",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
             ],
@@ -291,6 +306,7 @@ let package = Package(
             dependencies: [
                 "RFC3339",
                 "AppAttest",
+                "WebAuthn",
                 "AppAttestInspector",
                 "AppleReceiptExchange",
                 "CanonicalJSON",
@@ -325,6 +341,7 @@ let package = Package(
             name: "formattest-dev",
             dependencies: [
                 "FormattestCommands",
+                "WebAuthn",
                 "FormAttestDevSimulator",
                 "RFC3339",
                 "AppAttest",
@@ -365,6 +382,19 @@ let package = Package(
                 "AppAttestSimulator",
                 "FormAttestTestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "WebAuthnTests",
+            dependencies: [
+                "WebAuthn",
+                "CBOR",
+                "FormAttestTestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
             ],
@@ -522,7 +552,7 @@ if Context.environment["FORMATTEST_FUZZ"] == "1" {
     package.targets.append(
         .executableTarget(
             name: "AppAttestFuzz",
-            dependencies: ["AppAttest", "CBOR", "FuzzDriver"],
+            dependencies: ["AppAttest", "CBOR", "FuzzDriver", "WebAuthn"],
             path: "fuzz/AppAttestFuzz",
             swiftSettings: swiftSettings
         )

@@ -6,14 +6,17 @@
 import ArgumentParser
 import FormAttestServer
 import Foundation
+import WebAuthn
 
 /// `formattest docs errors|configuration [--write FILE]`: the tables docs/errors.md and
 /// docs/configuration.md hold, generated from the code (a test keeps the files the same).
 struct Docs: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Print (or write into a document) a table generated from the code: errors, configuration.",
+        abstract: "Print (or write into a document) a table generated from the code: errors, passkey-errors, configuration.",
         discussion: """
             errors: every error code with its status, meaning and what the client should do. \
+            passkey-errors: every code of the passkey verifier (verify passkey-registration and \
+            passkey-assertion print them) with its meaning. \
             configuration: every serve setting with its flag, environment variable, configuration \
             file key and default. With --write FILE, the table replaces the lines between \
             "<!-- BEGIN GENERATED: formattest docs TABLE -->" and "<!-- END GENERATED -->" in FILE.
@@ -22,9 +25,10 @@ struct Docs: ParsableCommand {
 
     enum Table: String, ExpressibleByArgument, CaseIterable {
         case errors, configuration
+        case passkeyErrors = "passkey-errors"
     }
 
-    @Argument(help: "errors or configuration.")
+    @Argument(help: "errors, passkey-errors or configuration.")
     var table: Table
 
     @Option(help: "A Markdown file whose generated region to replace.")
@@ -34,7 +38,17 @@ struct Docs: ParsableCommand {
         switch self.table {
         case .errors: ErrorCatalog.markdownTable
         case .configuration: ServeSettings.markdownTable
+        case .passkeyErrors: Self.passkeyErrorTable
         }
+    }
+
+    /// The passkey verifier's codes (``WebAuthnError/Code``), in the order of the WebAuthn steps.
+    static var passkeyErrorTable: String {
+        var lines = ["| code | meaning |", "|---|---|"]
+        for code in WebAuthnError.Code.allCases {
+            lines.append("| `\(code.identifier)` | \(code.summary) |")
+        }
+        return lines.joined(separator: "\n") + "\n"
     }
 
     func run() throws {

@@ -13,8 +13,8 @@ import RFC3339
 
 struct Verify: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Verify an attestation or an assertion.",
-        subcommands: [VerifyAttestation.self, VerifyAssertion.self]
+        abstract: "Verify an App Attest attestation or assertion, or a passkey registration or assertion.",
+        subcommands: [VerifyAttestation.self, VerifyAssertion.self, VerifyPasskeyRegistration.self, VerifyPasskeyAssertion.self]
     )
 }
 

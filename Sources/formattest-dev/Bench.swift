@@ -43,8 +43,8 @@ struct Bench: AsyncParsableCommand {
     @Option(help: "Seconds per case.")
     var duration: Double = 2
 
-    @Option(help: "Comma-separated groups to run: jcs, attestation, assertion, jws, flow, limit, evidence (default: all).")
-    var only: String = "jcs,attestation,assertion,jws,flow,limit,evidence"
+    @Option(help: "Comma-separated groups to run: jcs, attestation, assertion, jws, flow, limit, evidence, passkey (default: all).")
+    var only: String = "jcs,attestation,assertion,jws,flow,limit,evidence,passkey"
 
     @Option(name: .customLong("flow-store"), help: "Stores for the flow cases: memory, sqlite (in a temporary directory, removed), and a MongoDB URI (a bench_* database, not dropped) (repeatable).")
     var flowStores: [String] = ["memory", "sqlite"]
@@ -117,6 +117,7 @@ struct Bench: AsyncParsableCommand {
         }
         if groups.contains("limit") { cases += try self.limitCases() }
         if groups.contains("evidence") { cases += try await self.evidenceCases() }
+        if groups.contains("passkey") { cases += try self.passkeyCases() }
         #if DEBUG
         let build = "debug"
         #else
@@ -240,6 +241,10 @@ struct Bench: AsyncParsableCommand {
                 ["limit.p384.verify(leaf, sha256)", "limit.p256.verify", "limit.sha256(authData+clientDataHash)+sha256(key)"], 1.2
             ),
             ("jws.sign / p256.sign", ["jws.sign(server-attestation)"], ["limit.p256.sign"], nil),
+            (
+                "passkey.assertion.verify / (sha256(clientDataJSON) + p256.verify)", ["passkey.assertion.verify"],
+                ["limit.passkey(sha256(clientDataJSON)+p256.verify)"], 1.2
+            ),
         ]
         return definitions.compactMap { name, numerator, denominator, goal in
             guard let top = Self.mean(of: numerator, in: cases), let bottom = Self.mean(of: denominator, in: cases), bottom > 0 else { return nil }

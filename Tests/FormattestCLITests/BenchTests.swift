@@ -25,6 +25,7 @@ struct BenchTests {
             "jcs.canonicalize.form-small", "jcs.canonicalize.doc-1mb", "attestation.verify.real(uebelack_production)",
             "attestation.verify.simulated", "assertion.verify", "limit.p384.verify(leaf, sha256)", "limit.p256.verify",
             "flow.assert.memory", "flow.assert.sqlite", "jws.sign(server-attestation)", "limit.p256.sign",
+            "passkey.assertion.verify", "limit.passkey(sha256(clientDataJSON)+p256.verify)",
         ] {
             #expect(names.contains(expected), "\(expected)")
         }
@@ -34,6 +35,7 @@ struct BenchTests {
         for expected in [
             "flow.assert.memory / (assertion.verify+form-hash)", "(assertion.verify+form-hash) / (p256.verify + its hashes)",
             "attestation.verify.real / (p384.verify + p256.verify + hashes)", "jws.sign / p256.sign",
+            "passkey.assertion.verify / (sha256(clientDataJSON) + p256.verify)",
         ] {
             #expect(ratioNames.contains(expected), "\(expected)")
         }

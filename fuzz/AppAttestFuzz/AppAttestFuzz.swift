@@ -3,14 +3,16 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
-// libFuzzer target: the strict CBOR decoder, authenticator data (both shapes) and assertions.
-// Built by scripts/fuzz through SwiftPM (FORMATTEST_FUZZ=1 adds this target) from the CBOR and
-// AppAttest modules. Any input must either parse or throw (CBORError from the decoder,
-// AppAttestError from the verifier's parsers); a trap or a sanitizer report is a finding.
+// libFuzzer target: the strict CBOR decoder, authenticator data (both shapes) and assertions, and
+// the passkey verifier's parsers (WebAuthn authenticator data, attestation object, COSE key,
+// clientDataJSON, the response JSON). Built by scripts/fuzz through SwiftPM (FORMATTEST_FUZZ=1
+// adds this target) from the CBOR, AppAttest and WebAuthn modules. Any input must either parse or
+// throw (CBORError, AppAttestError, WebAuthnError); a trap or a sanitizer report is a finding.
 
 import AppAttest
 import CBOR
 import FuzzDriver
+import WebAuthn
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
@@ -23,6 +25,12 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     _ = try? AuthenticatorData(bytes: bytes, kind: .attestation)
     _ = try? AuthenticatorData(bytes: bytes, kind: .assertion)
     _ = try? AssertionObject(cborEncoded: bytes)
+    _ = try? WebAuthnAuthenticatorData(bytes: bytes)
+    _ = try? WebAuthnAttestationObject(bytes: bytes)
+    _ = try? CredentialPublicKey(cborEncoded: bytes)
+    _ = try? CollectedClientData(bytes: bytes)
+    _ = try? RegistrationResponse(json: bytes)
+    _ = try? AuthenticationResponse(json: bytes)
     return 0
 }
 

@@ -1,0 +1,141 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+import CanonicalJSON
+
+/// The members a WebAuthn response shares in the `PublicKeyCredential.toJSON()` shape, read strictly.
+///
+/// `id` and `rawId` must name the same bytes; `type` must be `public-key`; binary members are
+/// base64url (standard base64 and padding accepted); `clientExtensionResults` and
+/// `authenticatorAttachment`, when present, must have their types. Members the verifier does not
+/// use (`publicKey`, `publicKeyAlgorithm` that `toJSON()` adds, a library's own) are ignored.
+struct PublicKeyCredentialJSON {
+    let rawID: [UInt8]
+    let response: JSONValue
+    let authenticatorAttachment: String?
+
+    init(bytes: some Collection<UInt8>) throws(WebAuthnError) {
+        let value = try strictJSONObject(
+            bytes,
+            limit: WebAuthnLimits.maximumResponseSize,
+            what: "the response",
+            malformed: .malformedResponse
+        )
+        guard value["type"]?.stringValue == "public-key" else {
+            throw WebAuthnError.malformedResponse("the response's type is not \"public-key\"")
+        }
+        let id = try Self.binary(value, "id", what: "id")
+        let rawID = try Self.binary(value, "rawId", what: "rawId")
+        guard id == rawID else {
+            throw WebAuthnError.malformedResponse("id and rawId name different credentials")
+        }
+        guard let response = value["response"], case .object = response else {
+            throw WebAuthnError.malformedResponse("the response has no object member \"response\"")
+        }
+        switch value["clientExtensionResults"] {
+        case nil, .object: break
+        default: throw WebAuthnError.malformedResponse("clientExtensionResults is not an object")
+        }
+        switch value["authenticatorAttachment"] {
+        case nil, .null: self.authenticatorAttachment = nil
+        case .string(let text): self.authenticatorAttachment = text.string
+        default: throw WebAuthnError.malformedResponse("authenticatorAttachment is not a string")
+        }
+        self.rawID = rawID
+        self.response = response
+    }
+
+    /// A required binary member of `object`.
+    static func binary(_ object: JSONValue, _ name: String, what: String, limit: Int = WebAuthnLimits.maximumResponseSize)
+        throws(WebAuthnError) -> [UInt8]
+    {
+        guard let text = object[name]?.stringValue else {
+            throw WebAuthnError.malformedResponse("\(what) is missing or not a string")
+        }
+        guard let bytes = WebAuthnBase64.decode(text) else {
+            throw WebAuthnError.malformedResponse("\(what) is not base64url or base64")
+        }
+        guard bytes.count <= limit else {
+            throw WebAuthnError(code: .responseTooLarge, reason: "\(what) has \(bytes.count) bytes; the limit is \(limit)")
+        }
+        return bytes
+    }
+}
+
+/// A registration response (`navigator.credentials.create()`, `toJSON()` shape).
+public struct RegistrationResponse: Sendable {
+    /// The credential id the client reported (`rawId`).
+    public let rawID: [UInt8]
+    /// The exact clientDataJSON bytes.
+    public let clientDataJSON: [UInt8]
+    /// The attestation object's bytes.
+    public let attestationObject: [UInt8]
+    /// `response.transports`, when given.
+    public let transports: [String]
+    /// `authenticatorAttachment`, when given.
+    public let authenticatorAttachment: String?
+
+    /// Parses the JSON of a registration response.
+    ///
+    /// - Throws: ``WebAuthnError/Code/malformedResponse`` or ``WebAuthnError/Code/responseTooLarge``.
+    public init(json bytes: some Collection<UInt8>) throws(WebAuthnError) {
+        let credential = try PublicKeyCredentialJSON(bytes: bytes)
+        let response = credential.response
+        self.rawID = credential.rawID
+        self.authenticatorAttachment = credential.authenticatorAttachment
+        self.clientDataJSON = try PublicKeyCredentialJSON.binary(
+            response, "clientDataJSON", what: "response.clientDataJSON", limit: WebAuthnLimits.maximumClientDataSize)
+        self.attestationObject = try PublicKeyCredentialJSON.binary(
+            response, "attestationObject", what: "response.attestationObject", limit: WebAuthnLimits.maximumAttestationObjectSize)
+        switch response["transports"] {
+        case nil, .null: self.transports = []
+        case .array(let items):
+            var transports: [String] = []
+            for item in items {
+                guard let text = item.stringValue else {
+                    throw WebAuthnError.malformedResponse("response.transports holds a value that is not a string")
+                }
+                transports.append(text)
+            }
+            self.transports = transports
+        default: throw WebAuthnError.malformedResponse("response.transports is not an array")
+        }
+    }
+}
+
+/// An authentication response (`navigator.credentials.get()`, `toJSON()` shape).
+public struct AuthenticationResponse: Sendable {
+    /// The credential id the client reported (`rawId`).
+    public let rawID: [UInt8]
+    /// The exact clientDataJSON bytes.
+    public let clientDataJSON: [UInt8]
+    /// The exact authenticator data bytes.
+    public let authenticatorData: [UInt8]
+    /// The signature over authenticatorData ‖ SHA-256(clientDataJSON).
+    public let signature: [UInt8]
+    /// `response.userHandle`, when given (discoverable credentials return it).
+    public let userHandle: [UInt8]?
+
+    /// Parses the JSON of an authentication response.
+    ///
+    /// - Throws: ``WebAuthnError/Code/malformedResponse`` or ``WebAuthnError/Code/responseTooLarge``.
+    public init(json bytes: some Collection<UInt8>) throws(WebAuthnError) {
+        let credential = try PublicKeyCredentialJSON(bytes: bytes)
+        let response = credential.response
+        self.rawID = credential.rawID
+        self.clientDataJSON = try PublicKeyCredentialJSON.binary(
+            response, "clientDataJSON", what: "response.clientDataJSON", limit: WebAuthnLimits.maximumClientDataSize)
+        self.authenticatorData = try PublicKeyCredentialJSON.binary(
+            response, "authenticatorData", what: "response.authenticatorData", limit: WebAuthnLimits.maximumAuthenticatorDataSize)
+        self.signature = try PublicKeyCredentialJSON.binary(
+            response, "signature", what: "response.signature", limit: WebAuthnLimits.maximumSignatureSize)
+        switch response["userHandle"] {
+        case nil, .null: self.userHandle = nil
+        default:
+            self.userHandle = try PublicKeyCredentialJSON.binary(
+                response, "userHandle", what: "response.userHandle", limit: WebAuthnLimits.maximumUserHandleSize)
+        }
+    }
+}
