@@ -124,7 +124,12 @@ struct BatchPipeline {
                     try emit(record)
                     emitted += 1
                 }
-                if exhausted && emitted == started { break }
+                // Everything started is emitted: read on (the window has room), or stop at the end.
+                if emitted == started {
+                    if exhausted { break }
+                    continue
+                }
+                // The record of line `emitted` is not in `finished`, so its task is in the group.
                 guard let (sequence, record) = try await group.next() else { break }
                 finished[sequence] = record
             }
