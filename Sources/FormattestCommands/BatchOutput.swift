@@ -7,9 +7,9 @@ import Crypto
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Where `wrap --batch` writes its records, in input order.
@@ -53,22 +53,22 @@ enum BatchFile {
         guard fd >= 0 else { throw UsageError("cannot open \(path): \(String(cString: strerror(errno)))") }
         defer { close(fd) }
         #if os(Linux)
-        // Glibc declares syncfs only under _GNU_SOURCE, which Swift's Glibc module does not set:
-        // the symbol is looked up once instead. Without it, sync(2) flushes every file system.
-        if let syncfs = Self.syncfs {
-            guard syncfs(fd) == 0 else { throw UsageError("cannot flush \(path) to disk: \(String(cString: strerror(errno)))") }
-        } else {
-            Glibc.sync()
-        }
+            // Glibc declares syncfs only under _GNU_SOURCE, which Swift's Glibc module does not set:
+            // the symbol is looked up once instead. Without it, sync(2) flushes every file system.
+            if let syncfs = Self.syncfs {
+                guard syncfs(fd) == 0 else { throw UsageError("cannot flush \(path) to disk: \(String(cString: strerror(errno)))") }
+            } else {
+                Glibc.sync()
+            }
         #else
-        try Self.sync(fd, path: path)
+            try Self.sync(fd, path: path)
         #endif
     }
 
     #if os(Linux)
-    private typealias SyncFS = @convention(c) (Int32) -> Int32
-    /// syncfs(2) from the C library, when it has one (glibc ≥ 2.14).
-    private static let syncfs: SyncFS? = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "syncfs").map { unsafeBitCast($0, to: SyncFS.self) }
+        private typealias SyncFS = @convention(c) (Int32) -> Int32
+        /// syncfs(2) from the C library, when it has one (glibc ≥ 2.14).
+        private static let syncfs: SyncFS? = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "syncfs").map { unsafeBitCast($0, to: SyncFS.self) }
     #endif
 
     static func sha256(ofFileAt path: String) -> String? {
@@ -270,7 +270,9 @@ final class BatchDirectoryOutput: BatchOutput {
         for entry in self.group {
             guard let staged = entry.staged, let final = entry.final else { continue }
             guard link(staged, final) == 0 else {
-                throw UsageError("\(final) appeared while the batch ran (\(String(cString: strerror(errno)))); the journal records line \(entry.record.line) as written to it, so rerunning will report it")
+                throw UsageError(
+                    "\(final) appeared while the batch ran (\(String(cString: strerror(errno)))); the journal records line \(entry.record.line) as written to it, so rerunning will report it"
+                )
             }
             self.linkedStaged.append(staged)
         }

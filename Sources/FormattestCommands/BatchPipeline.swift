@@ -113,7 +113,9 @@ struct BatchPipeline {
                     case .tooLong:
                         finished[sequence] = BatchRecord(
                             line: line.number, input: nil, name: nil,
-                            outcome: .error(code: "line_too_long", message: "line \(line.number) is longer than \(context.maximumLineBytes) bytes (--max-line-bytes)")
+                            outcome: .error(
+                                code: "line_too_long",
+                                message: "line \(line.number) is longer than \(context.maximumLineBytes) bytes (--max-line-bytes)")
                         )
                     case .bytes(let bytes):
                         let number = line.number

@@ -6,9 +6,9 @@
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// One status line on a terminal's stderr, redrawn at most five times a second: lines done (and

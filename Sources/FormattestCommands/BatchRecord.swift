@@ -55,9 +55,10 @@ struct BatchRecord: Equatable {
             members.append(("file", .string(JSONString(path))))
             members.append(("sha256", .string(JSONString(sha256))))
         case .error(let code, let message):
-            members.append((
-                "error", .object(JSONObject(constantMembers: [("code", .string(JSONString(code))), ("message", .string(JSONString(message)))]))
-            ))
+            members.append(
+                (
+                    "error", .object(JSONObject(constantMembers: [("code", .string(JSONString(code))), ("message", .string(JSONString(message)))]))
+                ))
         }
         return JSONValue.object(JSONObject(constantMembers: members)).canonicalBytes + [0x0A]
     }

@@ -54,7 +54,8 @@ struct BatchRecordReader {
                 // A bad complete line: torn only if nothing follows it.
                 try self.fill()
                 guard self.start >= self.buffer.count else {
-                    throw UsageError("\(self.path): line \(self.recordNumber) is not a batch record and more follow it; not resuming over a damaged file")
+                    throw UsageError(
+                        "\(self.path): line \(self.recordNumber) is not a batch record and more follow it; not resuming over a damaged file")
                 }
                 self.tornBytes = content.count + 1
                 self.tornLooksLikeRecord = content.starts(with: [0x7B, 0x22])

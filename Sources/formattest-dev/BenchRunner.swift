@@ -48,7 +48,8 @@ final class BenchRunner {
             // Aim for batches of about a millisecond.
             if elapsed < 0.001 { batch *= 2 }
         }
-        return Self.result(name, operations: operations, seconds: Self.seconds(start.duration(to: clock.now)), samples: samples, bytes: bytesPerOperation)
+        return Self.result(
+            name, operations: operations, seconds: Self.seconds(start.duration(to: clock.now)), samples: samples, bytes: bytesPerOperation)
     }
 
     func measureAsync(_ name: String, _ operation: @escaping () async throws -> Void) async throws -> Bench.CaseResult {

@@ -3,12 +3,12 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
-import Foundation
 import FormAttestTestSupport
+import Foundation
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// `formattest wrap --batch` at scale, through the real binaries: the pipeline over every core
@@ -154,7 +154,9 @@ struct BatchScaleTests {
         #expect(try Self.visibleFiles(directory).count == lineNumbers.count - 2)
     }
 
-    @Test("kill -9 halfway, then the same command: every line done exactly once, the outputs those of an uninterrupted run", arguments: ["out", "out-dir"])
+    @Test(
+        "kill -9 halfway, then the same command: every line done exactly once, the outputs those of an uninterrupted run",
+        arguments: ["out", "out-dir"])
     func resumeAfterKill(mode: String) async throws {
         let count = 400
         let batch = try await Self.batch(count: count, formats: ["fido2"])
@@ -197,7 +199,8 @@ struct BatchScaleTests {
             #expect(names.count == count)
             for name in names {
                 #expect(
-                    FileManager.default.contents(atPath: output + "/" + name) == FileManager.default.contents(atPath: reference + "/" + name), "\(name)"
+                    FileManager.default.contents(atPath: output + "/" + name) == FileManager.default.contents(atPath: reference + "/" + name),
+                    "\(name)"
                 )
             }
             let journal = Self.records(try String(contentsOfFile: output + "/.formattest-batch.jsonl", encoding: .utf8))
