@@ -62,9 +62,33 @@ struct SigningOptions: ParsableArguments {
     /// The keys that exist: a missing, unreadable or unusable key is a one-line usage error that
     /// names the file and the command that creates a key. Nothing is created.
     func existingKeys() throws -> SigningKeys {
+        try self.source.existingKeys()
+    }
+
+    /// A signer with the existing keys (see ``existingKeys()``).
+    func signer() throws -> ServerAttestationSigner {
+        try self.source.signer()
+    }
+
+    /// The options as a value that crosses tasks (a batch's workers read the key when a line first asks for jws).
+    var source: SigningSource {
+        SigningSource(dataDirectory: self.dataDirectory, signingKeyPath: self.signingKeyPath, issuer: self.issuer, audience: self.audience)
+    }
+}
+
+/// Where the signing key comes from, and the tokens' issuer and audience (``SigningOptions``' values).
+struct SigningSource: Sendable {
+    var dataDirectory: String
+    var signingKeyPath: String?
+    var issuer: String
+    var audience: String
+
+    /// The keys that exist: a missing, unreadable or unusable key is a one-line usage error that
+    /// names the file and the command that creates a key. Nothing is created.
+    func existingKeys() throws -> SigningKeys {
         do {
             if let path = self.signingKeyPath { return try SigningKeyDirectory.load(privateKeyPEM: path) }
-            return try self.keyDirectory.load()
+            return try SigningKeyDirectory(directory: URL(fileURLWithPath: self.dataDirectory)).load()
         } catch let error where error.isMissing {
             let create = self.signingKeyPath.map { "formattest keys generate --signing-key \($0)" } ?? "formattest keys generate --data-dir \(self.dataDirectory)"
             throw UsageError("signing key: \(error) (create one with '\(create)')")
@@ -86,12 +110,19 @@ struct Wrap: AsyncParsableCommand {
             Nothing that fails verification is wrapped (exit 1 with the reason). The output is one \
             JSON object (RFC 8785) with a member per format: fido2Wrapper, serverAttestation, \
             packedLikeUnsafe. The jws format needs an existing signing key ('keys generate'). \
-            Batch: --batch INPUT.jsonl --out-dir DIR, one request object per line with the flags' \
-            fields: attestation (base64), keyId, appId, clientDataHash (hex) | challenge | form (an \
-            object), at, environment, formats, username, name. The file is streamed (any size; \
-            '-' reads stdin), each line at most --max-line-bytes; every line is its own item: a bad, \
-            over-long or refused line is reported by its number and the others are still wrapped; \
-            the exit status is 1 when any line failed. Keys are read only when a line asks for jws.
+            Batch: --batch INPUT.jsonl with --out FILE|- (JSON Lines records) or --out-dir DIR \
+            (<name>.json files), one request object per line with the flags' fields: attestation \
+            (base64), keyId, appId, clientDataHash (hex) | challenge | form (an object), at, \
+            environment, formats, username, name. The file is streamed (any size; '-' reads stdin), \
+            each line at most --max-line-bytes, verified on every core and written in input order; \
+            every line is its own item: a bad, over-long or refused line is reported by its number \
+            and the others are still wrapped; the exit status is 1 when any line failed. Keys are \
+            read only when a line asks for jws. Durability: --out is flushed to disk every 1000 \
+            records or second and at the end; --out-dir files are made durable 256 at a time (one \
+            syncfs) before their journal records and final names, never one fsync per file. After \
+            a crash, the same command resumes: each record already written is checked (line number, \
+            SHA-256 of the line, the file's SHA-256) and skipped, a torn last record is redone. \
+            Progress (lines, rate, errors, time left) is drawn on stderr when it is a terminal.
             """
     )
 
@@ -112,12 +143,25 @@ struct Wrap: AsyncParsableCommand {
     var formats: [FormatChoice] = []
     @Option(help: "The JWS subject (sub); default: the keyId.")
     var username: String?
-    @Option(help: "Write the output here instead of stdout (never over an existing file).")
+    @Option(
+        help: """
+            Write the output here instead of stdout (never over an existing file). Batch mode: the JSON Lines \
+            records, one per line in input order ('-': stdout), flushed to disk every 1000 records or second and \
+            at the end; rerun the same command after a crash to resume after the last complete record.
+            """
+    )
     var out: String?
 
     @Option(help: "A JSON Lines file of requests.")
     var batch: String?
-    @Option(name: .customLong("out-dir"), help: "Batch mode: one <name>.json per request here.")
+    @Option(
+        name: .customLong("out-dir"),
+        help: """
+            Batch mode: one <name>.json per request here, never over an existing file. Files are made durable \
+            256 at a time (one syncfs, no fsync per file) before their journal records (.formattest-batch.jsonl) \
+            and final names; rerun the same command after a crash to resume.
+            """
+    )
     var outDirectory: String?
     @Option(name: .customLong("max-line-bytes"), help: "Batch mode: the longest line accepted, in bytes.")
     var maximumLineBytes = Wrap.defaultMaximumLineBytes
@@ -133,10 +177,10 @@ struct Wrap: AsyncParsableCommand {
             throw ValidationError("--format packed needs --attestation-ca and --rp-id.")
         }
         if self.batch != nil {
-            guard self.outDirectory != nil else { throw ValidationError("--batch needs --out-dir.") }
-            guard self.attestation == nil, self.out == nil else {
-                throw ValidationError("--batch replaces --attestation and --out.")
+            guard (self.outDirectory != nil) != (self.out != nil) else {
+                throw ValidationError("--batch needs one of --out-dir DIR and --out FILE|-.")
             }
+            guard self.attestation == nil else { throw ValidationError("--batch replaces --attestation.") }
             guard self.maximumLineBytes > 0 else { throw ValidationError("--max-line-bytes must be positive.") }
         } else {
             guard self.attestation != nil, self.keyID != nil, self.appID != nil else {
@@ -150,8 +194,8 @@ struct Wrap: AsyncParsableCommand {
     }
 
     func run() async throws {
-        if let batch = self.batch, let outDirectory = self.outDirectory {
-            try await self.runBatch(batch, outDirectory: outDirectory)
+        if let batch = self.batch {
+            try await self.runBatch(batch)
             return
         }
         let request = WrapRequest(
@@ -200,88 +244,140 @@ struct Wrap: AsyncParsableCommand {
             var message: String
         }
 
+        /// The failures listed at most: the rest are counted in ``failuresNotListed`` (a batch of
+        /// millions of failing lines must not hold them all in memory).
+        static let maximumFailuresListed = 1000
+
         var total = 0
         var wrapped = 0
         var failed = 0
         var failures: [Failure] = []
-    }
+        /// Lines an earlier run already did (checked, then skipped); counted in total, wrapped, failed.
+        var resumed = 0
+        var failuresNotListed: Int?
 
-    /// Streams the JSON Lines file: each line is read, verified, written and forgotten before the
-    /// next, so memory is bounded by one line (``maximumLineBytes``) whatever the file's size.
-    private func runBatch(_ path: String, outDirectory: String) async throws {
-        var reader = try JSONLinesReader(path: path, maximumLineBytes: self.maximumLineBytes)
-        let directory = URL(fileURLWithPath: outDirectory)
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let packed = try self.packed.packed()
-        let unsigned = TokenFormatter(signer: nil, packed: packed)
-        // The signing key is read when a line first asks for jws, and only then.
-        var signed: Result<TokenFormatter, UsageError>?
-        let anchors = try self.anchors()
-        let progress = ProgressBar(totalBytes: reader.totalBytes)
-        var summary = Summary()
-        while let line = try reader.next() {
-            let item = "line \(line.number)"
-            defer { progress.update(bytes: reader.bytesRead, items: summary.total) }
-            let bytes: [UInt8]
-            switch line.content {
-            case .blank:
-                continue
-            case .tooLong:
-                summary.total += 1
-                summary.failed += 1
-                summary.failures.append(.init(item: item, code: "line_too_long", message: "line \(line.number) is longer than \(self.maximumLineBytes) bytes (--max-line-bytes)"))
-                continue
-            case .bytes(let content):
-                bytes = content
+        mutating func add(_ record: BatchRecord, resumed: Bool) {
+            self.total += 1
+            if resumed { self.resumed += 1 }
+            guard case .error(let code, let message) = record.outcome else {
+                self.wrapped += 1
+                return
             }
-            summary.total += 1
-            do {
-                let (name, request) = try WrapRequest.parse(jsonLine: bytes, defaultName: "item-\(line.number)")
-                let destination = directory.appendingPathComponent("\(name).json")
-                if FileManager.default.fileExists(atPath: destination.path) {
-                    throw BatchItemError(code: "exists", message: "\(destination.lastPathComponent) exists and is not overwritten")
-                }
-                let formatter: TokenFormatter
-                if request.formats.contains(.jws) {
-                    if signed == nil {
-                        do {
-                            signed = .success(TokenFormatter(signer: try self.signing.signer(), packed: packed))
-                        } catch let error as UsageError {
-                            signed = .failure(error)
-                        } catch {
-                            signed = .failure(UsageError("\(error)"))
-                        }
-                    }
-                    switch signed {
-                    case .success(let loaded): formatter = loaded
-                    case .failure(let error): throw BatchItemError(code: "no_signing_key", message: error.description)
-                    case nil: throw BatchItemError(code: "no_signing_key", message: "no signing key")
-                    }
-                } else {
-                    formatter = unsigned
-                }
-                switch try await request.run(formatter: formatter, anchors: anchors) {
-                case .success(let output):
-                    do {
-                        try Self.writeNew(output, to: destination)
-                    } catch {
-                        throw BatchItemError(code: "exists", message: "\(destination.lastPathComponent) exists and is not overwritten")
-                    }
-                    summary.wrapped += 1
-                case .failure(let error):
-                    throw BatchItemError(code: error.code.identifier, message: error.reason)
-                }
-            } catch let error as BatchItemError {
-                summary.failed += 1
-                summary.failures.append(.init(item: item, code: error.code, message: error.message))
-            } catch {
-                summary.failed += 1
-                summary.failures.append(.init(item: item, code: "invalid_request", message: "line \(line.number): \(error)"))
+            self.failed += 1
+            if self.failures.count < Self.maximumFailuresListed {
+                self.failures.append(Failure(item: "line \(record.line)", code: code, message: message))
+            } else {
+                self.failuresNotListed = (self.failuresNotListed ?? 0) + 1
             }
         }
+    }
+
+    /// Streams the JSON Lines file through ``BatchPipeline``: lines are verified on every core,
+    /// written in input order, and memory is bounded by the pipeline's window whatever the file's
+    /// size. A rerun over the same input and output first walks the records an earlier run wrote,
+    /// in step with the input, checking each (same line number, same SHA-256 of the line, and for
+    /// --out-dir the file's SHA-256), and does only what is left.
+    private func runBatch(_ path: String) async throws {
+        var reader = try JSONLinesReader(path: path, maximumLineBytes: self.maximumLineBytes)
+        let output: any BatchOutput
+        var previous: BatchRecordReader?
+        let recordsPath: String
+        if let out = self.out {
+            recordsPath = out
+            previous = try (out == "-" ? nil : BatchRecordReader(path: out))
+            output = try BatchLinesOutput(path: out)
+        } else {
+            let directory = self.outDirectory ?? "."
+            do {
+                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            } catch {
+                throw UsageError("cannot create \(directory)")
+            }
+            recordsPath = BatchDirectoryOutput.journalPath(directory)
+            previous = try BatchRecordReader(path: recordsPath)
+            output = try BatchDirectoryOutput(directory: directory)
+        }
+        let packed = try self.packed.packed()
+        let source = self.signing.source
+        let context = BatchContext(
+            unsigned: TokenFormatter(signer: nil, packed: packed),
+            signed: SignerCache(load: { TokenFormatter(signer: try source.signer(), packed: packed) }),
+            anchors: try self.anchors(),
+            maximumLineBytes: self.maximumLineBytes
+        )
+        let progress = BatchProgress(totalBytes: reader.totalBytes)
+        var summary = Summary()
+        var done = 0
+
+        /// Whether `line` is one an earlier run recorded (checked); `false` once its records ran out.
+        func alreadyDone(_ line: JSONLinesReader.Line) throws -> Bool {
+            guard var records = previous else { return false }
+            let identity: String?
+            switch line.content {
+            case .bytes(let bytes): identity = BatchRecord.identity(of: bytes)
+            case .tooLong: identity = nil
+            case .blank: return true  // not an item: no record
+            }
+            guard let record = try records.next() else {
+                try Self.checkTail(records, path: recordsPath)
+                try output.prepareAppend(at: records.validEnd)
+                previous = nil
+                return false
+            }
+            previous = records
+            guard record.line == line.number, record.input == identity else {
+                throw UsageError(
+                    "\(recordsPath) was written for another input: its record for line \(record.line) does not match line \(line.number) of \(path) (same input and output to resume; a new output otherwise)"
+                )
+            }
+            try output.check(record)
+            summary.add(record, resumed: true)
+            return true
+        }
+
+        try await BatchPipeline(context: context, window: BatchPipeline.defaultWindow()).run(
+            next: {
+                while let line = try reader.next() {
+                    if case .blank = line.content { continue }
+                    if try alreadyDone(line) { continue }
+                    return line
+                }
+                if var records = previous {
+                    if let extra = try records.next() {
+                        throw UsageError("\(recordsPath) holds a record for line \(extra.line), beyond \(path)'s last line: it was written for another input")
+                    }
+                    try Self.checkTail(records, path: recordsPath)
+                    try output.prepareAppend(at: records.validEnd)
+                    previous = nil
+                }
+                return nil
+            },
+            emit: { record in
+                let written = try output.write(record)
+                summary.add(written, resumed: false)
+                done += 1
+                progress.update(done: done, resumed: summary.resumed, errors: summary.failed, bytes: reader.bytesRead)
+            }
+        )
+        try output.finish()
+        progress.update(done: done, resumed: summary.resumed, errors: summary.failed, bytes: reader.bytesRead, force: true)
         progress.finish()
-        print(try JSONOutput.string(summary))
+        let text = try JSONOutput.string(summary) + "\n"
+        // With --out -, stdout is the records: the summary goes to stderr.
+        if self.out == "-" {
+            FileHandle.standardError.write(Data(text.utf8))
+        } else {
+            FileHandle.standardOutput.write(Data(text.utf8))
+        }
         if summary.failed > 0 { throw ExitCode(1) }
+    }
+
+    /// A torn last record is cut off and its line done again; bytes that do not even begin as a
+    /// record are not this command's, and are never cut off.
+    private static func checkTail(_ records: BatchRecordReader, path: String) throws {
+        guard records.tornBytes == 0 || records.tornLooksLikeRecord else {
+            throw UsageError("\(path) ends with \(records.tornBytes) bytes that are not a batch record; it is not overwritten")
+        }
     }
 
     struct BatchItemError: Error {
@@ -301,10 +397,16 @@ struct WrapRequest {
     var formats: Set<TokenFormat>
     var username: String?
 
-    func run(formatter: TokenFormatter, anchors: [X509Certificate]) async throws -> Result<[UInt8], AppAttestError> {
+    /// - Parameter verifiers: a batch's verifiers, shared by its lines (one per app id and
+    ///   environments, so that a verified intermediate is not verified again for every line).
+    func run(formatter: TokenFormatter, anchors: [X509Certificate], verifiers: VerifierCache? = nil) async throws -> Result<[UInt8], AppAttestError> {
         let verifier: AppAttestVerifier
         do {
-            verifier = try AppAttestVerifier(policy: AppAttestPolicy(appIDs: [self.appID], environments: self.environments, trustAnchors: anchors))
+            if let verifiers {
+                verifier = try verifiers.verifier(appID: self.appID, environments: self.environments, anchors: anchors)
+            } else {
+                verifier = try AppAttestVerifier(policy: AppAttestPolicy(appIDs: [self.appID], environments: self.environments, trustAnchors: anchors))
+            }
         } catch {
             return .failure(error)
         }
@@ -359,33 +461,6 @@ struct WrapRequest {
                 username: string("username")
             )
         )
-    }
-}
-
-/// A one-line progress bar on a terminal's stderr; silent when stderr is not a terminal. With a
-/// known size (a file) it shows the share of bytes read; otherwise (stdin) the items done.
-final class ProgressBar {
-    private let totalBytes: Int?
-    private let enabled = isatty(STDERR_FILENO) == 1
-
-    init(totalBytes: Int?) {
-        self.totalBytes = totalBytes
-    }
-
-    func update(bytes: Int, items: Int) {
-        guard self.enabled else { return }
-        guard let total = self.totalBytes, total > 0 else {
-            FileHandle.standardError.write(Data("\r\(items) items".utf8))
-            return
-        }
-        let width = 30
-        let filled = width * min(bytes, total) / total
-        let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
-        FileHandle.standardError.write(Data("\r[\(bar)] \(items) items, \(min(bytes, total) * 100 / total)%".utf8))
-    }
-
-    func finish() {
-        if self.enabled { FileHandle.standardError.write(Data("\n".utf8)) }
     }
 }
 

@@ -18,7 +18,7 @@ extension Bench {
     /// What an evidence record costs: signing one around a real Apple attestation object (its
     /// size in the name), archiving it (exclusive create, write, fsync of the file and of its
     /// directory), and verifying one offline (chain, receipt and assertion).
-    func evidenceCases() async throws -> [CaseResult] {
+    func evidenceCases(_ runner: BenchRunner) async throws -> [CaseResult] {
         let sample = try BenchSample(path: self.sample)
         let serverKey = P256.Signing.PrivateKey()
         let now = Date()
@@ -58,17 +58,17 @@ extension Bench {
         let archive = EvidenceArchive(directory: directory.path)
         var sequence = 0
         return [
-            try self.measure("evidence.sign(record \(size) bytes, \(sample.name))", bytesPerOperation: size) {
+            try runner.measure("evidence.sign(record \(size) bytes, \(sample.name))", bytesPerOperation: size) {
                 _ = try SignedEvidence.sign(real, with: serverKey)
             },
-            try await self.measureAsync("evidence.sign+archive(fsync)") {
+            try await runner.measureAsync("evidence.sign+archive(fsync)") {
                 // Each a distinct record (the archive never replaces a file).
                 sequence += 1
                 var record = real
                 record.counter = UInt32(sequence)
                 try await archive.write(try SignedEvidence.sign(record, with: serverKey))
             },
-            try await self.measureAsync("evidence.verify(offline, simulated)") {
+            try await runner.measureAsync("evidence.verify(offline, simulated)") {
                 _ = try await SignedEvidence.verify(
                     signed.bytes, signers: signers, trustAnchors: [authority.rootCertificate], receiptTrustAnchors: [authority.receiptAuthority.rootCertificate]
                 )

@@ -13,7 +13,7 @@ extension Bench {
     /// and base64url parsing, clientDataJSON, authenticator data, the signature, the sign count)
     /// and its cryptographic limit: SHA-256 of clientDataJSON and one P-256 verification over
     /// authenticatorData ‖ that hash (which hashes the 69 bytes once more).
-    func passkeyCases() throws -> [CaseResult] {
+    func passkeyCases(_ runner: BenchRunner) throws -> [CaseResult] {
         let key = P256.Signing.PrivateKey()
         let point = Array(key.publicKey.x963Representation)
         // The COSE ES256 key, written out: {1: 2, 3: -7, -1: 1, -2: x, -3: y}.
@@ -46,7 +46,7 @@ extension Bench {
         // Fail before measuring if the response does not verify.
         _ = try verifier.verifyAuthentication(AuthenticationResponse(json: json), publicKey: publicKey, challenge: challenge, previousSignCount: 0)
         return [
-            try self.measure("passkey.assertion.verify", bytesPerOperation: json.count) {
+            try runner.measure("passkey.assertion.verify", bytesPerOperation: json.count) {
                 _ = try verifier.verifyAuthentication(
                     AuthenticationResponse(json: json),
                     publicKey: publicKey,
@@ -55,7 +55,7 @@ extension Bench {
                     userHandle: Array("alice".utf8)
                 )
             },
-            try self.measure("limit.passkey(sha256(clientDataJSON)+p256.verify)", bytesPerOperation: clientData.count + authData.count) {
+            try runner.measure("limit.passkey(sha256(clientDataJSON)+p256.verify)", bytesPerOperation: clientData.count + authData.count) {
                 let hash = SHA256.hash(data: clientData)
                 guard key.publicKey.isValidSignature(signature, for: authData + Array(hash)) else { throw UsageError("bad") }
             },

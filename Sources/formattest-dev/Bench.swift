@@ -43,8 +43,14 @@ struct Bench: AsyncParsableCommand {
     @Option(help: "Seconds per case.")
     var duration: Double = 2
 
-    @Option(help: "Comma-separated groups to run: jcs, attestation, assertion, jws, flow, limit, evidence, passkey (default: all).")
-    var only: String = "jcs,attestation,assertion,jws,flow,limit,evidence,passkey"
+    @Option(help: "Comma-separated groups to run: jcs, attestation, assertion, jws, flow, limit, evidence, passkey, batch (default: all; batch brings the limit cases).")
+    var only: String = "jcs,attestation,assertion,jws,flow,limit,evidence,passkey,batch"
+
+    @Option(help: "Rounds per ratio: each round times the ratio's cases and its limit in alternating short slices.")
+    var slices = 10
+
+    @Option(name: .customLong("batch-lines"), help: "Lines per run of the batch case (a run keeps every core busy).")
+    var batchLines = 512
 
     @Option(name: .customLong("flow-store"), help: "Stores for the flow cases: memory, sqlite (in a temporary directory, removed), and a MongoDB URI (a bench_* database, not dropped) (repeatable).")
     var flowStores: [String] = ["memory", "sqlite"]
@@ -83,6 +89,15 @@ struct Bench: AsyncParsableCommand {
         /// The bound on `ratio`, when it sets one.
         var goal: Double?
         var met: Bool?
+        /// The rounds the ratio is the median of, each timing both sides for `sliceSeconds` a case.
+        var slices: Int
+        var sliceSeconds: Double
+        var sliceRatioMinimum: Double
+        var sliceRatioMaximum: Double
+        /// (maximum − minimum) / ratio over the rounds.
+        var spread: Double
+        /// For the batch: its throughput over cores × the limit's (1 / ratio).
+        var shareOfLimit: Double?
     }
 
     struct Report: Encodable {
@@ -107,28 +122,31 @@ struct Bench: AsyncParsableCommand {
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("formattest-bench-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         defer { try? FileManager.default.removeItem(at: scratch) }
+        let runner = BenchRunner(duration: self.duration, slices: max(1, self.slices))
         var cases: [CaseResult] = []
-        if groups.contains("jcs") { cases += try self.jcsCases() }
-        if groups.contains("attestation") { cases += try await self.attestationCases() }
-        if groups.contains("assertion") { cases += try self.assertionCases() }
-        if groups.contains("jws") { cases += try await self.jwsCases() }
+        if groups.contains("jcs") { cases += try self.jcsCases(runner) }
+        if groups.contains("attestation") { cases += try await self.attestationCases(runner) }
+        if groups.contains("assertion") { cases += try self.assertionCases(runner) }
+        if groups.contains("jws") { cases += try await self.jwsCases(runner) }
         if groups.contains("flow") {
-            for store in self.flowStores { cases.append(try await self.flowCase(store: store, scratch: scratch)) }
+            for store in self.flowStores { cases.append(try await self.flowCase(store: store, scratch: scratch, runner: runner)) }
         }
-        if groups.contains("limit") { cases += try self.limitCases() }
-        if groups.contains("evidence") { cases += try await self.evidenceCases() }
-        if groups.contains("passkey") { cases += try self.passkeyCases() }
+        if groups.contains("limit") || groups.contains("batch") { cases += try self.limitCases(runner) }
+        if groups.contains("evidence") { cases += try await self.evidenceCases(runner) }
+        if groups.contains("passkey") { cases += try self.passkeyCases(runner) }
+        if groups.contains("batch") { cases.append(try await self.batchCase(runner)) }
         #if DEBUG
         let build = "debug"
         #else
         let build = "release"
         #endif
+        let ratios = try await Self.ratios(cases, runner: runner)
         let report = Report(
             build: build,
             machine: Machine(cores: ProcessInfo.processInfo.activeProcessorCount, os: ProcessInfo.processInfo.operatingSystemVersionString),
             durationPerCase: self.duration,
             cases: cases,
-            ratios: Self.ratios(cases),
+            ratios: ratios,
             cpuBudgetMicroseconds: Self.mean(of: ["assertion.verify", "jws.sign(server-attestation)"], in: cases)
         )
         let encoder = JSONEncoder()
@@ -138,23 +156,23 @@ struct Bench: AsyncParsableCommand {
 
     // MARK: - Cases
 
-    private func jcsCases() throws -> [CaseResult] {
+    private func jcsCases(_ runner: BenchRunner) throws -> [CaseResult] {
         let form = try InputFile.readBytes(self.formPath)
         let document = try InputFile.readBytes(self.documentPath, limit: 1 << 30)
         return [
-            try self.measure("jcs.canonicalize.form-small", bytesPerOperation: form.count) {
+            try runner.measure("jcs.canonicalize.form-small", bytesPerOperation: form.count) {
                 _ = try CanonicalJSON.canonicalize(form)
             },
-            try self.measure("jcs.canonicalize+sha256.form-small", bytesPerOperation: form.count) {
+            try runner.measure("jcs.canonicalize+sha256.form-small", bytesPerOperation: form.count) {
                 _ = SHA256.hash(data: try CanonicalJSON.canonicalize(form))
             },
-            try self.measure("jcs.canonicalize.doc-1mb", bytesPerOperation: document.count) {
+            try runner.measure("jcs.canonicalize.doc-1mb", bytesPerOperation: document.count) {
                 _ = try CanonicalJSON.canonicalize(document, limits: .init(maximumSize: 1 << 30))
             },
         ]
     }
 
-    private func attestationCases() async throws -> [CaseResult] {
+    private func attestationCases(_ runner: BenchRunner) async throws -> [CaseResult] {
         let sample = try BenchSample(path: self.sample)
         let real = try AppAttestVerifier(policy: AppAttestPolicy(appIDs: [sample.appID], environments: [.development, .production]))
         let authority = try SimulatedAttestationAuthority()
@@ -171,22 +189,22 @@ struct Bench: AsyncParsableCommand {
             type: .attest
         )
         return [
-            try self.measure("receipt.parse(\(sample.name))") {
+            try runner.measure("receipt.parse(\(sample.name))") {
                 _ = try AppAttestReceipt(berEncoded: statement.receipt)
             },
-            try await self.measureAsync("receipt.verify(\(sample.name))") {
+            try await runner.measureAsync("receipt.verify(\(sample.name))") {
                 _ = try await real.verifyReceipt(statement.receipt, expecting: expectation, at: sample.validAt)
             },
-            try await self.measureAsync("attestation.verify.real(\(sample.name))") {
+            try await runner.measureAsync("attestation.verify.real(\(sample.name))") {
                 _ = try await real.verifyAttestation(sample.attestation, keyID: sample.keyID, clientDataHash: sample.clientDataHash, at: sample.validAt)
             },
-            try await self.measureAsync("attestation.verify.simulated") {
+            try await runner.measureAsync("attestation.verify.simulated") {
                 _ = try await simulatedVerifier.verifyAttestation(simulated, keyID: key.keyID, clientDataHash: sample.clientDataHash, at: at)
             },
         ]
     }
 
-    private func assertionCases() throws -> [CaseResult] {
+    private func assertionCases(_ runner: BenchRunner) throws -> [CaseResult] {
         let device = SimulatedDevice(authority: try SimulatedAttestationAuthority(), appID: "ABCDE12345.com.formattest.bench")
         let key = device.key(0)
         let hash = Array(SHA256.hash(data: Array("form".utf8)))
@@ -194,10 +212,10 @@ struct Bench: AsyncParsableCommand {
         let verifier = try AppAttestVerifier(policy: AppAttestPolicy(appIDs: [device.appID], environments: [.development]))
         let form = try InputFile.readBytes(self.formPath)
         return [
-            try self.measure("assertion.verify") {
+            try runner.measure("assertion.verify") {
                 _ = try verifier.verifyAssertion(assertion, publicKey: key.publicKey, clientDataHash: hash, previousCounter: 0)
             },
-            try self.measure("assertion.verify+form-hash") {
+            try runner.measure("assertion.verify+form-hash") {
                 let formHash = SHA256.hash(data: try CanonicalJSON.canonicalize(form))
                 _ = formHash
                 _ = try verifier.verifyAssertion(assertion, publicKey: key.publicKey, clientDataHash: hash, previousCounter: 0)
@@ -208,7 +226,7 @@ struct Bench: AsyncParsableCommand {
     /// Signing the token an accepted assertion answers with (`formats.serverAttestation`): the
     /// server's own P-256 signature, through jwt-kit as the service signs it, and the bare
     /// signature for comparison.
-    private func jwsCases() async throws -> [CaseResult] {
+    private func jwsCases(_ runner: BenchRunner) async throws -> [CaseResult] {
         let device = SimulatedDevice(authority: try SimulatedAttestationAuthority(), appID: "ABCDE12345.com.formattest.bench")
         let key = device.key(0)
         let signing = P256.Signing.PrivateKey()
@@ -217,43 +235,58 @@ struct Bench: AsyncParsableCommand {
         let formHash = Array(SHA256.hash(data: Array("form".utf8)))
         let now = Date()
         return [
-            try self.measure("limit.p256.sign") {
+            try runner.measure("limit.p256.sign") {
                 _ = try signing.signature(for: formHash)
             },
-            try await self.measureAsync("jws.sign(server-attestation)") {
+            try await runner.measureAsync("jws.sign(server-attestation)") {
                 _ = try signer.sign(username: "bench", credential: credential, formHash: formHash, counter: 1, now: now)
             },
         ]
     }
 
-    /// The ratios, each from this run's means; a ratio whose cases did not run is left out.
-    static func ratios(_ cases: [CaseResult]) -> [Ratio] {
+    /// The ratios, each measured with its two sides interleaved in short alternating
+    /// slices (``BenchRunner/interleavedRatio(_:_:)``); a ratio whose cases did not run is left out.
+    static func ratios(_ cases: [CaseResult], runner: BenchRunner) async throws -> [Ratio] {
         let attestation = cases.first { $0.name.hasPrefix("attestation.verify.real(") }?.name ?? "attestation.verify.real"
-        let definitions: [(String, [String], [String], Double?)] = [
-            ("flow.assert.memory / (assertion.verify+form-hash)", ["flow.assert.memory"], ["assertion.verify+form-hash"], 1.5),
-            ("flow.assert.sqlite / (assertion.verify+form-hash)", ["flow.assert.sqlite"], ["assertion.verify+form-hash"], nil),
+        let batch = cases.first { $0.name.hasPrefix("batch.wrap(") }?.name ?? "batch.wrap"
+        let cores = ProcessInfo.processInfo.activeProcessorCount
+        let attestationLimit = ["limit.p384.verify(leaf, sha256)", "limit.p256.verify", "limit.sha256(authData+clientDataHash)+sha256(key)"]
+        // (name, numerator, denominator, the numerator's scale, goal)
+        let definitions: [(String, [String], [String], Double, Double?)] = [
+            ("flow.assert.memory / (assertion.verify+form-hash)", ["flow.assert.memory"], ["assertion.verify+form-hash"], 1, 1.5),
+            ("flow.assert.sqlite / (assertion.verify+form-hash)", ["flow.assert.sqlite"], ["assertion.verify+form-hash"], 1, nil),
             (
                 "(assertion.verify+form-hash) / (p256.verify + its hashes)", ["assertion.verify+form-hash"],
-                ["limit.p256.verify", "limit.sha256(authData+clientDataHash)+sha256(key)"], 1.2
+                ["limit.p256.verify", "limit.sha256(authData+clientDataHash)+sha256(key)"], 1, 1.2
             ),
-            (
-                "attestation.verify.real / (p384.verify + p256.verify + hashes)", [attestation],
-                ["limit.p384.verify(leaf, sha256)", "limit.p256.verify", "limit.sha256(authData+clientDataHash)+sha256(key)"], 1.2
-            ),
-            ("jws.sign / p256.sign", ["jws.sign(server-attestation)"], ["limit.p256.sign"], nil),
+            ("attestation.verify.real / (p384.verify + p256.verify + hashes)", [attestation], attestationLimit, 1, 1.2),
+            ("jws.sign / p256.sign", ["jws.sign(server-attestation)"], ["limit.p256.sign"], 1, nil),
             (
                 "passkey.assertion.verify / (sha256(clientDataJSON) + p256.verify)", ["passkey.assertion.verify"],
-                ["limit.passkey(sha256(clientDataJSON)+p256.verify)"], 1.2
+                ["limit.passkey(sha256(clientDataJSON)+p256.verify)"], 1, 1.2
             ),
+            // Wall time per line × cores over one core's limit: ≤ 1.25 is ≥ 80 % of cores × the limit.
+            ("(batch.wrap × cores) / (p384.verify + p256.verify + hashes)", [batch], attestationLimit, Double(cores), 1.25),
         ]
-        return definitions.compactMap { name, numerator, denominator, goal in
-            guard let top = Self.mean(of: numerator, in: cases), let bottom = Self.mean(of: denominator, in: cases), bottom > 0 else { return nil }
-            let ratio = (top / bottom * 1000).rounded() / 1000
-            return Ratio(
-                name: name, numerator: numerator, denominator: denominator, numeratorMicroseconds: top, denominatorMicroseconds: bottom,
-                ratio: ratio, goal: goal, met: goal.map { ratio <= $0 }
+        var ratios: [Ratio] = []
+        for (name, numerator, denominator, scale, goal) in definitions {
+            guard let measured = try await runner.interleavedRatio(numerator, denominator), measured.denominatorMicroseconds > 0 else { continue }
+            func rounded(_ value: Double) -> Double { (value * 1000).rounded() / 1000 }
+            let ratio = rounded(measured.ratio * scale)
+            ratios.append(
+                Ratio(
+                    name: name, numerator: numerator, denominator: denominator,
+                    numeratorMicroseconds: (measured.numeratorMicroseconds * scale * 100).rounded() / 100,
+                    denominatorMicroseconds: (measured.denominatorMicroseconds * 100).rounded() / 100,
+                    ratio: ratio, goal: goal, met: goal.map { ratio <= $0 },
+                    slices: measured.slices, sliceSeconds: rounded(measured.sliceSeconds),
+                    sliceRatioMinimum: rounded(measured.minimum * scale), sliceRatioMaximum: rounded(measured.maximum * scale),
+                    spread: rounded((measured.maximum - measured.minimum) / measured.ratio),
+                    shareOfLimit: scale == 1 ? nil : rounded(1 / (measured.ratio * scale))
+                )
             )
         }
+        return ratios
     }
 
     /// The sum of the named cases' means (µs), or `nil` when one did not run.
@@ -269,9 +302,9 @@ struct Bench: AsyncParsableCommand {
     /// One complete assertion flow (form parse and policy, key load, verification, atomic commit)
     /// through a store, in process. The assertions are signed beforehand, each over its own form
     /// with the next counter, so that only the server's work is measured.
-    private func flowCase(store location: String, scratch: URL) async throws -> CaseResult {
+    private func flowCase(store location: String, scratch: URL, runner: BenchRunner) async throws -> CaseResult {
         let name = location.hasPrefix("mongodb") ? "mongodb" : location
-        Self.progress("flow.assert.\(name): registering a key and pre-signing the requests")
+        BenchRunner.progress("flow.assert.\(name): registering a key and pre-signing the requests")
         var options = try StoreOptions.parse(["--store", location == "sqlite" ? "sqlite:" + scratch.appendingPathComponent("bench.sqlite").path : location])
         options.mongoDatabase = "bench_\(UUID().uuidString.prefix(8))"
         let store = try await options.open()
@@ -297,8 +330,9 @@ struct Bench: AsyncParsableCommand {
         } catch let error as FlowError {
             throw UsageError("bench registration failed: \(error)")
         }
-        // Enough pre-signed requests for the case's duration at up to 20,000 per second.
-        let count = max(100, Int(self.duration * 20_000))
+        // Enough pre-signed requests for the case's duration and its ratio's slices (as long again) at
+        // up to 20,000 per second.
+        let count = max(100, Int(self.duration * 2 * 20_000))
         var requests: [FormFlows.AssertRequest] = []
         requests.reserveCapacity(count)
         for index in 0..<count {
@@ -312,7 +346,7 @@ struct Bench: AsyncParsableCommand {
             )
         }
         var next = 0
-        return try await self.measureAsync("flow.assert.\(name)") {
+        return try await runner.measureAsync("flow.assert.\(name)") {
             guard next < requests.count else { throw UsageError("ran out of pre-signed requests") }
             do {
                 _ = try await flows.assert(requests[next], now: now)
@@ -323,8 +357,28 @@ struct Bench: AsyncParsableCommand {
         }
     }
 
+    /// `wrap --batch`'s pipeline in process over every core (``BatchWrapBenchmark``): the real
+    /// sample as a batch line (fido2), `--batch-lines` lines a run, records serialized and dropped.
+    private func batchCase(_ runner: BenchRunner) async throws -> CaseResult {
+        let sample = try BenchSample(path: self.sample)
+        let line = JSONValue.object(
+            JSONObject(constantMembers: [
+                ("attestation", .string(JSONString(Data(sample.attestation).base64EncodedString()))),
+                ("keyId", .string(JSONString(Data(sample.keyID).base64EncodedString()))),
+                ("appId", .string(JSONString(sample.appID))),
+                ("clientDataHash", .string(JSONString(AppAttest.hex(sample.clientDataHash)))),
+                ("at", .string(JSONString(RFC3339UTC.format(sample.validAt)))),
+            ])
+        ).canonicalBytes
+        let cores = ProcessInfo.processInfo.activeProcessorCount
+        return try await runner.measureBatch("batch.wrap(\(sample.name), \(cores) cores)", batch: max(1, self.batchLines)) { count in
+            let wrapped = try await BatchWrapBenchmark.run(lines: Array(repeating: line, count: count))
+            guard wrapped == count else { throw UsageError("the batch wrapped \(wrapped) of \(count) lines") }
+        }
+    }
+
     /// The operations no verifier can avoid, through the same library (swift-crypto).
-    private func limitCases() throws -> [CaseResult] {
+    private func limitCases(_ runner: BenchRunner) throws -> [CaseResult] {
         let sample = try BenchSample(path: self.sample)
         let object = try AttestationObject(cborEncoded: sample.attestation)
         let (leaf, intermediate) = try object.statement.parsedCertificates()
@@ -340,16 +394,16 @@ struct Bench: AsyncParsableCommand {
         let p256Signature = try p256.signature(for: nonce)
         let authData = object.authenticatorData.rawValue
         return [
-            try self.measure("limit.p384.verify(leaf, sha256)") {
+            try runner.measure("limit.p384.verify(leaf, sha256)") {
                 guard intermediateKey.isValidSignature(leafSignature, for: SHA256.hash(data: leafTBS)) else { throw UsageError("bad") }
             },
-            try self.measure("limit.p384.verify(intermediate, sha384)") {
+            try runner.measure("limit.p384.verify(intermediate, sha384)") {
                 guard rootKey.isValidSignature(intermediateSignature, for: SHA384.hash(data: intermediateTBS)) else { throw UsageError("bad") }
             },
-            try self.measure("limit.p256.verify") {
+            try runner.measure("limit.p256.verify") {
                 guard p256.publicKey.isValidSignature(p256Signature, for: nonce) else { throw UsageError("bad") }
             },
-            try self.measure("limit.sha256(authData+clientDataHash)+sha256(key)", bytesPerOperation: authData.count + 32 + 65) {
+            try runner.measure("limit.sha256(authData+clientDataHash)+sha256(key)", bytesPerOperation: authData.count + 32 + 65) {
                 var hasher = SHA256()
                 hasher.update(data: authData)
                 hasher.update(data: sample.clientDataHash)
@@ -357,75 +411,6 @@ struct Bench: AsyncParsableCommand {
                 _ = SHA256.hash(data: Array(p256.publicKey.x963Representation))
             },
         ]
-    }
-
-    // MARK: - Measurement
-
-    /// One line on stderr, so that a run on a terminal shows where it is (stdout stays the JSON).
-    static func progress(_ text: String) {
-        FileHandle.standardError.write(Data("bench: \(text)\n".utf8))
-    }
-
-    func measure(_ name: String, bytesPerOperation: Int? = nil, _ operation: () throws -> Void) throws -> CaseResult {
-        Self.progress(name)
-        try operation()  // warm up, and fail early on a broken case
-        var batch = 1
-        var samples: [Double] = []
-        var operations = 0
-        let clock = ContinuousClock()
-        let deadline = clock.now.advanced(by: .seconds(self.duration))
-        let start = clock.now
-        while clock.now < deadline {
-            let batchStart = clock.now
-            for _ in 0..<batch { try operation() }
-            let elapsed = Self.seconds(batchStart.duration(to: clock.now))
-            operations += batch
-            samples.append(elapsed / Double(batch))
-            // Aim for batches of about a millisecond.
-            if elapsed < 0.001 { batch *= 2 }
-        }
-        return Self.result(name, operations: operations, seconds: Self.seconds(start.duration(to: clock.now)), samples: samples, bytes: bytesPerOperation)
-    }
-
-    func measureAsync(_ name: String, _ operation: () async throws -> Void) async throws -> CaseResult {
-        Self.progress(name)
-        try await operation()
-        var samples: [Double] = []
-        let clock = ContinuousClock()
-        let deadline = clock.now.advanced(by: .seconds(self.duration))
-        let start = clock.now
-        while clock.now < deadline {
-            let operationStart = clock.now
-            try await operation()
-            samples.append(Self.seconds(operationStart.duration(to: clock.now)))
-        }
-        return Self.result(name, operations: samples.count, seconds: Self.seconds(start.duration(to: clock.now)), samples: samples, bytes: nil)
-    }
-
-    private static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-    }
-
-    private static func result(_ name: String, operations: Int, seconds: Double, samples: [Double], bytes: Int?) -> CaseResult {
-        let sorted = samples.sorted()
-        func percentile(_ p: Double) -> Double {
-            guard !sorted.isEmpty else { return 0 }
-            return sorted[min(sorted.count - 1, Int((Double(sorted.count) * p).rounded(.down)))] * 1e6
-        }
-        let opsPerSecond = Double(operations) / seconds
-        return CaseResult(
-            name: name,
-            operations: operations,
-            seconds: seconds,
-            // Whole operations per second, but two decimals for slow cases (one 1 MB document
-            // on a loaded debug build takes seconds, and must not print as 0).
-            opsPerSecond: opsPerSecond >= 100 ? opsPerSecond.rounded() : (opsPerSecond * 100).rounded() / 100,
-            megabytesPerSecond: bytes.map { (Double($0) * opsPerSecond / 1e6 * 10).rounded() / 10 },
-            p50Microseconds: (percentile(0.5) * 100).rounded() / 100,
-            p90Microseconds: (percentile(0.9) * 100).rounded() / 100,
-            p99Microseconds: (percentile(0.99) * 100).rounded() / 100,
-            meanMicroseconds: operations > 0 ? (seconds / Double(operations) * 1e8).rounded() / 100 : 0
-        )
     }
 }
 

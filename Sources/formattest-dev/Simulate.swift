@@ -23,7 +23,7 @@ import SwiftASN1
 struct Simulate: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run a flow with a simulated device against a store (development and tests only).",
-        subcommands: [Register.self, Assert.self, PrepareLoad.self, Backlog.self, Root.self]
+        subcommands: [Register.self, Assert.self, PrepareLoad.self, Backlog.self, BatchInput.self, Root.self]
     )
 
     struct Device: ParsableArguments {
@@ -356,6 +356,77 @@ struct Simulate: AsyncParsableCommand {
                     next += 1
                 }
             }
+        }
+    }
+
+    /// A `wrap --batch` input of any size: `--keys` simulated attestations (each over its own
+    /// clientDataHash, at `--at`), repeated over `--count` lines named `item-<n>`. Verify with
+    /// `formattest wrap --batch FILE --root <(formattest-dev simulate root) ...`.
+    struct BatchInput: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "batch-input",
+            abstract: "Write a wrap --batch input of simulated attestations (JSON Lines); verify it with --root from 'simulate root'."
+        )
+
+        @Option var count = 10_000
+        @Option(help: "Distinct attestations (keys) the lines cycle through.")
+        var keys = 16
+        @Option var seed: UInt64 = 1
+        @Option(name: .customLong("app-id")) var appID = "ABCDE12345.com.formattest.demo"
+        @Option(help: "The attestations' time and the lines' at (RFC 3339 UTC); default now.")
+        var at: String?
+        @Option(name: .customLong("format"), help: "The lines' formats (repeatable); default fido2.")
+        var formats: [String] = []
+        @Option(help: "The file to write ('-': stdout); never over an existing file.")
+        var out: String
+
+        func validate() throws {
+            guard self.count >= 0, self.keys > 0 else { throw ValidationError("--count must be at least 0 and --keys at least 1.") }
+        }
+
+        func run() async throws {
+            let at = try self.at.map(RFC3339UTC.argument) ?? Date()
+            let device = SimulatedDevice(authority: try SimulatedAttestationAuthority(), appID: self.appID, seed: self.seed)
+            var attested: [(attestation: String, keyID: String, hash: String)] = []
+            for index in 0..<self.keys {
+                let key = device.key(index)
+                let hash = Array(SHA256.hash(data: Array("batch-input \(self.seed) \(index)".utf8)))
+                let attestation = try device.attest(key, clientDataHash: hash, at: at)
+                attested.append((Base64URL.encode(attestation), Base64URL.encode(key.keyID), AppAttest.hex(hash)))
+            }
+            let formats = JSONValue.array((self.formats.isEmpty ? ["fido2"] : self.formats).map { .string(JSONString($0)) })
+            let handle: FileHandle
+            if self.out == "-" {
+                handle = FileHandle.standardOutput
+            } else {
+                guard !FileManager.default.fileExists(atPath: self.out), FileManager.default.createFile(atPath: self.out, contents: nil),
+                    let opened = FileHandle(forWritingAtPath: self.out)
+                else { throw UsageError("\(self.out) exists or cannot be created; it is not overwritten") }
+                handle = opened
+            }
+            defer { if self.out != "-" { try? handle.close() } }
+            var buffer: [UInt8] = []
+            for number in 0..<self.count {
+                let item = attested[number % attested.count]
+                let line = JSONValue.object(
+                    JSONObject(constantMembers: [
+                        ("name", .string(JSONString("item-\(number + 1)"))),
+                        ("attestation", .string(JSONString(item.attestation))),
+                        ("keyId", .string(JSONString(item.keyID))),
+                        ("appId", .string(JSONString(self.appID))),
+                        ("clientDataHash", .string(JSONString(item.hash))),
+                        ("at", .string(JSONString(RFC3339UTC.format(at)))),
+                        ("formats", formats),
+                    ])
+                )
+                buffer += line.canonicalBytes
+                buffer.append(0x0A)
+                if buffer.count >= 1 << 20 {
+                    try handle.write(contentsOf: buffer)
+                    buffer.removeAll(keepingCapacity: true)
+                }
+            }
+            try handle.write(contentsOf: buffer)
         }
     }
 }

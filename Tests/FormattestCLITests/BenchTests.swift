@@ -17,6 +17,7 @@ struct BenchTests {
             "--sample", repository.appendingPathComponent("Tests/Fixtures/appattest/samples/uebelack_production.json").path,
             "--form", repository.appendingPathComponent("benchmarks/jcs/form-small.json").path,
             "--document", repository.appendingPathComponent("benchmarks/jcs/doc-1mb.json").path,
+            "--batch-lines", "8", "--slices", "3",
         ])
         #expect(result.status == 0, "\(result.stderr)")
         let cases = try #require(try result.jsonObject()["cases"] as? [[String: Any]])
@@ -29,6 +30,7 @@ struct BenchTests {
         ] {
             #expect(names.contains(expected), "\(expected)")
         }
+        #expect(names.contains { $0.hasPrefix("batch.wrap(uebelack_production, ") && $0.hasSuffix(" cores)") }, "\(names)")
         // The issue's ratios, each from this run's means, with its goal where the issue sets one.
         let ratios = try #require(try result.jsonObject()["ratios"] as? [[String: Any]])
         let ratioNames = Set(ratios.compactMap { $0["name"] as? String })
@@ -36,12 +38,21 @@ struct BenchTests {
             "flow.assert.memory / (assertion.verify+form-hash)", "(assertion.verify+form-hash) / (p256.verify + its hashes)",
             "attestation.verify.real / (p384.verify + p256.verify + hashes)", "jws.sign / p256.sign",
             "passkey.assertion.verify / (sha256(clientDataJSON) + p256.verify)",
+            "(batch.wrap × cores) / (p384.verify + p256.verify + hashes)",
         ] {
             #expect(ratioNames.contains(expected), "\(expected)")
         }
+        // Each measured in interleaved slices: the rounds' range holds the median.
         for ratio in ratios {
-            #expect((ratio["ratio"] as? Double ?? 0) > 0, "\(ratio)")
+            let value = ratio["ratio"] as? Double ?? 0
+            #expect(value > 0, "\(ratio)")
+            #expect(ratio["slices"] as? Int == 3, "\(ratio)")
+            #expect((ratio["sliceRatioMinimum"] as? Double ?? .infinity) <= value, "\(ratio)")
+            #expect((ratio["sliceRatioMaximum"] as? Double ?? 0) >= value, "\(ratio)")
         }
+        let batch = try #require(ratios.first { ($0["name"] as? String)?.hasPrefix("(batch.wrap") == true })
+        #expect((batch["shareOfLimit"] as? Double ?? 0) > 0, "\(batch)")
+        #expect(batch["goal"] as? Double == 1.25, "\(batch)")
         #expect((try result.jsonObject()["cpuBudgetMicroseconds"] as? Double ?? 0) > 0)
         for entry in cases {
             #expect((entry["operations"] as? Int ?? 0) > 0, "\(entry)")

@@ -182,7 +182,8 @@ struct SigningKeyCommandTests {
 
         // The same batch asking for jws: that line fails for want of a key, by its number.
         let jwsBatch = try files.write("\n" + (try WrapTests.line(sample, name: "jws")) + "\n", named: "jws.jsonl")
-        let refused = try await Formattest.run(["wrap", "--batch", jwsBatch, "--out-dir", out], currentDirectory: workingDirectory)
+        let jwsOut = files.directory.appendingPathComponent("jws-out").path
+        let refused = try await Formattest.run(["wrap", "--batch", jwsBatch, "--out-dir", jwsOut], currentDirectory: workingDirectory)
         #expect(refused.status == 1)
         let failure = try #require((try refused.jsonObject()["failures"] as? [[String: Any]])?.first)
         #expect(failure["item"] as? String == "line 2")

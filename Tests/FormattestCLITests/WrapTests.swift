@@ -44,17 +44,27 @@ struct WrapTests {
         let summary = try run.jsonObject()
         #expect(summary["total"] as? Int == samples.count)
         #expect(summary["wrapped"] as? Int == samples.count)
-        let written = try FileManager.default.contentsOfDirectory(atPath: out).sorted()
+        // The files, and the journal a rerun resumes from (hidden).
+        let written = try FileManager.default.contentsOfDirectory(atPath: out).filter { !$0.hasPrefix(".") }.sorted()
         try #require(written == samples.map { "\($0.name).json" }.sorted())
+        #expect(FileManager.default.fileExists(atPath: out + "/.formattest-batch.jsonl"))
         let before = try Data(contentsOf: URL(fileURLWithPath: out).appendingPathComponent(written[0]))
 
-        // Again: every output exists, none is overwritten, every item fails, exit 1.
+        // Again: every line is already done (its file checked against the journal), none is
+        // overwritten or done twice, exit 0.
         let again = try await Formattest.run(["wrap", "--batch", batch, "--out-dir", out, "--data-dir", data])
-        #expect(again.status == 1)
+        #expect(again.status == 0, "\(again.stderr)")
         let againSummary = try again.jsonObject()
-        #expect(againSummary["failed"] as? Int == samples.count)
-        #expect(((againSummary["failures"] as? [[String: Any]])?.first?["code"] as? String) == "exists")
+        #expect(againSummary["wrapped"] as? Int == samples.count)
+        #expect(againSummary["resumed"] as? Int == samples.count)
         #expect(try Data(contentsOf: URL(fileURLWithPath: out).appendingPathComponent(written[0])) == before)
+
+        // Another batch into that directory: refused (its journal is another input's), nothing written.
+        let other = try files.write(try Self.line(samples[0], name: "other") + "\n", named: "other.jsonl")
+        let refused = try await Formattest.run(["wrap", "--batch", other, "--out-dir", out, "--data-dir", data])
+        #expect(refused.status == 2)
+        #expect(refused.stderr.contains("was written for another input"), "\(refused.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: out + "/other.json"))
 
         // One bad item among good ones: it is reported, the others are written.
         let mixed = try files.write(
@@ -67,7 +77,7 @@ struct WrapTests {
         let mixedSummary = try mixedRun.jsonObject()
         #expect(mixedSummary["wrapped"] as? Int == 1)
         #expect(((mixedSummary["failures"] as? [[String: Any]])?.first?["code"] as? String) == "nonce_mismatch")
-        #expect(try FileManager.default.contentsOfDirectory(atPath: mixedOut) == ["good.json"])
+        #expect(try FileManager.default.contentsOfDirectory(atPath: mixedOut).filter { !$0.hasPrefix(".") } == ["good.json"])
 
         // Interop: the real assertions, the JWKS, the schema.
         let assertions = samples.compactMap { sample -> [String: String]? in
