@@ -38,8 +38,11 @@ struct AdminController {
         try APIError.checkUsername(username)
         // A page at a time (`limit`, default and at most ``maximumPage``), after the key `after`
         // names; the counts are the store's, of all the user's keys, and read no blob.
+        // Decoded strictly, as every query string the service reads (a parameter named twice,
+        // bad percent-encoding or invalid UTF-8: 400 `invalid_query`).
+        let query = try QueryParameters(request)
         let limit: Int
-        if let text = request.uri.queryParameters.get("limit") {
+        if let text = query.get("limit") {
             guard text.utf8.count <= 4, text.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }), let number = Int(text),
                 (1...Self.maximumPage).contains(number)
             else {
@@ -51,7 +54,7 @@ struct AdminController {
         }
         do {
             var position: KeyPosition?
-            if let text = request.uri.queryParameters.get("after") {
+            if let text = query.get("after") {
                 guard let keyID = Base64URL.decode(text), keyID.count == 32 else {
                     throw APIError.invalidRequest("after must be a keyId (32 bytes, base64url) from the previous page's next")
                 }

@@ -233,6 +233,12 @@ struct HostileStateRouteTests {
                 let answer = try await admin.send(.get, "/admin/users/alice/keys?" + query, template: "/admin/users/{username}/keys")
                 #expect(answer.status == 400 && answer.errorCode == "invalid_request", "\(query): \(answer.status)")
             }
+            // The query string is decoded strictly, as everywhere: a parameter named twice, bad
+            // percent-encoding or invalid UTF-8 is refused, never one value picked.
+            for query in ["limit=1&limit=2", "limit=2&limit=1", "limit=1&x=1&x=2", "limit=1&x=%ff", "foo=%", "limit=%zz", "limit=1&after=%ff"] {
+                let answer = try await admin.send(.get, "/admin/users/alice/keys?" + query, template: "/admin/users/{username}/keys")
+                #expect(answer.status == 400 && answer.errorCode == "invalid_query", "\(query): \(answer.status) \(answer.errorCode ?? "")")
+            }
         }
     }
 
