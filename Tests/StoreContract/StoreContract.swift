@@ -478,19 +478,20 @@ public enum StoreContract {
     static func boundedPurge(_ make: Factory) async throws {
         let store = try await make()
         // 7 expired challenges, 11 expired form hashes and 5 expired rate-limit windows, beside
-        // live ones of each kind; expiries spread so that "oldest first" is observable.
-        for index in 1...7 { try await store.issueChallenge(challenge(UInt8(100 + index), lifetime: Double(index) * 60)) }
+        // live ones of each kind. Expiries are hours after t0 (the real now), never minutes: a
+        // MongoDB TTL monitor deletes by the real clock, and a slow run must not race it.
+        for index in 1...7 { try await store.issueChallenge(challenge(UInt8(100 + index), lifetime: Double(index) * hour)) }
         try await store.issueChallenge(challenge(120, lifetime: 100 * hour))
         for index in 1...11 {
-            try await store.recordFormHash(ReplayRecord(formHash: hash(UInt8(100 + index)), expiresAt: t0.addingTimeInterval(Double(index) * 60)), now: t0)
+            try await store.recordFormHash(ReplayRecord(formHash: hash(UInt8(100 + index)), expiresAt: t0.addingTimeInterval(Double(index) * hour)), now: t0)
         }
         try await store.recordFormHash(ReplayRecord(formHash: hash(120), expiresAt: t0.addingTimeInterval(100 * hour)), now: t0)
         for index in 1...5 {
-            _ = try await store.countRequest(in: RateLimitWindow(id: hash(UInt8(130 + index)), start: t0, expiresAt: t0.addingTimeInterval(Double(index) * 60)))
+            _ = try await store.countRequest(in: RateLimitWindow(id: hash(UInt8(130 + index)), start: t0, expiresAt: t0.addingTimeInterval(Double(index) * hour)))
         }
         let live = RateLimitWindow(id: hash(140), start: t0, expiresAt: t0.addingTimeInterval(100 * hour))
         _ = try await store.countRequest(in: live)
-        let purgeTime = t0.addingTimeInterval(hour)
+        let purgeTime = t0.addingTimeInterval(24 * hour)
         // Steps of 4: never more than the limit, until a step comes back short.
         var steps: [Int] = []
         while true {
@@ -511,18 +512,18 @@ public enum StoreContract {
         }
         #expect(try await store.countRequest(in: live) == 2)
         // An expired window was deleted: counting in it starts again at 1.
-        #expect(try await store.countRequest(in: RateLimitWindow(id: hash(131), start: t0, expiresAt: t0.addingTimeInterval(60))) == 1)
+        #expect(try await store.countRequest(in: RateLimitWindow(id: hash(131), start: t0, expiresAt: t0.addingTimeInterval(hour))) == 1)
     }
 
     static func boundedPurgeOrder(_ make: Factory) async throws {
         let store = try await make()
-        // Six challenges expiring at t0 + 1, 2, ... 6 minutes, all expired at t0 + 10 min.
-        for index in 1...6 { try await store.issueChallenge(challenge(UInt8(100 + index), lifetime: Double(index) * 60)) }
-        #expect(try await store.purgeExpired(now: t0.addingTimeInterval(600), limit: 3).deleted == 3)
-        // The step took the three that expired first: as of t0 + 3.5 min nothing expired is left
+        // Six challenges expiring at t0 + 1, 2, ... 6 hours, all expired at t0 + 10 h.
+        for index in 1...6 { try await store.issueChallenge(challenge(UInt8(100 + index), lifetime: Double(index) * hour)) }
+        #expect(try await store.purgeExpired(now: t0.addingTimeInterval(10 * hour), limit: 3).deleted == 3)
+        // The step took the three that expired first: as of t0 + 3.5 h nothing expired is left
         // (any other three would leave one of the first three behind).
-        #expect(try await store.purgeExpired(now: t0.addingTimeInterval(210), limit: 100).deleted == 0)
-        #expect(try await store.purgeExpired(now: t0.addingTimeInterval(600), limit: 100).deleted == 3)
+        #expect(try await store.purgeExpired(now: t0.addingTimeInterval(3.5 * hour), limit: 100).deleted == 0)
+        #expect(try await store.purgeExpired(now: t0.addingTimeInterval(10 * hour), limit: 100).deleted == 3)
     }
 
     static let concurrency = 24
