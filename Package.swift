@@ -24,6 +24,7 @@ let package = Package(
     products: [
         .library(name: "AppAttest", targets: ["AppAttest"]),
         .library(name: "WebAuthn", targets: ["WebAuthn"]),
+        .library(name: "TransparencyLog", targets: ["TransparencyLog"]),
         .library(name: "CanonicalJSON", targets: ["CanonicalJSON"]),
         .library(name: "RFC3339", targets: ["RFC3339"]),
         .library(name: "FormAttestForm", targets: ["FormAttestForm"]),
@@ -94,6 +95,15 @@ let package = Package(
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
+            swiftSettings: pureLibrarySettings
+        ),
+        // The evidence log's Merkle tree (RFC 9162 §2.1): hashes, proofs, C2SP checkpoints and
+        // signed notes. Pure.
+        .target(
+            name: "TransparencyLog",
+            dependencies: [
+                .product(name: "Crypto", package: "swift-crypto")
             ],
             swiftSettings: pureLibrarySettings
         ),
@@ -384,6 +394,15 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TransparencyLogTests",
+            dependencies: [
+                "TransparencyLog",
+                "FormAttestTestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),
