@@ -25,6 +25,7 @@ let package = Package(
         .library(name: "AppAttest", targets: ["AppAttest"]),
         .library(name: "WebAuthn", targets: ["WebAuthn"]),
         .library(name: "TransparencyLog", targets: ["TransparencyLog"]),
+        .library(name: "TransparencyLogFiles", targets: ["TransparencyLogFiles"]),
         .library(name: "CanonicalJSON", targets: ["CanonicalJSON"]),
         .library(name: "RFC3339", targets: ["RFC3339"]),
         .library(name: "FormAttestForm", targets: ["FormAttestForm"]),
@@ -106,6 +107,15 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto")
             ],
             swiftSettings: pureLibrarySettings
+        ),
+        // The evidence log on disk: tlog-tiles in a directory, crash-safe appends. An adapter.
+        .target(
+            name: "TransparencyLogFiles",
+            dependencies: [
+                "TransparencyLog",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
         ),
         // The inspector: semantic, forensic and lossless views of attestations, assertions and receipts. Pure.
         .target(
@@ -401,6 +411,7 @@ let package = Package(
             name: "TransparencyLogTests",
             dependencies: [
                 "TransparencyLog",
+                "TransparencyLogFiles",
                 "FormAttestTestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],

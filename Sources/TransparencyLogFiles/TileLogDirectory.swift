@@ -1,0 +1,379 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+import Crypto
+import Foundation
+public import TransparencyLog
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// An append-only Merkle-tree log in a directory, in the C2SP tlog-tiles layout (``TileLayout``).
+///
+/// Full tiles and full entry bundles are written once and never change. The tiles still filling
+/// are append-only files beside them (`<path>.partial`). A small `state` file — the tree size and
+/// its right edge, with a checksum — is the commit point: an append writes and syncs the partial
+/// files, then replaces `state` atomically (write, sync, rename, sync the directory), and only
+/// then returns, so an index it returned survives a crash. On opening, bytes past what `state`
+/// commits are cut off, and a tile that `state` says is full but was not yet renamed is renamed
+/// (roll forward): a crash at any point leaves the log at its last committed size.
+///
+/// One writer per directory, not thread-safe: callers serialize (the service appends from one
+/// task). Reading is safe between appends.
+public final class TileLogDirectory {
+    /// A failure of the directory's IO, or a directory that is not a log this code wrote.
+    public struct Failure: Error, CustomStringConvertible {
+        public let description: String
+        init(_ description: String) { self.description = description }
+    }
+
+    public let directory: String
+    private var range: CompactRange
+
+    /// The number of leaves committed.
+    public var size: UInt64 { self.range.size }
+    /// The root of the committed tree.
+    public var root: [UInt8] { self.range.root }
+
+    /// Opens the log in `directory` (created, empty, when it does not exist) and recovers it to
+    /// its last committed size.
+    public init(directory: String) throws(Failure) {
+        self.directory = directory
+        self.range = CompactRange()
+        try Self.makeDirectory(directory)
+        guard let state = try self.readState() else {
+            try self.recover()
+            return
+        }
+        self.range = state
+        try self.recover()
+    }
+
+    // MARK: - Appending
+
+    /// Appends `entries` as consecutive leaves and returns the index of the first, once durable.
+    ///
+    /// When it throws, the entries may or may not be committed (a failure after the state's
+    /// rename); the log re-reads its state and recovers before anything else is appended, and
+    /// refuses every later append if it cannot.
+    public func append(_ entries: [[UInt8]]) throws(Failure) -> UInt64 {
+        if let broken = self.broken { throw Failure("the log needs reopening after an earlier failure: \(broken)") }
+        do {
+            return try self.appendCommitting(entries)
+        } catch {
+            do {
+                self.range = try self.readState() ?? CompactRange()
+                try self.recover()
+            } catch let recovery {
+                self.broken = recovery.description
+            }
+            throw error
+        }
+    }
+
+    private var broken: String?
+
+    private func appendCommitting(_ entries: [[UInt8]]) throws(Failure) -> UInt64 {
+        guard !entries.isEmpty else { return self.size }
+        for entry in entries where entry.count > TileLayout.maximumEntryLength {
+            throw Failure("an entry of \(entry.count) bytes is over \(TileLayout.maximumEntryLength)")
+        }
+        let first = self.size
+        var range = self.range
+        var bundleBytes: [UInt64: [UInt8]] = [:]
+        var hashBytes: [TileKey: [UInt8]] = [:]
+        for entry in entries {
+            let index = range.size
+            bundleBytes[index / TileLayout.width, default: []] += [UInt8(entry.count >> 8), UInt8(entry.count & 0xFF)] + entry
+            for (id, hash) in range.append(leafHash: MerkleHash.leaf(entry)) where id.level % TileLayout.height == 0 {
+                let key = TileKey(level: id.level / TileLayout.height, index: id.index / TileLayout.width)
+                hashBytes[key, default: []] += hash
+            }
+        }
+        // Each touched tile is written once: a tile that holds committed hashes is appended to
+        // (it holds exactly those, as opening cut it); any other starts empty, so that bytes an
+        // uncommitted append left there are dropped.
+        for (index, bytes) in bundleBytes {
+            let committed = TileLayout.tileWidth(level: 0, index: index, treeSize: first) > 0
+            try self.write(bytes, to: TileLayout.entryBundlePath(index: index) + ".partial", appending: committed)
+        }
+        for (key, bytes) in hashBytes {
+            let committed = TileLayout.tileWidth(level: key.level, index: key.index, treeSize: first) > 0
+            try self.write(bytes, to: TileLayout.hashTilePath(level: key.level, index: key.index) + ".partial", appending: committed)
+        }
+        try self.writeState(range)
+        self.range = range
+        try self.promoteFullTiles(from: first, to: range.size)
+        return first
+    }
+
+    // MARK: - Reading
+
+    /// The data of leaf `index`.
+    public func entry(at index: UInt64) throws(Failure) -> [UInt8] {
+        guard index < self.size else { throw Failure("leaf \(index) is not in a log of \(self.size)") }
+        let bundle = index / TileLayout.width
+        let bytes = try self.readTile(TileLayout.entryBundlePath(index: bundle))
+        var offset = 0
+        var position: UInt64 = 0
+        let wanted = index % TileLayout.width
+        while offset + 2 <= bytes.count {
+            let length = Int(bytes[offset]) << 8 | Int(bytes[offset + 1])
+            guard offset + 2 + length <= bytes.count else { break }
+            if position == wanted { return Array(bytes[(offset + 2)..<(offset + 2 + length)]) }
+            offset += 2 + length
+            position += 1
+        }
+        throw Failure("the entry bundle \(bundle) is shorter than its committed size")
+    }
+
+    /// The hash of a perfect subtree of the committed tree.
+    public func subtreeHash(_ id: SubtreeID) throws(Failure) -> [UInt8] {
+        guard id.level < 63, id.index < UInt64(1) << UInt64(63 - id.level), (id.index + 1) << UInt64(id.level) <= self.size else {
+            throw Failure("the subtree \(id) is not complete in a log of \(self.size)")
+        }
+        let location = TileLayout.location(of: id)
+        let bytes = try self.readTile(TileLayout.hashTilePath(level: location.tileLevel, index: location.tileIndex))
+        guard bytes.count >= location.positions.upperBound * MerkleHash.size else {
+            throw Failure("the hash tile for \(id) is shorter than its committed size")
+        }
+        let hashes = location.positions.map { Array(bytes[($0 * MerkleHash.size)..<(($0 + 1) * MerkleHash.size)]) }
+        return TileLayout.fold(hashes)
+    }
+
+    /// The inclusion proof of leaf `index` in the tree of `size` leaves (a committed size).
+    public func inclusionProof(index: UInt64, size: UInt64) throws(Failure) -> [[UInt8]] {
+        guard size <= self.size else { throw Failure("a tree of \(size) leaves is past the log's \(self.size)") }
+        let ranges: [LeafRange]
+        do { ranges = try MerkleProof.inclusionRanges(index: index, size: size) } catch { throw Failure(error.reason) }
+        return try ranges.map { (range: LeafRange) throws(Failure) -> [UInt8] in try MerkleProof.hash(of: range, subtreeHash: self.subtreeHash) }
+    }
+
+    /// The consistency proof from the tree of `first` leaves to the tree of `second`.
+    public func consistencyProof(first: UInt64, second: UInt64) throws(Failure) -> [[UInt8]] {
+        guard second <= self.size else { throw Failure("a tree of \(second) leaves is past the log's \(self.size)") }
+        let ranges: [LeafRange]
+        do { ranges = try MerkleProof.consistencyRanges(first: first, second: second) } catch { throw Failure(error.reason) }
+        return try ranges.map { (range: LeafRange) throws(Failure) -> [UInt8] in try MerkleProof.hash(of: range, subtreeHash: self.subtreeHash) }
+    }
+
+    /// The root of the committed tree's first `size` leaves.
+    public func root(size: UInt64) throws(Failure) -> [UInt8] {
+        guard size <= self.size else { throw Failure("a tree of \(size) leaves is past the log's \(self.size)") }
+        return try MerkleProof.hash(of: LeafRange(begin: 0, end: size), subtreeHash: self.subtreeHash)
+    }
+
+    // MARK: - Files
+
+    private struct TileKey: Hashable {
+        let level: Int
+        let index: UInt64
+    }
+
+    private func path(_ relative: String) -> String { self.directory + "/" + relative }
+
+    /// A full tile when it exists, else the partial one.
+    private func readTile(_ relative: String) throws(Failure) -> [UInt8] {
+        if let bytes = try Self.read(self.path(relative)) { return bytes }
+        if let bytes = try Self.read(self.path(relative + ".partial")) { return bytes }
+        throw Failure("the tile \(relative) is missing")
+    }
+
+    private func write(_ bytes: [UInt8], to relative: String, appending: Bool) throws(Failure) {
+        let path = self.path(relative)
+        let parent = (path as NSString).deletingLastPathComponent
+        let created = access(path, F_OK) != 0
+        if created { try self.makeDurableDirectory(parent) }
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (appending ? O_APPEND : O_TRUNC), 0o640)
+        guard descriptor >= 0 else { throw Failure("cannot open \(path): \(Self.lastError())") }
+        defer { close(descriptor) }
+        try Self.writeAll(bytes, to: descriptor, path: path)
+        guard fsync(descriptor) == 0 else { throw Failure("cannot sync \(path): \(Self.lastError())") }
+        if created { try Self.syncDirectory(parent) }
+    }
+
+    /// Creates `path` and its missing parents inside the log, syncing each parent that gained an
+    /// entry, so that a file created in it survives a crash.
+    private func makeDurableDirectory(_ path: String) throws(Failure) {
+        guard path.count > self.directory.count, access(path, F_OK) != 0 else { return }
+        let parent = (path as NSString).deletingLastPathComponent
+        try self.makeDurableDirectory(parent)
+        guard mkdir(path, 0o750) == 0 || errno == EEXIST else { throw Failure("cannot create \(path): \(Self.lastError())") }
+        try Self.syncDirectory(parent)
+    }
+
+    /// Renames every partial tile that the committed size makes full (between `oldSize` and
+    /// `newSize`, or, when opening, those a crash left unrenamed: the last full tiles of each
+    /// level back to the first that exists).
+    private func promoteFullTiles(from oldSize: UInt64?, to newSize: UInt64) throws(Failure) {
+        var level = 0
+        while newSize >> UInt64(TileLayout.height * level) >= TileLayout.width {
+            let newFull = (newSize >> UInt64(TileLayout.height * level)) / TileLayout.width
+            if let oldSize {
+                let oldFull = (oldSize >> UInt64(TileLayout.height * level)) / TileLayout.width
+                for index in oldFull..<newFull { try self.promote(level: level, index: index) }
+            } else {
+                var index = newFull
+                while index > 0, try self.promote(level: level, index: index - 1) { index -= 1 }
+            }
+            level += 1
+        }
+    }
+
+    /// Renames the full tile `(level, index)` (and at level 0 its entry bundle) from its partial
+    /// file; false when both were renamed already.
+    @discardableResult
+    private func promote(level: Int, index: UInt64) throws(Failure) -> Bool {
+        var renamed = false
+        var paths = [TileLayout.hashTilePath(level: level, index: index)]
+        if level == 0 { paths.append(TileLayout.entryBundlePath(index: index)) }
+        for relative in paths {
+            let full = self.path(relative)
+            if access(full, F_OK) == 0 { continue }
+            guard rename(full + ".partial", full) == 0 else { throw Failure("cannot rename \(full).partial: \(Self.lastError())") }
+            try Self.syncDirectory((full as NSString).deletingLastPathComponent)
+            renamed = true
+        }
+        return renamed
+    }
+
+    /// Cuts every partial tile to what the committed size holds and renames the full ones.
+    private func recover() throws(Failure) {
+        let size = self.size
+        // Tiles that the committed size fills: roll the rename forward.
+        try self.promoteFullTiles(from: nil, to: size)
+        // The partial tiles: cut bytes past the committed size (an append that never committed).
+        var level = 0
+        repeat {
+            let nodes = size >> UInt64(TileLayout.height * level)
+            let index = nodes / TileLayout.width
+            let width = nodes % TileLayout.width
+            try self.truncate(TileLayout.hashTilePath(level: level, index: index) + ".partial", to: Int(width) * MerkleHash.size)
+            if level == 0 {
+                let relative = TileLayout.entryBundlePath(index: index) + ".partial"
+                let bytes = try Self.read(self.path(relative)) ?? []
+                var offset = 0
+                for _ in 0..<width {
+                    guard offset + 2 <= bytes.count else { throw Failure("the entry bundle \(index) is shorter than the committed size") }
+                    offset += 2 + (Int(bytes[offset]) << 8 | Int(bytes[offset + 1]))
+                }
+                guard offset <= bytes.count else { throw Failure("the entry bundle \(index) is shorter than the committed size") }
+                try self.truncate(relative, to: offset)
+            }
+            level += 1
+        } while size >> UInt64(TileLayout.height * level) > 0
+    }
+
+    private func truncate(_ relative: String, to length: Int) throws(Failure) {
+        let path = self.path(relative)
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            guard length == 0 else { throw Failure("\(path) is missing but the committed size needs \(length) bytes of it") }
+            return
+        }
+        guard Int(info.st_size) >= length else { throw Failure("\(path) is shorter than the committed size needs") }
+        if Int(info.st_size) > length {
+            guard Glibc.truncate(path, off_t(length)) == 0 else { throw Failure("cannot cut \(path): \(Self.lastError())") }
+        }
+    }
+
+    // The state: "formattest-tlog-state v1", the size, the right edge, and SHA-256 over them.
+    private static let stateMagic = Array("formattest-tlog-state v1\n".utf8)
+
+    private func readState() throws(Failure) -> CompactRange? {
+        guard let bytes = try Self.read(self.path("state")) else { return nil }
+        let header = Self.stateMagic.count
+        guard bytes.count >= header + 8 + 32, bytes.starts(with: Self.stateMagic) else {
+            throw Failure("\(self.path("state")) is not a log state")
+        }
+        let body = Array(bytes[..<(bytes.count - 32)])
+        guard Array(SHA256.hash(data: body)) == Array(bytes.suffix(32)) else {
+            throw Failure("\(self.path("state")) fails its checksum")
+        }
+        let size = body[header..<(header + 8)].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        let edge = Array(body[(header + 8)...])
+        guard edge.count % 32 == 0 else { throw Failure("\(self.path("state")) has a torn right edge") }
+        let hashes = stride(from: 0, to: edge.count, by: 32).map { Array(edge[$0..<($0 + 32)]) }
+        do {
+            return try CompactRange(size: size, hashes: hashes)
+        } catch {
+            throw Failure("\(self.path("state")): \(error.reason)")
+        }
+    }
+
+    private func writeState(_ range: CompactRange) throws(Failure) {
+        var body = Self.stateMagic
+        body += (0..<8).map { UInt8(truncatingIfNeeded: range.size >> UInt64(56 - 8 * $0)) }
+        for hash in range.hashes { body += hash }
+        body += Array(SHA256.hash(data: body))
+        let path = self.path("state")
+        let temporary = path + ".new"
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o640)
+        guard descriptor >= 0 else { throw Failure("cannot open \(temporary): \(Self.lastError())") }
+        do {
+            try Self.writeAll(body, to: descriptor, path: temporary)
+        } catch {
+            close(descriptor)
+            throw error
+        }
+        guard fsync(descriptor) == 0 else {
+            close(descriptor)
+            throw Failure("cannot sync \(temporary): \(Self.lastError())")
+        }
+        close(descriptor)
+        guard rename(temporary, path) == 0 else { throw Failure("cannot rename \(temporary): \(Self.lastError())") }
+        try Self.syncDirectory(self.directory)
+    }
+
+    private static func read(_ path: String) throws(Failure) -> [UInt8]? {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            if errno == ENOENT { return nil }
+            throw Failure("cannot open \(path): \(Self.lastError())")
+        }
+        defer { close(descriptor) }
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw Failure("cannot read \(path): \(Self.lastError())")
+            }
+            if count == 0 { return bytes }
+            bytes += buffer[..<count]
+        }
+    }
+
+    private static func writeAll(_ bytes: [UInt8], to descriptor: Int32, path: String) throws(Failure) {
+        var written = 0
+        while written < bytes.count {
+            let count = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress! + written, $0.count - written) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw Failure("cannot write \(path): \(Self.lastError())")
+            }
+            written += count
+        }
+    }
+
+    private static func makeDirectory(_ path: String) throws(Failure) {
+        do {
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o750])
+        } catch {
+            throw Failure("cannot create \(path): \(error)")
+        }
+    }
+
+    private static func syncDirectory(_ path: String) throws(Failure) {
+        let descriptor = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw Failure("cannot open \(path) to sync it: \(Self.lastError())") }
+        defer { close(descriptor) }
+        guard fsync(descriptor) == 0 else { throw Failure("cannot sync \(path): \(Self.lastError())") }
+    }
+
+    private static func lastError() -> String { String(cString: strerror(errno)) }
+}
