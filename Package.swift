@@ -249,6 +249,8 @@ let package = Package(
         .target(
             name: "FormAttestServer",
             dependencies: [
+                "TransparencyLog",
+                "TransparencyLogFiles",
                 "RFC3339",
                 "AppAttest",
                 "AppAttestInspector",
@@ -324,6 +326,7 @@ let package = Package(
         .target(
             name: "FormattestCommands",
             dependencies: [
+                "TransparencyLog",
                 "RFC3339",
                 "AppAttest",
                 "WebAuthn",

@@ -79,11 +79,14 @@ public struct EvidenceFields: Sendable, Hashable {
     public var archived: Bool?
     /// The signed record itself (flattened JWS), when the answer carries it.
     public var envelope: JSONValue?
+    /// The record's leaf index in the evidence log (nil without a log, or when appending failed).
+    public var logIndex: UInt64?
 
-    public init(id: String, archived: Bool?, envelope: JSONValue?) {
+    public init(id: String, archived: Bool?, envelope: JSONValue?, logIndex: UInt64? = nil) {
         self.id = id
         self.archived = archived
         self.envelope = envelope
+        self.logIndex = logIndex
     }
 }
 
@@ -114,6 +117,8 @@ public struct RegisteredResponse: APIResponse {
     /// The form's evidence record: its id, whether it was archived, the signed record.
     public var evidenceId: String?
     public var evidenceArchived: Bool?
+    /// The record's leaf index in the evidence log.
+    public var evidenceLogIndex: UInt64?
     public var evidence: JSONValue?
     public var nextChallenge: ChallengeResponse?
 
@@ -133,12 +138,13 @@ public struct RegisteredResponse: APIResponse {
         self.extensions = attestation.extensions.map(SignalsResponse.init)
         self.macosAccessControl = attestation.accessControl.map { Base64URL.encode($0) }
         (self.evidenceId, self.evidenceArchived, self.evidence) = (evidence?.id, evidence?.archived, evidence?.envelope)
+        self.evidenceLogIndex = evidence?.logIndex
         self.nextChallenge = nextChallenge
     }
 
     enum CodingKeys: String, CodingKey {
         case verified, keyId, publicKey, counter, appId, environment, formHash, receipt, formats, recentRegistrations, extensions
-        case macosAccessControl, evidenceId, evidenceArchived, evidence
+        case macosAccessControl, evidenceId, evidenceArchived, evidenceLogIndex, evidence
         case nextChallenge = "next_challenge"
     }
 }
@@ -158,6 +164,8 @@ public struct AssertedResponse: APIResponse {
     /// The form's evidence record: its id, whether it was archived, the signed record.
     public var evidenceId: String?
     public var evidenceArchived: Bool?
+    /// The record's leaf index in the evidence log.
+    public var evidenceLogIndex: UInt64?
     public var evidence: JSONValue?
     public var nextChallenge: ChallengeResponse?
 
@@ -171,11 +179,12 @@ public struct AssertedResponse: APIResponse {
         self.formats = formats
         self.extensions = extensions.map(SignalsResponse.init)
         (self.evidenceId, self.evidenceArchived, self.evidence) = (evidence?.id, evidence?.archived, evidence?.envelope)
+        self.evidenceLogIndex = evidence?.logIndex
         self.nextChallenge = nextChallenge
     }
 
     enum CodingKeys: String, CodingKey {
-        case verified, keyId, counter, formHash, formats, extensions, evidenceId, evidenceArchived, evidence
+        case verified, keyId, counter, formHash, formats, extensions, evidenceId, evidenceArchived, evidenceLogIndex, evidence
         case nextChallenge = "next_challenge"
     }
 
@@ -196,6 +205,7 @@ public struct AssertedResponse: APIResponse {
         if let extensions = self.extensions { members.append((CodingKeys.extensions.rawValue, try extensions.jsonValue())) }
         if let evidenceId = self.evidenceId { members.append((CodingKeys.evidenceId.rawValue, string(evidenceId))) }
         if let evidenceArchived = self.evidenceArchived { members.append((CodingKeys.evidenceArchived.rawValue, .bool(evidenceArchived))) }
+        if let index = self.evidenceLogIndex { members.append((CodingKeys.evidenceLogIndex.rawValue, .number(Double(index)))) }
         if let evidence = self.evidence { members.append((CodingKeys.evidence.rawValue, evidence)) }
         if let nextChallenge = self.nextChallenge { members.append((CodingKeys.nextChallenge.rawValue, nextChallenge.jsonValue())) }
         return .object(JSONObject(constantMembers: members))

@@ -84,6 +84,11 @@ public struct APIError: HTTPResponseError, Sendable {
         )
     }
 
+    /// A proof asked of the evidence log for a leaf or tree size it has not committed.
+    static func evidenceLogRange(_ message: String) -> APIError {
+        APIError(status: .badRequest, code: "evidence_log_range", message: message)
+    }
+
     /// A query string that is not strictly percent-encoded UTF-8, or names a parameter twice.
     static func invalidQuery(_ message: String) -> APIError {
         APIError(status: .badRequest, code: "invalid_query", message: message)

@@ -90,6 +90,10 @@ public enum ErrorCatalog {
                 APIError.invalidQuery(""), "the query string is not strictly percent-encoded UTF-8 (a raw non-ASCII byte, a bad % escape, invalid UTF-8) or names a parameter twice",
                 "Percent-encode the query string's UTF-8 exactly once per parameter; do not retry unchanged."
             ),
+            Self.http(
+                APIError.evidenceLogRange(""), "a proof asked of the evidence log for a leaf or tree size it has not committed (an index at or past the size, a first size above the second, a size past the log's)",
+                "Ask for sizes up to the latest checkpoint's."
+            ),
             Self.http(APIError.malformedRequest(""), "the request is not valid HTTP/1.1 (bad chunked encoding, ...)", "Fix the client's HTTP; do not retry unchanged."),
             Self.http(APIError.framework(status: .notFound, message: nil), "no such route (or the demo page's file is missing)", "Check the URL and method against docs/api.md."),
             Self.http(APIError.framework(status: .methodNotAllowed, message: nil), "the route exists but not with this method", "Use the method docs/api.md gives."),

@@ -33,10 +33,13 @@ public struct EvidenceConfiguration: Sendable {
     public var archiveDirectory: String?
     /// Whether each answer carries the signed record itself (`evidence`), not only its id.
     public var inAnswer: Bool
+    /// The append-only log every record joins (its answer then carries `evidenceLogIndex`).
+    public var log: EvidenceLogConfiguration?
 
-    public init(archiveDirectory: String? = nil, inAnswer: Bool = false) {
+    public init(archiveDirectory: String? = nil, inAnswer: Bool = false, log: EvidenceLogConfiguration? = nil) {
         self.archiveDirectory = archiveDirectory
         self.inAnswer = inAnswer
+        self.log = log
     }
 }
 
@@ -50,11 +53,16 @@ struct EvidenceRecorder: Sendable {
     let configuration: EvidenceConfiguration
     let signingKey: P256.Signing.PrivateKey
     let policy: EvidenceRecord.Policy
+    let log: EvidenceLog?
 
-    init(configuration: EvidenceConfiguration, signingKey: P256.Signing.PrivateKey, verifierPolicy: AppAttestPolicy, flows: FlowConfiguration) throws {
+    init(
+        configuration: EvidenceConfiguration, signingKey: P256.Signing.PrivateKey, verifierPolicy: AppAttestPolicy, flows: FlowConfiguration,
+        log: EvidenceLog? = nil
+    ) throws {
         guard verifierPolicy.requireValidReceipt else { throw EvidenceConfiguration.ReceiptsNotRequired() }
         self.configuration = configuration
         self.signingKey = signingKey
+        self.log = log
         self.policy = EvidenceRecord.Policy(
             appIDs: verifierPolicy.appIDs,
             environments: Array(verifierPolicy.environments),
@@ -88,6 +96,15 @@ struct EvidenceRecorder: Sendable {
         }
         var inAnswer = self.configuration.inAnswer
         var fields = EvidenceFields(id: signed.id, archived: nil, envelope: nil)
+        if let log = self.log {
+            do {
+                fields.logIndex = try await log.append(record.json.canonicalBytes)
+            } catch {
+                logger.error("evidence record not logged", metadata: ["id": "\(signed.id)", "reason": "\(error)"])
+                Counter(label: "formattest_evidence_failures_total", dimensions: [("step", "log")]).increment()
+                inAnswer = true
+            }
+        }
         if let directory = self.configuration.archiveDirectory {
             do {
                 try await EvidenceArchive(directory: directory).write(signed)

@@ -147,12 +147,15 @@ public enum FormAttestApplication {
             router.add(middleware: FileMiddleware(demo, searchForIndexHtml: false))
         }
 
+        var evidenceLog: EvidenceLog?
+        if let logConfiguration = configuration.evidence?.log { evidenceLog = try await EvidenceLog.open(logConfiguration) }
         var controller = AppAttestController(
             flows: flows,
             formatter: TokenFormatter(signer: signer, packed: configuration.packedAttestation),
             rateLimiter: RateLimiter(limits: configuration.rateLimits, store: store),
             evidence: try configuration.evidence.map {
-                try EvidenceRecorder(configuration: $0, signingKey: signingKeys.current, verifierPolicy: configuration.policy, flows: configuration.flows)
+                try EvidenceRecorder(
+                    configuration: $0, signingKey: signingKeys.current, verifierPolicy: configuration.policy, flows: configuration.flows, log: evidenceLog)
             },
             now: configuration.now
         )
@@ -169,6 +172,9 @@ public enum FormAttestApplication {
         }
         if configuration.devSimulator, let developmentDevice {
             Self.addDevelopmentRoutes(developmentDevice, to: router.group("api/dev"))
+        }
+        if let evidenceLog {
+            EvidenceLogController(log: evidenceLog).addRoutes(to: router.group("api/evidence"))
         }
         let jwks = signingKeys.jwks
         router.get(".well-known/jwks.json") { _, _ in JSONResponse.make(jwks) }

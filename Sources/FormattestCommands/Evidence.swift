@@ -12,6 +12,7 @@ import FormAttestResponses
 import FormAttestServer
 import Foundation
 import RFC3339
+import TransparencyLog
 
 /// `serve`'s evidence settings (defined in ``ServeSettings``, parsed from their resolved values).
 struct EvidenceOptions: ParsableArguments {
@@ -21,12 +22,19 @@ struct EvidenceOptions: ParsableArguments {
     @Flag(name: .customLong("evidence-in-answer"), help: ServeSettings.help("evidence-in-answer"))
     var inAnswer = false
 
+    @Option(name: .customLong("evidence-log"), help: ServeSettings.help("evidence-log"))
+    var logDirectory: String?
+
+    @Option(name: .customLong("evidence-log-key"), help: ServeSettings.help("evidence-log-key"))
+    var logKey: String?
+
     /// The evidence configuration, nil when neither is asked for. The directory must exist and be
     /// writable: a mistyped path stops the service rather than losing records.
     func configuration() throws -> EvidenceConfiguration? {
         let directory = self.directory
         let inAnswer = self.inAnswer
-        guard directory != nil || inAnswer else { return nil }
+        let log = try self.logConfiguration()
+        guard directory != nil || inAnswer || log != nil else { return nil }
         if let directory {
             try Setting.checkText(directory, "--evidence-dir")
             var isDirectory: ObjCBool = false
@@ -37,7 +45,65 @@ struct EvidenceOptions: ParsableArguments {
                 throw UsageError("--evidence-dir \(directory) is not writable by this process")
             }
         }
-        return EvidenceConfiguration(archiveDirectory: directory, inAnswer: inAnswer)
+        return EvidenceConfiguration(archiveDirectory: directory, inAnswer: inAnswer, log: log)
+    }
+
+    /// The log's directory and its checkpoint key; both or neither.
+    private func logConfiguration() throws -> EvidenceLogConfiguration? {
+        switch (self.logDirectory, self.logKey) {
+        case (nil, nil): return nil
+        case (nil, _?): throw UsageError("--evidence-log-key needs --evidence-log")
+        case (_?, nil): throw UsageError("--evidence-log needs --evidence-log-key (create one with 'formattest evidence log-key --name NAME --out FILE')")
+        case (let directory?, let keyPath?):
+            try Setting.checkText(directory, "--evidence-log")
+            try StrictModes.checkSecretFile(keyPath, "--evidence-log-key")
+            let text = try InputFile.readText(keyPath)
+            let line = text.hasSuffix("\n") ? String(text.dropLast()) : text
+            do {
+                return EvidenceLogConfiguration(directory: directory, signer: try NoteSigner(keyString: line))
+            } catch {
+                throw UsageError("--evidence-log-key \(keyPath): \(error.reason)")
+            }
+        }
+    }
+}
+
+/// `formattest evidence log-key --name NAME --out FILE`: a new checkpoint key for the evidence log.
+struct EvidenceLogKey: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "log-key",
+        abstract: "Create the evidence log's checkpoint key (Ed25519, C2SP signed-note format) and print its verifier key.",
+        discussion: """
+            The name is the log's origin in every checkpoint (a schema-less URL by convention, such as \
+            bank.example/formattest-evidence). The file gets mode 0600 and is never overwritten; the \
+            verifier key printed (name+hash+base64) is what auditors use to check checkpoints.
+            """
+    )
+
+    @Option(help: "The key's name: the log's origin.")
+    var name: String
+
+    @Option(help: "Where to write the private key (created, mode 0600; an existing file is an error).")
+    var out: String
+
+    func run() throws {
+        var seed = [UInt8](repeating: 0, count: 32)
+        var generator = SystemRandomNumberGenerator()
+        for index in seed.indices { seed[index] = generator.next() }
+        let signer: NoteSigner
+        do {
+            signer = try NoteSigner(name: self.name, seed: seed)
+        } catch {
+            throw UsageError("--name: \(error.reason)")
+        }
+        let descriptor = open(self.out, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw UsageError("cannot create \(self.out): \(String(cString: strerror(errno)))") }
+        defer { close(descriptor) }
+        let bytes = Array((signer.privateKeyString + "\n").utf8)
+        guard bytes.withUnsafeBytes({ write(descriptor, $0.baseAddress, $0.count) }) == bytes.count, fsync(descriptor) == 0 else {
+            throw UsageError("cannot write \(self.out)")
+        }
+        print(signer.verifierKey)
     }
 }
 
@@ -46,7 +112,7 @@ struct EvidenceCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "evidence",
         abstract: "Evidence records of accepted forms.",
-        subcommands: [EvidenceVerify.self]
+        subcommands: [EvidenceVerify.self, EvidenceLogKey.self]
     )
 }
 

@@ -110,6 +110,8 @@ public struct ServeOptions: ParsableArguments {
     @Option(name: .customLong("rp-id"), help: ServeSettings.help("rp-id")) var relyingPartyID: String?
     @Option(name: .customLong("evidence-dir"), help: ServeSettings.help("evidence-dir")) var evidenceDirectory: String?
     @Flag(name: .customLong("evidence-in-answer"), help: ServeSettings.help("evidence-in-answer")) var evidenceInAnswer = false
+    @Option(name: .customLong("evidence-log"), help: ServeSettings.help("evidence-log")) var evidenceLog: String?
+    @Option(name: .customLong("evidence-log-key"), help: ServeSettings.help("evidence-log-key")) var evidenceLogKey: String?
     @Option(name: .customLong("min-free-space"), help: ServeSettings.help("min-free-space")) var minFreeSpace: String?
     @Flag(name: .customLong("dev-simulator"), help: ServeSettings.help("dev-simulator")) var devSimulator = false
     @Option(name: .customLong("demo-dir"), help: ServeSettings.help("demo-dir")) var demoDirectory: String?
@@ -177,6 +179,8 @@ public struct ServeOptions: ParsableArguments {
             "rp-id": self.relyingPartyID.map { [$0] } ?? [],
             "evidence-dir": self.evidenceDirectory.map { [$0] } ?? [],
             "evidence-in-answer": self.evidenceInAnswer ? ["true"] : [],
+            "evidence-log": self.evidenceLog.map { [$0] } ?? [],
+            "evidence-log-key": self.evidenceLogKey.map { [$0] } ?? [],
             "min-free-space": self.minFreeSpace.map { [$0] } ?? [],
             "dev-simulator": self.devSimulator ? ["true"] : [],
             "demo-dir": self.demoDirectory.map { [$0] } ?? [],
@@ -287,7 +291,7 @@ public struct ServeOptions: ParsableArguments {
         configuration.assertionsPerUser = settings.integer("rate-limit-assertions-per-user") ?? 60
         // The low-space guard, on the filesystems that grow with every form: the SQLite store's
         // and the evidence archive's (a MongoDB server watches its own disk).
-        let guardedPaths = [plan.sqliteDirectory, plan.evidence?.archiveDirectory].compactMap { $0 }
+        let guardedPaths = [plan.sqliteDirectory, plan.evidence?.archiveDirectory, plan.evidence?.log?.directory].compactMap { $0 }
         let minimumFreeMegabytes = settings.integer("min-free-space") ?? 256
         if minimumFreeMegabytes > 0 && !guardedPaths.isEmpty {
             configuration.storageGuard = StorageGuardConfiguration(paths: guardedPaths, minimumFreeBytes: UInt64(minimumFreeMegabytes) * 1_000_000)
@@ -326,6 +330,8 @@ public struct ServeOptions: ParsableArguments {
                 metadata: [
                     "archive": "\(evidence.archiveDirectory.map { URL(fileURLWithPath: $0).standardizedFileURL.path } ?? "none")",
                     "inAnswer": "\(evidence.inAnswer)", "requireValidReceipt": "true",
+                    "log": "\(evidence.log.map { URL(fileURLWithPath: $0.directory).standardizedFileURL.path } ?? "none")",
+                    "logVerifierKey": "\(evidence.log.map(\.signer.verifierKey) ?? "none")",
                 ]
             )
         }
@@ -448,7 +454,7 @@ struct ServePlan {
         )
         try self.caller.validate(devSimulator: self.devSimulator)
         self.packed = try PackedOptions.parse(arguments(["attestation-ca", "rp-id"]))
-        self.evidence = try EvidenceOptions.parse(arguments(["evidence-dir", "evidence-in-answer"])).configuration()
+        self.evidence = try EvidenceOptions.parse(arguments(["evidence-dir", "evidence-in-answer", "evidence-log", "evidence-log-key"])).configuration()
         self.signalPolicy = try SignalPolicyOptions.parse(
             arguments([
                 "validation-category", "minimum-bundle-version", "allowed-cdhash", "allowed-cdhashes-file", "require-cdhash", "require-extensions",

@@ -230,6 +230,14 @@ enum ServeSettings {
             help: "Return each accepted form's signed evidence record in its answer; implies require-valid-receipt"
         ),
         .init(
+            "evidence-log", env: ["FORMATTEST_EVIDENCE_LOG"], .path, meaning: "none",
+            help: "Append every accepted form's evidence record to the append-only log in this directory (C2SP tlog-tiles; created when missing), with checkpoints signed by evidence-log-key; implies require-valid-receipt"
+        ),
+        .init(
+            "evidence-log-key", env: ["FORMATTEST_EVIDENCE_LOG_KEY"], .path, meaning: "none",
+            help: "The evidence log's checkpoint key: a file holding a signed-note private key (formattest evidence log-key); needed with evidence-log"
+        ),
+        .init(
             "min-free-space", env: ["FORMATTEST_MIN_FREE_SPACE"], .integer(0...100_000_000), default: "256",
             help:
                 "Megabytes (10^6 bytes) that must stay free on the filesystems of the SQLite store and the evidence archive; below, new forms and challenges get 507 insufficient_storage and /healthz 503 (0: no guard)"

@@ -7,10 +7,10 @@
 /// missing padding, no whitespace, no set bits past the end), as checkpoints and signed notes
 /// require. Their readers compare text byte for byte, so a lenient reader would be a second
 /// spelling of one checkpoint.
-enum StrictBase64 {
+public enum StrictBase64 {
     private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
 
-    static func encode(_ bytes: [UInt8]) -> String {
+    public static func encode(_ bytes: [UInt8]) -> String {
         var out: [UInt8] = []
         out.reserveCapacity((bytes.count + 2) / 3 * 4)
         var index = 0
@@ -28,7 +28,7 @@ enum StrictBase64 {
         return String(decoding: out, as: UTF8.self)
     }
 
-    static func decode(_ text: some Collection<UInt8>) -> [UInt8]? {
+    public static func decode(_ text: some Collection<UInt8>) -> [UInt8]? {
         let chars = Array(text)
         guard !chars.isEmpty, chars.count % 4 == 0 else { return nil }
         var out: [UInt8] = []

@@ -162,6 +162,13 @@ public struct NoteSigner: Sendable {
         SignedNote.keyHash(name: self.name, publicKey: Array(self.privateKey.publicKey.rawRepresentation))
     }
 
+    /// The signer key string (`PRIVATE+KEY+name+hash+base64(0x01 ‖ seed)`, Go's format): a
+    /// secret, for the key file only.
+    public var privateKeyString: String {
+        let blob = [SignedNote.ed25519Algorithm] + Array(self.privateKey.rawRepresentation)
+        return "PRIVATE+KEY+\(self.name)+\(NoteVerifier.hex(self.keyHash))+\(StrictBase64.encode(blob))"
+    }
+
     /// The verifier key string to publish: `name+hash+base64(0x01 ‖ public key)`.
     public var verifierKey: String {
         let blob = [SignedNote.ed25519Algorithm] + Array(self.privateKey.publicKey.rawRepresentation)

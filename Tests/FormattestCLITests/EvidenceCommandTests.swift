@@ -34,6 +34,17 @@ struct EvidenceCommandTests {
         #expect(check.output.contains(" passed, 0 failed"), "\(check.output)")
     }
 
+    @Test("serve --evidence-log: checkpoints, inclusion and consistency proofs verify with RFC 9162's algorithms, and survive kill -9")
+    func evidenceLog() async throws {
+        let interop = try PythonCheck(venv: ".venv-interop", overrideVariable: "FORMATTEST_INTEROP_PYTHON")
+        let files = try TemporaryFiles()
+        let check = try await interop.run(
+            "e2e/interop/evidence_log_end_to_end.py", [Formattest.developerExecutable.path, Formattest.executable.path, files.directory.path]
+        )
+        #expect(check.status == 0, "\(check.output)")
+        #expect(check.output.contains(" passed, 0 failed"), "\(check.output)")
+    }
+
     @Test("serve refuses an evidence directory that does not exist, is a file, or a bad FORMATTEST_EVIDENCE_IN_ANSWER (exit 2, named)")
     func badSettings() async throws {
         let files = try TemporaryFiles()

@@ -15,11 +15,16 @@ struct APIFuzzTests {
         let schemathesis = try PythonCheck(venv: ".venv-schemathesis", overrideVariable: "FORMATTEST_SCHEMATHESIS_PYTHON")
         let files = try TemporaryFiles()
         let port = Formattest.freePort()
+        // With the evidence log on, so that its endpoints are fuzzed too.
+        let logKey = files.directory.appendingPathComponent("log.key").path
+        let created = try await Formattest.run(["evidence", "log-key", "--name", "fuzz.example/evidence", "--out", logKey])
+        try #require(created.status == 0, "\(created.stderr)")
         let server = try Formattest.start([
             "serve", "--dev-simulator", "--port", String(port), "--log-level", "warning",
             "--store", "sqlite:" + files.directory.appendingPathComponent("api.sqlite").path,
             "--data-dir", files.directory.appendingPathComponent("data").path,
             "--demo-dir", repositoryDirectory.appendingPathComponent("demo").path,
+            "--evidence-log", files.directory.appendingPathComponent("log").path, "--evidence-log-key", logKey,
         ])
         defer { _ = server.terminate(within: 10) }
         try #require(Formattest.waitForListener(port: port, process: server.process), "the service did not start listening")
@@ -31,7 +36,7 @@ struct APIFuzzTests {
             "--max-examples", "25", "--generation-deterministic",
         ])
         #expect(status == 0, "\(output)")
-        #expect(output.contains("Tested: 10"), "\(output)")
+        #expect(output.contains("Tested: 13"), "\(output)")
         let summary = output.split(separator: "\n").first { $0.contains(" generated, ") } ?? ""
         #expect(summary.contains("passed") && !summary.contains("failed"), "\(output)")
         print("schemathesis: \(summary.trimmingCharacters(in: .whitespaces))")

@@ -25,6 +25,7 @@ struct SignedNoteTests {
     func signMatchesGo() throws {
         let signer = try NoteSigner(keyString: GoNoteVectors.peterSigner)
         #expect(signer.verifierKey == GoNoteVectors.peterVerifier)
+        #expect(signer.privateKeyString == GoNoteVectors.peterSigner)
         let note = try SignedNote.sign(text: GoNoteVectors.text, with: signer)
         #expect(note == GoNoteVectors.text + "\n" + GoNoteVectors.peterSignature)
     }

@@ -1,0 +1,237 @@
+"""The evidence log end to end, checked by code the project's Swift does not share: a running
+`formattest-dev serve --dev-simulator --evidence-log DIR --evidence-log-key KEY` appends a record of
+every accepted form to its log, and this script verifies the checkpoints (C2SP signed note, Ed25519
+with `cryptography`), the inclusion of every record and the consistency of successive checkpoints
+with RFC 9162's own verification algorithms (§2.1.3.2 and §2.1.4.2), transcribed below from the
+RFC's pseudo-code and kept apart from the product's implementation. It kills the service with
+SIGKILL and checks that the restarted log still holds every answered record at its index and that
+its next checkpoint extends the last one published.
+
+Usage: evidence_log_end_to_end.py FORMATTEST_DEV_BINARY FORMATTEST_BINARY WORK_DIR
+Prints `N passed, M failed` last and exits non-zero on any failure.
+"""
+
+import base64
+import hashlib
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from formattest_support import Checks, b64url_decode, free_port, post_json as post, stop_process, transfer_form as form, wait_ready  # noqa: E402
+
+
+# RFC 9162 §2.1.1 and §2.1.3.2 / §2.1.4.2, transcribed.
+def leaf_hash(data):
+    return hashlib.sha256(b"\x00" + data).digest()
+
+
+def node_hash(left, right):
+    return hashlib.sha256(b"\x01" + left + right).digest()
+
+
+def verify_inclusion(leaf_index, tree_size, leaf, path, root):
+    if leaf_index >= tree_size:
+        return False
+    fn, sn, r = leaf_index, tree_size - 1, leaf
+    for p in path:
+        if sn == 0:
+            return False
+        if fn & 1 or fn == sn:
+            r = node_hash(p, r)
+            if not fn & 1:
+                while not fn & 1 and fn != 0:
+                    fn >>= 1
+                    sn >>= 1
+        else:
+            r = node_hash(r, p)
+        fn >>= 1
+        sn >>= 1
+    return sn == 0 and r == root
+
+
+def verify_consistency(first, second, first_hash, second_hash, path):
+    if first == second:
+        return not path and first_hash == second_hash
+    if not path or first == 0 or first > second:
+        return False
+    if first & (first - 1) == 0:
+        path = [first_hash] + path
+    fn, sn = first - 1, second - 1
+    while fn & 1:
+        fn >>= 1
+        sn >>= 1
+    fr = sr = path[0]
+    for c in path[1:]:
+        if sn == 0:
+            return False
+        if fn & 1 or fn == sn:
+            fr = node_hash(c, fr)
+            sr = node_hash(c, sr)
+            if not fn & 1:
+                while not fn & 1 and fn != 0:
+                    fn >>= 1
+                    sn >>= 1
+        else:
+            sr = node_hash(sr, c)
+        fn >>= 1
+        sn >>= 1
+    return sn == 0 and fr == first_hash and sr == second_hash
+
+
+# C2SP signed-note with an Ed25519 key (name+hash+base64(0x01 || key)), transcribed.
+def open_note(note, verifier_key):
+    name, key_hash, key64 = verifier_key.split("+", 2)
+    key = base64.b64decode(key64, validate=True)
+    assert key[0] == 1 and len(key) == 33
+    assert hashlib.sha256(name.encode() + b"\n" + key).digest()[:4].hex() == key_hash
+    text, _, signatures = note.rpartition("\n\n")
+    text += "\n"
+    public = Ed25519PublicKey.from_public_bytes(key[1:])
+    for line in signatures.splitlines():
+        dash, signer, blob64 = line.split(" ")
+        blob = base64.b64decode(blob64, validate=True)
+        if dash == "\u2014" and signer == name and blob[:4].hex() == key_hash:
+            public.verify(blob[4:], text.encode())  # raises InvalidSignature
+            return text
+    raise InvalidSignature("no signature by " + name)
+
+
+def checkpoint(base, verifier_key):
+    with urllib.request.urlopen(base + "/api/evidence/checkpoint", timeout=30) as response:
+        content_type = response.headers.get("content-type", "")
+        note = response.read().decode()
+    origin, size, root64 = open_note(note, verifier_key).splitlines()[:3]
+    return {"origin": origin, "size": int(size), "root": base64.b64decode(root64, validate=True), "type": content_type, "note": note}
+
+
+def get_json(base, path):
+    try:
+        with urllib.request.urlopen(base + path, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def main():
+    dev_binary, binary, work = sys.argv[1:4]
+    check = Checks()
+    key_path = os.path.join(work, "log.key")
+    result = subprocess.run([binary, "evidence", "log-key", "--name", "bank.example/evidence", "--out", key_path], capture_output=True, timeout=60)
+    check("evidence log-key", result.returncode == 0, result.stderr)
+    verifier_key = result.stdout.decode().strip()
+    check("the key file is 0600", stat.S_IMODE(os.stat(key_path).st_mode) == 0o600)
+    again = subprocess.run([binary, "evidence", "log-key", "--name", "bank.example/evidence", "--out", key_path], capture_output=True, timeout=60)
+    check("an existing key file is never overwritten", again.returncode != 0, again.stdout)
+
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    log_dir = os.path.join(work, "log")
+    arguments = [
+        dev_binary, "serve", "--dev-simulator", "--port", str(port), "--log-level", "warning",
+        "--store", "sqlite:" + os.path.join(work, "store.sqlite"), "--data-dir", os.path.join(work, "data"),
+        "--evidence-log", log_dir, "--evidence-log-key", key_path, "--evidence-in-answer",
+        "--rate-limit-assertions-per-user", "1000",
+    ]
+    server = subprocess.Popen(arguments, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    check("the service starts", wait_ready(base), "no /healthz")
+
+    records = []  # (logIndex, payload bytes)
+    state = {}
+
+    def accept(amount):
+        body = form(amount)
+        if "key" not in state:
+            status, simulated = post(base, "/api/dev/simulate", {"action": "attest", "form": body})
+            state["key"] = simulated["keyId"]
+            status, answer = post(base, "/api/appattest/attest", {
+                "username": "alice", "keyId": state["key"], "attestationObject": simulated["attestationObject"], "form": body})
+        else:
+            status, simulated = post(base, "/api/dev/simulate", {"action": "assert", "keyId": state["key"], "form": body})
+            status, answer = post(base, "/api/appattest/assert", {
+                "username": "alice", "keyId": state["key"], "assertion": simulated["assertion"], "form": body})
+        check(f"form {amount} accepted with a log index", status == 200 and isinstance(answer.get("evidenceLogIndex"), int), answer)
+        records.append((answer.get("evidenceLogIndex"), b64url_decode(answer["evidence"]["payload"])))
+
+    for amount in range(6):
+        accept(f"{amount}.00")
+    check("log indexes are 0, 1, ... in the order answered", [index for index, _ in records] == list(range(6)), records)
+
+    first = checkpoint(base, verifier_key)
+    check("the checkpoint is text/plain", first["type"].startswith("text/plain"), first["type"])
+    check("the checkpoint's origin is the key's name", first["origin"] == "bank.example/evidence", first)
+    check("the checkpoint covers the six records", first["size"] == 6, first)
+    for index, payload in records:
+        status, proof = get_json(base, f"/api/evidence/proof/inclusion?index={index}&size={first['size']}")
+        path = [base64.b64decode(h, validate=True) for h in proof.get("hashes", [])]
+        check(f"record {index} is included (RFC 9162 §2.1.3.2)", status == 200 and verify_inclusion(index, first["size"], leaf_hash(payload), path, first["root"]), proof)
+        changed = bytearray(payload)
+        changed[len(changed) // 2] ^= 1
+        check(f"record {index} with one bit changed is not", not verify_inclusion(index, first["size"], leaf_hash(bytes(changed)), path, first["root"]))
+    tampered = first["note"].replace("\n6\n", "\n7\n", 1)
+    try:
+        open_note(tampered, verifier_key)
+        check("a checkpoint with a changed size is refused", False)
+    except InvalidSignature:
+        check("a checkpoint with a changed size is refused", True)
+
+    for amount in range(6, 9):
+        accept(f"{amount}.00")
+    second = checkpoint(base, verifier_key)
+    status, proof = get_json(base, f"/api/evidence/proof/consistency?first=6&second={second['size']}")
+    path = [base64.b64decode(h, validate=True) for h in proof.get("hashes", [])]
+    check("the second checkpoint extends the first (RFC 9162 §2.1.4.2)",
+          status == 200 and second["size"] == 9 and verify_consistency(6, 9, first["root"], second["root"], path), proof)
+    check("... and not a forged first root", not verify_consistency(6, 9, leaf_hash(b"forged"), second["root"], path))
+
+    for query, code in [
+        ("proof/inclusion?index=9&size=9", "evidence_log_range"),
+        ("proof/inclusion?index=0&size=10", "evidence_log_range"),
+        ("proof/consistency?first=9&second=6", "evidence_log_range"),
+        ("proof/inclusion?index=01&size=9", "invalid_query"),
+        ("proof/inclusion?index=-1&size=9", "invalid_query"),
+        ("proof/inclusion?index=1&size=9&size=8", "invalid_query"),
+        ("proof/inclusion?size=9", "invalid_query"),
+        ("proof/consistency?first=1&second=99999999999999999999", "invalid_query"),
+    ]:
+        status, answer = get_json(base, "/api/evidence/" + query)
+        check(f"{query}: 400 {code}", status == 400 and answer.get("error", {}).get("code") == code, (status, answer))
+
+    time.sleep(1.5)
+    with open(os.path.join(log_dir, "checkpoint")) as handle:
+        text = open_note(handle.read(), verifier_key)
+    check("the checkpoint beside the log covers every record", text.splitlines()[1] == "9", text)
+
+    # kill -9, restart: every answered record at its index, the next checkpoint extends the last.
+    server.send_signal(signal.SIGKILL)
+    server.wait()
+    server = subprocess.Popen(arguments, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    check("the service restarts", wait_ready(base), "no /healthz")
+    third = checkpoint(base, verifier_key)
+    check("after kill -9 the log has the nine records and the same root", third["size"] == 9 and third["root"] == second["root"], third)
+    state.pop("key")  # the simulated device forgets its keys when the service restarts: attest a new one
+    accept("9.00")
+    check("the next record gets index 9", records[-1][0] == 9, records[-1])
+    fourth = checkpoint(base, verifier_key)
+    status, proof = get_json(base, "/api/evidence/proof/consistency?first=9&second=10")
+    path = [base64.b64decode(h, validate=True) for h in proof.get("hashes", [])]
+    check("the checkpoint after the restart extends the one before it", verify_consistency(9, 10, second["root"], fourth["root"], path), proof)
+    for index, payload in records:
+        status, proof = get_json(base, f"/api/evidence/proof/inclusion?index={index}&size=10")
+        path = [base64.b64decode(h, validate=True) for h in proof.get("hashes", [])]
+        check(f"record {index} is in the tree of 10", verify_inclusion(index, 10, leaf_hash(payload), path, fourth["root"]), proof)
+    stop_process(server)
+    check.finish()
+
+
+if __name__ == "__main__":
+    main()
