@@ -327,6 +327,7 @@ let package = Package(
             name: "FormattestCommands",
             dependencies: [
                 "TransparencyLog",
+                "TransparencyLogFiles",
                 "RFC3339",
                 "AppAttest",
                 "WebAuthn",

@@ -13,6 +13,7 @@ import FormAttestServer
 import Foundation
 import RFC3339
 import TransparencyLog
+import TransparencyLogFiles
 
 /// `serve`'s evidence settings (defined in ``ServeSettings``, parsed from their resolved values).
 struct EvidenceOptions: ParsableArguments {
@@ -112,7 +113,7 @@ struct EvidenceCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "evidence",
         abstract: "Evidence records of accepted forms.",
-        subcommands: [EvidenceVerify.self, EvidenceLogKey.self]
+        subcommands: [EvidenceVerify.self, EvidenceLogKey.self, EvidenceAudit.self]
     )
 }
 
@@ -251,5 +252,103 @@ struct EvidenceReport: Encodable {
         form: \(Self.terminalSafe(self.form))\(self.formChecked ? "" : " (not checked as a form: --opaque-client-data)")
         signer: \(self.signer)
         """
+    }
+}
+
+/// `formattest evidence audit --log DIR --log-key KEY --new CHECKPOINT [--old CHECKPOINT]`.
+struct EvidenceAudit: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "audit",
+        abstract: "Check an evidence log's files against its signed checkpoints: every leaf present, unaltered and in order.",
+        discussion: """
+            Reads the log's directory (nothing is changed), rebuilds the tree from the records \
+            themselves, and checks that its first OLD leaves hash to the old checkpoint's root and its \
+            first NEW leaves to the new one's, so that the new checkpoint extends the old; that each \
+            record matches the log's own hash of it (a record removed, altered or moved is named by \
+            its index); and that each is a canonical (RFC 8785) JSON document. Exit 0: the log holds \
+            exactly what both checkpoints commit to; 1: it does not (the first problem is named); 2: usage.
+            """
+    )
+
+    @Option(help: "The log's directory (serve --evidence-log).")
+    var log: String
+
+    @Option(name: .customLong("log-key"), help: "The log's verifier key (name+hash+base64, as 'formattest evidence log-key' printed it).")
+    var logKey: String
+
+    @Option(help: "A signed checkpoint (the note, as GET /api/evidence/checkpoint answers it) that the log must extend (default: the empty tree).")
+    var old: String?
+
+    @Option(help: "The signed checkpoint the log must hold exactly.")
+    var new: String
+
+    func run() throws {
+        let verifier: NoteVerifier
+        do { verifier = try NoteVerifier(keyString: self.logKey) } catch { throw UsageError("--log-key: \(error.reason)") }
+        let newer = try Self.checkpoint(self.new, verifier: verifier, option: "--new")
+        let older = try self.old.map { try Self.checkpoint($0, verifier: verifier, option: "--old") }
+        guard (older?.size ?? 0) <= newer.size else {
+            throw UsageError("--old commits to \(older?.size ?? 0) leaves, more than --new's \(newer.size)")
+        }
+        let files: TileLogDirectory
+        do { files = try TileLogDirectory(readingDirectory: self.log) } catch { throw UsageError("--log: \(error)") }
+        guard files.size >= newer.size else {
+            return try Self.fail("the log holds \(files.size) leaves, fewer than the \(newer.size) the new checkpoint commits to (records were removed)")
+        }
+        var range = CompactRange()
+        if let older, older.size == 0, older.rootHash != MerkleHash.emptyRoot {
+            return try Self.fail("the old checkpoint's empty tree has a root that is not SHA-256 of nothing")
+        }
+        var bundle: UInt64 = 0
+        while range.size < newer.size {
+            let entries: [[UInt8]]
+            let hashes: [[UInt8]]
+            do {
+                entries = try files.entryBundle(bundle, upToDamage: true)
+                hashes = try files.hashTile(level: 0, index: bundle)
+            } catch {
+                return try Self.fail("leaves from \(bundle * TileLayout.width): \(error)")
+            }
+            for (position, hash) in hashes.enumerated() where range.size < newer.size {
+                guard position < entries.count else {
+                    return try Self.fail("leaf \(range.size): its record is missing (the entry bundle is cut short)")
+                }
+                let entry = entries[position]
+                let index = range.size
+                guard MerkleHash.leaf(entry) == hash else {
+                    return try Self.fail("leaf \(index): its record does not match the log's hash of it (altered, removed or moved)")
+                }
+                guard let parsed = try? CanonicalJSON.parse(entry), parsed.canonicalBytes == entry else {
+                    return try Self.fail("leaf \(index): not a canonical JSON record")
+                }
+                range.append(leafHash: hash)
+                if let older, range.size == older.size, range.root != older.rootHash {
+                    return try Self.fail("the log's first \(older.size) leaves do not hash to the old checkpoint's root: the log was rewritten")
+                }
+            }
+            bundle += 1
+        }
+        guard range.root == newer.rootHash else {
+            return try Self.fail("the log's first \(newer.size) leaves do not hash to the new checkpoint's root: the log was rewritten")
+        }
+        print("audited \(newer.size) leaves: the log holds exactly what the new checkpoint commits to\(older.map { ", and it extends the old one (\($0.size) leaves)" } ?? "")")
+    }
+
+    private static func checkpoint(_ path: String, verifier: NoteVerifier, option: String) throws -> Checkpoint {
+        do {
+            let text = try SignedNote.open(try InputFile.readBytes(path), verifier: verifier)
+            let checkpoint = try Checkpoint(body: Array(text.utf8))
+            guard checkpoint.origin == verifier.name else {
+                throw UsageError("\(option) \(path): the checkpoint's origin is not the key's name")
+            }
+            return checkpoint
+        } catch let error as TransparencyLogError {
+            throw UsageError("\(option) \(path): \(error.reason)")
+        }
+    }
+
+    private static func fail(_ message: String) throws {
+        print("audit failed: \(message)")
+        throw ExitCode(1)
     }
 }

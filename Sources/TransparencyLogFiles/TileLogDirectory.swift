@@ -52,6 +52,21 @@ public final class TileLogDirectory {
         try self.recover()
     }
 
+    /// Opens an existing log to read it (an audit, a copy): nothing is created, cut or renamed,
+    /// and ``append(_:)`` refuses. Reads see the committed size; a full tile a crash left
+    /// unrenamed is read from its partial file.
+    public init(readingDirectory directory: String) throws(Failure) {
+        self.directory = directory
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw Failure("\(directory) is not a directory")
+        }
+        self.range = CompactRange()
+        guard let state = try self.readState() else { throw Failure("\(directory) holds no log state") }
+        self.range = state
+        self.broken = "the log was opened for reading"
+    }
+
     // MARK: - Appending
 
     /// Appends `entries` as consecutive leaves and returns the index of the first, once durable.
@@ -128,6 +143,37 @@ public final class TileLogDirectory {
             position += 1
         }
         throw Failure("the entry bundle \(bundle) is shorter than its committed size")
+    }
+
+    /// The committed entries of the entry bundle `index` (leaves `256·index` on), in order. With
+    /// `upToDamage`, a bundle cut short yields the entries before the cut (an audit names the
+    /// first missing leaf) instead of failing.
+    public func entryBundle(_ index: UInt64, upToDamage: Bool = false) throws(Failure) -> [[UInt8]] {
+        let count = Int(TileLayout.tileWidth(level: 0, index: index, treeSize: self.size))
+        guard count > 0 else { throw Failure("the entry bundle \(index) is not in a log of \(self.size)") }
+        let bytes = try self.readTile(TileLayout.entryBundlePath(index: index))
+        var entries: [[UInt8]] = []
+        entries.reserveCapacity(count)
+        var offset = 0
+        while entries.count < count {
+            guard offset + 2 <= bytes.count, offset + 2 + (Int(bytes[offset]) << 8 | Int(bytes[offset + 1])) <= bytes.count else {
+                if upToDamage { return entries }
+                throw Failure("the entry bundle \(index) is shorter than its committed size")
+            }
+            let length = Int(bytes[offset]) << 8 | Int(bytes[offset + 1])
+            entries.append(Array(bytes[(offset + 2)..<(offset + 2 + length)]))
+            offset += 2 + length
+        }
+        return entries
+    }
+
+    /// The committed hashes of the hash tile `(level, index)`.
+    public func hashTile(level: Int, index: UInt64) throws(Failure) -> [[UInt8]] {
+        let count = Int(TileLayout.tileWidth(level: level, index: index, treeSize: self.size))
+        guard count > 0 else { throw Failure("the hash tile (\(level), \(index)) is not in a log of \(self.size)") }
+        let bytes = try self.readTile(TileLayout.hashTilePath(level: level, index: index))
+        guard bytes.count >= count * MerkleHash.size else { throw Failure("the hash tile (\(level), \(index)) is shorter than its committed size") }
+        return (0..<count).map { Array(bytes[($0 * MerkleHash.size)..<(($0 + 1) * MerkleHash.size)]) }
     }
 
     /// The hash of a perfect subtree of the committed tree.

@@ -230,6 +230,77 @@ def main():
         path = [base64.b64decode(h, validate=True) for h in proof.get("hashes", [])]
         check(f"record {index} is in the tree of 10", verify_inclusion(index, 10, leaf_hash(payload), path, fourth["root"]), proof)
     stop_process(server)
+
+    # `formattest evidence audit` over the log's files: intact, then each kind of tampering.
+    def write(name, text):
+        path = os.path.join(work, name)
+        with open(path, "w") as handle:
+            handle.write(text)
+        return path
+
+    old_note, new_note = write("old.checkpoint", first["note"]), write("new.checkpoint", fourth["note"])
+
+    def audit(directory):
+        result = subprocess.run([binary, "evidence", "audit", "--log", directory, "--log-key", verifier_key, "--old", old_note, "--new", new_note],
+                                capture_output=True, timeout=120)
+        return result.returncode, result.stdout.decode() + result.stderr.decode()
+
+    status, output = audit(log_dir)
+    check("audit of the intact log: exit 0", status == 0 and "audited 10 leaves" in output, output)
+
+    bundle_name, tile_name = "tile/entries/000.partial", "tile/0/000.partial"
+
+    def entries_of(data):
+        entries, offset = [], 0
+        while offset < len(data):
+            length = int.from_bytes(data[offset:offset + 2], "big")
+            entries.append(data[offset + 2:offset + 2 + length])
+            offset += 2 + length
+        return entries
+
+    def bundle_of(entries):
+        return b"".join(len(e).to_bytes(2, "big") + e for e in entries)
+
+    def tampered_copy(name, change_entries, fix_tile=False):
+        import shutil
+        copy = os.path.join(work, "tampered-" + name)
+        shutil.copytree(log_dir, copy)
+        with open(os.path.join(copy, bundle_name), "rb") as handle:
+            entries = entries_of(handle.read())
+        entries = change_entries(entries)
+        with open(os.path.join(copy, bundle_name), "wb") as handle:
+            handle.write(bundle_of(entries))
+        if fix_tile:
+            with open(os.path.join(copy, tile_name), "wb") as handle:
+                handle.write(b"".join(leaf_hash(e) for e in entries))
+        return copy
+
+    def flip(index):
+        def change(entries):
+            entry = bytearray(entries[index])
+            entry[len(entry) // 2] ^= 0x01
+            entries[index] = bytes(entry)
+            return entries
+        return change
+
+    def delete(index):
+        return lambda entries: entries[:index] + entries[index + 1:]
+
+    def swap(index):
+        def change(entries):
+            entries[index], entries[index + 1] = entries[index + 1], entries[index]
+            return entries
+        return change
+
+    for name, change, named in [
+        ("first-altered", flip(0), "leaf 0:"), ("middle-altered", flip(5), "leaf 5:"), ("last-altered", flip(9), "leaf 9:"),
+        ("first-deleted", delete(0), "leaf 0:"), ("middle-deleted", delete(5), "leaf 5:"), ("last-deleted", delete(9), "leaf 9:"),
+        ("first-swapped", swap(0), "leaf 0:"), ("middle-swapped", swap(4), "leaf 4:"), ("last-swapped", swap(8), "leaf 8:"),
+    ]:
+        status, output = audit(tampered_copy(name, change))
+        check(f"audit names {name}: exit 1, {named}", status == 1 and named in output, output)
+    status, output = audit(tampered_copy("rehashed", flip(5), fix_tile=True))
+    check("a record altered with its leaf hash rewritten: exit 1, the root does not match", status == 1 and "rewritten" in output, output)
     check.finish()
 
 
