@@ -129,6 +129,15 @@ public enum MerkleProof {
 
     // MARK: - Verification
 
+    // Both algorithms' step "if LSB(fn) is not set, right-shift both fn and sn equally until
+    // either LSB(fn) is set or fn is 0" (RFC 9162 §2.1.3.2 4.b.ii, §2.1.4.2 6.b.iii).
+    private static func climbRightEdge(_ fn: inout UInt64, _ sn: inout UInt64) {
+        while fn & 1 == 0, fn != 0 {
+            fn >>= 1
+            sn >>= 1
+        }
+    }
+
     /// The root that `proof` leads to from leaf `index` with hash `leafHash` in a tree of `size`
     /// leaves (RFC 9162 §2.1.3.2).
     public static func root(
@@ -152,12 +161,7 @@ public enum MerkleProof {
             }
             if fn & 1 == 1 || fn == sn {
                 root = MerkleHash.node(sibling, root)
-                if fn & 1 == 0 {
-                    while fn & 1 == 0, fn != 0 {
-                        fn >>= 1
-                        sn >>= 1
-                    }
-                }
+                Self.climbRightEdge(&fn, &sn)
             } else {
                 root = MerkleHash.node(root, sibling)
             }
@@ -239,12 +243,7 @@ public enum MerkleProof {
             if fn & 1 == 1 || fn == sn {
                 firstHash = MerkleHash.node(node, firstHash)
                 secondHash = MerkleHash.node(node, secondHash)
-                if fn & 1 == 0 {
-                    while fn & 1 == 0, fn != 0 {
-                        fn >>= 1
-                        sn >>= 1
-                    }
-                }
+                Self.climbRightEdge(&fn, &sn)
             } else {
                 secondHash = MerkleHash.node(secondHash, node)
             }
