@@ -184,7 +184,7 @@ struct InspectorTests {
         #expect(actual == expected)
     }
 
-    @Test("minimumAnswerSize never exceeds the answer's real size, in every mode, with and without the text", arguments: try RealSample.withAttestation())
+    @Test("minimumAnswerSize never exceeds the answer's real size, in any mode or text", arguments: try RealSample.withAttestation())
     func answerSizeBound(sample: RealSample) throws {
         let bytes = try #require(sample.attestation)
         let amplifier = [UInt8(0x99), 0x0F, 0xFA] + [UInt8](repeating: 0, count: 4090)
