@@ -118,6 +118,42 @@ public struct Inspection: Sendable {
         return .object(JSONObject(constantMembers: members))
     }
 
+    /// A lower bound of the size in bytes of `json(includingText:).canonicalBytes`, from the
+    /// nodes alone, without building the JSON or the text: each node's label and value appear in
+    /// the JSON (escaping only lengthens them) with at least their member names and punctuation,
+    /// its offsets in the tree view, and once more in the text line. A caller that must refuse
+    /// answers over a size refuses when this is over it, before paying for the rendering.
+    public func minimumAnswerSize(includingText: Bool) -> Int {
+        // `{"mode":"…","root":…,"size":N}`, and `,"text":""` when asked.
+        var total = 27 + self.mode.rawValue.utf8.count + String(self.input.count).utf8.count + (includingText ? 10 : 0)
+        var stack: [(node: InspectionNode, depth: Int)] = [(self.root, 0)]
+        while let (node, depth) = stack.popLast() {
+            let label = node.label.utf8.count
+            let value = node.value.map { $0.utf8.count }
+            // `{"label":"…"}`, `,"value":"…"`, `,"children":[…]` with a comma between children.
+            total += 12 + label + (value.map { 11 + $0 } ?? 0) + (node.children.isEmpty ? 0 : 13 + node.children.count)
+            if self.mode == .tree, let range = node.range {
+                // `,"offset":N,"headerLength":N,"length":N|null`.
+                total += 36 + String(range.lowerBound).utf8.count + String(node.headerLength ?? 0).utf8.count + (node.indefiniteLength ? 4 : 1)
+            }
+            if self.mode == .forensic {
+                // `,"offset":N,"length":N`, and a leaf's `,"hex":"…"` (two digits a byte), which the
+                // text shows again (at least two digits a byte).
+                if let range = node.range { total += 20 + String(range.lowerBound).utf8.count + String(range.count).utf8.count }
+                if node.children.isEmpty, let count = self.bytes(of: node)?.count {
+                    total += 9 + 2 * count + (includingText ? 2 * count : 0)
+                }
+            }
+            if includingText {
+                // The line: indentation, label, `: value`, its newline (escaped: two bytes), and
+                // in the tree view the 20-column location and two spaces.
+                total += 2 * depth + label + (value.map { 2 + $0 } ?? 0) + 2 + (self.mode == .tree ? 22 : 0)
+            }
+            for child in node.children { stack.append((child, depth + 1)) }
+        }
+        return total
+    }
+
     /// ``json`` serialized (RFC 8785: sorted keys, no whitespace).
     public var jsonText: String { String(decoding: self.json.canonicalBytes, as: UTF8.self) }
 

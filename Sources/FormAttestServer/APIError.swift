@@ -45,11 +45,13 @@ public struct APIError: HTTPResponseError, Sendable {
         case .requiresReattestation: status = .init(code: 428, reasonPhrase: "Precondition Required")
         case .storeUnavailable: status = .serviceUnavailable
         case .upstreamUnavailable: status = .badGateway
+        case .rateLimited: status = .tooManyRequests
         }
         // A store's failure is reported by its code alone: its reason names the store's
         // internals (statements, files, hosts), which the caller has no use for (the log has it).
         let message = error.category == .storeUnavailable ? Self.storeUnavailableMessage : error.reason
-        self.init(status: status, code: error.code.identifier, message: message, nextChallenge: error.nextChallenge)
+        let headers: HTTPFields = error.retryAfter.map { [.retryAfter: String($0)] } ?? [:]
+        self.init(status: status, code: error.code.identifier, message: message, nextChallenge: error.nextChallenge, headers: headers)
     }
 
     /// Caller authentication's outcomes: 401, 403, or 503 when the identity provider's keys are
@@ -77,10 +79,10 @@ public struct APIError: HTTPResponseError, Sendable {
     }
 
     /// The inspector's answer would be larger than it sends.
-    static func inspectionTooLarge(_ size: Int) -> APIError {
+    static func inspectionTooLarge(_ size: Int, atLeast: Bool = false) -> APIError {
         APIError(
             status: .unprocessableContent, code: "inspection_too_large",
-            message: "the inspection's answer is \(size) bytes, over the \(InspectionGate.maximumAnswerSize) the service sends; use formattest inspect locally"
+            message: "the inspection's answer is \(atLeast ? "at least " : "")\(size) bytes, over the \(InspectionGate.maximumAnswerSize) the service sends; use formattest inspect locally"
         )
     }
 

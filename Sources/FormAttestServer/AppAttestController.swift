@@ -48,9 +48,12 @@ struct AppAttestController {
         }
     }
 
-    /// Counts an assertion against its user's window: every assertion, accepted or not (each
-    /// costs a signature check, and an accepted one a replay record and an evidence file).
-    private func checkAssertionBudget(user: String, now: Date, context: AppRequestContext) async throws {
+    /// Counts an assertion against its user's window: every assertion whose key is the user's
+    /// and whose signature verified, accepted or not (each costs a signature check, and an
+    /// accepted one a replay record and an evidence file). Called by the flow at that point, so
+    /// that no stranger spends a user's budget; with an identity provider's token, whose user is
+    /// proven by the token, before the flow. Over the limit: 429 `rate_limited`, nothing stored.
+    private func chargeAssertion(user: String, now: Date) async throws(FlowError) {
         guard let limit = self.assertionsPerUser else { return }
         let windowLength = self.rateLimiter.limits.window
         let start = Date(timeIntervalSince1970: (now.timeIntervalSince1970 / windowLength).rounded(.down) * windowLength)
@@ -61,11 +64,11 @@ struct AppAttestController {
                 in: RateLimitWindow(id: RateLimiter.digest("assert", "user", user), start: start, expiresAt: end)
             )
         } catch {
-            throw APIError(FlowError(code: .init(StoreError.Code.unavailable), category: .storeUnavailable, reason: error.reason))
+            throw FlowError(code: .init(StoreError.Code.unavailable), category: .storeUnavailable, reason: error.reason)
         }
         if count > limit {
             let retryAfter = max(1, Int(end.timeIntervalSince(now).rounded(.up)))
-            throw APIError.rateLimited(retryAfter: retryAfter, reason: "too many assertions for this user; retry in \(retryAfter) s")
+            throw FlowError(rateLimitedFor: retryAfter, reason: "too many assertions for this user; retry in \(retryAfter) s")
         }
     }
 
@@ -223,14 +226,27 @@ struct AppAttestController {
         assertRequest.session = context.identity?.sessionID
         let now = self.now()
         try await self.checkStorage(context)
-        try await self.checkAssertionBudget(user: assertRequest.username, now: now, context: context)
+        // Whoever vouches for the request pays for it at once: the backend's total, or the
+        // client address without caller authentication.
+        try await self.rateLimiter.checkCaller(endpoint: "assert", request: request, context: context, now: now)
+        let tokenUser = context.identity?.kind == .identityProvider
+        let user = assertRequest.username
+        if tokenUser {
+            do {
+                try await self.chargeAssertion(user: assertRequest.username, now: now)
+            } catch {
+                throw APIError(error)
+            }
+        }
         if self.flows.configuration.rotateChallenges {
             // Every answer then issues a challenge (errors included): it counts against the
             // challenge budget like a GET /challenge, or /assert would be an unlimited issuer.
             try await self.rateLimiter.check(endpoint: "challenge", user: assertRequest.username, request: request, context: context, now: now)
         }
         let result = try await self.outcome("assert", context: context) { () async throws(FlowError) in
-            try await self.flows.assert(assertRequest, now: now)
+            try await self.flows.assert(assertRequest, now: now) { (_: StoredKey) async throws(FlowError) in
+                if !tokenUser { try await self.chargeAssertion(user: user, now: now) }
+            }
         }
         let credential = AttestedCredential(result.key, verifiedWith: result.assertion.publicKey)
         let formats = try await self.formatter.formats(
@@ -295,7 +311,14 @@ struct AppAttestController {
             throw APIError.invalidRequest("the object is larger than 8 KiB")
         }
         return try self.inspectionGate.run { () throws(APIError) -> Response in
-            let answer = Inspection(bytes, mode: mode).json(includingText: true).canonicalBytes
+            let inspection = Inspection(bytes, mode: mode)
+            // Refused before the JSON and the text are built when the nodes alone already
+            // exceed the cap (the rendering is most of the cost of an amplifying object).
+            let least = inspection.minimumAnswerSize(includingText: true)
+            guard least <= InspectionGate.maximumAnswerSize else {
+                throw APIError.inspectionTooLarge(least, atLeast: true)
+            }
+            let answer = inspection.json(includingText: true).canonicalBytes
             guard answer.count <= InspectionGate.maximumAnswerSize else {
                 throw APIError.inspectionTooLarge(answer.count)
             }

@@ -81,7 +81,6 @@ public enum ErrorCatalog {
         entries += [
             Self.http(APIError.requestTimeout, "the request body did not arrive within the body timeout; the connection is closed", "Send the whole body promptly; retry once on a good connection."),
             Self.http(APIError.bodyTooLarge, "the request body is larger than 64 KiB; the connection is closed", "Send a smaller request; do not retry it unchanged."),
-            Self.http(APIError.rateLimited(retryAfter: 1, reason: ""), "too many requests for this user or client address in the window", "Wait the seconds of `Retry-After`, then retry."),
             Self.http(
                 APIError.inspectionTooLarge(0), "the inspector's answer for this object would be larger than the service sends (256 KiB)",
                 "Inspect the object locally with formattest inspect."
@@ -134,6 +133,7 @@ public enum ErrorCatalog {
         .requiresReattestation: "Attest a new key and sign again.",
         .storeUnavailable: "Retry later with backoff; nothing was changed.",
         .upstreamUnavailable: "Retry later with backoff; nothing was changed.",
+        .rateLimited: "Wait the seconds of `Retry-After`, then retry.",
     ]
 
     private static let actions: [String: String] = [
@@ -207,6 +207,7 @@ public enum ErrorCatalog {
     ]
 
     private static let flowMeanings: [String: String] = [
+        "rate_limited": "too many requests for this user, backend or client address in the window (an assertion counts against its user once the key's signature verified)",
         "key_already_registered": "this keyId is registered already",
         "key_mismatch": "the keyId is unknown, or another user's: no attested key signs for this user",
         "counter_not_increasing": "another assertion of this key advanced its counter first, between the check and the write (a concurrent or replayed request)",

@@ -83,18 +83,40 @@ struct RateLimiter: Sendable {
         try await self.count(endpoint: endpoint, self.subjects(user: user, request: request, context: context), now: now)
     }
 
-    /// Counts an inspection against its caller: the token's user, the backend, or the address.
+    /// Counts an inspection against its caller: the token's user, the backend, or the address
+    /// (`inspect`); a backend's also against its total (`perBackend`) and its budget for
+    /// requests that name no user (`perBackendUnnamed`), as every request of a backend is.
     func checkInspection(request: Request, context: AppRequestContext, now: Date) async throws {
-        let caller: Subject
+        var subjects: [Subject]
         switch context.identity?.kind {
         case .identityProvider?:
-            caller = ("inspect-user", context.identity?.username ?? "", self.limits.inspect)
+            subjects = [("inspect-user", context.identity?.username ?? "", self.limits.inspect)]
         case .trustedBackend?:
-            caller = ("inspect-backend", context.identity?.backend ?? "", self.limits.inspect)
+            let backend = context.identity?.backend ?? ""
+            subjects = [
+                ("backend", backend, self.limits.perBackend), ("backend-unnamed", backend, self.limits.perBackendUnnamed),
+                ("inspect-backend", backend, self.limits.inspect),
+            ]
         case .unauthenticated?, nil:
-            caller = ("inspect-address", self.clientAddress(request, context), self.limits.inspect)
+            subjects = [("inspect-address", self.clientAddress(request, context), self.limits.inspect)]
         }
-        try await self.count(endpoint: "inspect", [caller], now: now)
+        try await self.count(endpoint: "inspect", subjects, now: now)
+    }
+
+    /// Counts a request against the budgets of whoever vouches for it, before anything about
+    /// the user it names is known: the backend's total (`perBackend`), or, without caller
+    /// authentication, the client address (`perAddress`). An identity provider's token is
+    /// counted against its user by the endpoint itself. (`/assert`: the named user's budget is
+    /// spent only once the key's signature verified, so no stranger spends it.)
+    func checkCaller(endpoint: String, request: Request, context: AppRequestContext, now: Date) async throws {
+        switch context.identity?.kind {
+        case .identityProvider?:
+            return
+        case .trustedBackend?:
+            try await self.count(endpoint: endpoint, [("backend", context.identity?.backend ?? "", self.limits.perBackend)], now: now)
+        case .unauthenticated?, nil:
+            try await self.count(endpoint: endpoint, [("address", self.clientAddress(request, context), self.limits.perAddress)], now: now)
+        }
     }
 
     /// The budgets a request spends (see ``RateLimits``).

@@ -93,11 +93,21 @@ struct CallerOptions: ParsableArguments {
         guard (1...1_000_000).contains(self.rateLimitInspect) else { throw ValidationError("--rate-limit-inspect must be 1-1000000.") }
     }
 
+    /// A secret file's text. One that starts with a UTF-8 byte order mark is refused: the mark
+    /// (EF BB BF, invisible in editors) would otherwise silently become part of the first secret.
+    static func secretText(_ path: String, _ flag: String) throws -> String {
+        let text = try InputFile.readText(path)
+        guard !text.utf8.starts(with: [0xEF, 0xBB, 0xBF]) else {
+            throw UsageError("\(flag) \(path): the file starts with a UTF-8 byte order mark (EF BB BF), which would become part of the secret; save it as UTF-8 without a BOM.")
+        }
+        return text
+    }
+
     /// The admin API's credential, when configured.
     func adminSecrets() throws -> BackendSecrets? {
         guard let path = self.adminSecretFile else { return nil }
         do {
-            return try BackendSecrets(fileText: try InputFile.readText(path))
+            return try BackendSecrets(fileText: try Self.secretText(path, "--admin-secret-file"))
         } catch let error as CallerAuthenticationError {
             throw UsageError("--admin-secret-file \(path): \(error.reason)")
         }
@@ -129,7 +139,7 @@ struct CallerOptions: ParsableArguments {
             return .identityProvider(verifier, bindSessions: self.bindSession == "sid")
         }
         if let secretFile = self.secretFile {
-            let text = try InputFile.readText(secretFile)
+            let text = try Self.secretText(secretFile, "--caller-secret-file")
             do {
                 let secrets = try BackendSecrets(fileText: text)
                 logger.info("caller authentication: a trusted backend's shared secret")

@@ -282,7 +282,10 @@ public struct ServeOptions: ParsableArguments {
         // Unsafe modes stop the service before it opens the store or listens (StrictModes).
         var callerSecrets: BackendSecrets?
         if case .trustedBackend(let secrets) = configuration.callerAuthentication { callerSecrets = secrets }
-        try StrictModes.check(plan, callerSecrets: callerSecrets, adminSecrets: configuration.adminSecrets)
+        try StrictModes.check(
+            plan, callerSecrets: callerSecrets, adminSecrets: configuration.adminSecrets,
+            configurationFile: settings.text("config").map { ($0, settings.configurationHoldsSecret) }
+        )
         let descriptors = try DescriptorLimit.ensure(
             connections: plan.maxConnections, listeners: plan.adminListener == nil ? 1 : 2, explicit: settings.isSet("max-connections"))
         configuration.connectionLimits.total = descriptors.connections
@@ -348,7 +351,8 @@ public struct ServeOptions: ParsableArguments {
             "connections",
             metadata: [
                 "max": "\(configuration.connectionLimits.total)", "maxPerAddress": "\(configuration.connectionLimits.perAddress)",
-                "headerTimeout": "\(configuration.connectionLimits.headerTimeout)", "fileDescriptors": "\(descriptors.descriptors)",
+                // As in force: the header deadline is clamped to the idle timeout.
+                "headerTimeout": "\(min(configuration.connectionLimits.headerTimeout, configuration.idleTimeout))", "fileDescriptors": "\(descriptors.descriptors)",
             ]
         )
         logger.info("log level", metadata: ["level": "\(level)", "source": "\(settings.source("log-level"))"])

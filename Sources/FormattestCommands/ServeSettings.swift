@@ -181,10 +181,10 @@ enum ServeSettings {
             help: "Active keys per user; a new one beyond revokes the least recently used"
         ),
         .init("rate-limit-per-user", env: ["FORMATTEST_RATE_LIMIT_PER_USER"], .integer(1...1_000_000), default: "30", help: "Requests per window per user on challenge, attest, register-pooled"),
-        .init("rate-limit-per-address", env: ["FORMATTEST_RATE_LIMIT_PER_ADDRESS"], .integer(1...1_000_000), default: "30", help: "Requests per window per client address, likewise"),
+        .init("rate-limit-per-address", env: ["FORMATTEST_RATE_LIMIT_PER_ADDRESS"], .integer(1...1_000_000), default: "30", help: "Requests per window per client address, likewise, and on assert (without caller authentication)"),
         .init(
             "rate-limit-assertions-per-user", env: ["FORMATTEST_RATE_LIMIT_ASSERTIONS_PER_USER"], .integer(1...1_000_000), default: "60",
-            help: "Assertions per window per user (every one writes a replay record, and with evidence a record file)"
+            help: "Assertions per window per user, counted once the key's signature verified (every one writes a replay record, and with evidence a record file)"
         ),
         .init("rate-limit-window", env: ["FORMATTEST_RATE_LIMIT_WINDOW"], .seconds(1...86_400), default: "60", help: "The rate limits' window in seconds"),
         .init(
@@ -193,7 +193,7 @@ enum ServeSettings {
         ),
         .init(
             "rate-limit-per-backend", env: ["FORMATTEST_RATE_LIMIT_PER_BACKEND"], .integer(1...1_000_000), default: "3000",
-            help: "Requests per window per backend secret, per endpoint, whatever user they name"
+            help: "Requests per window per backend secret, per endpoint (assert and inspect included), whatever user they name"
         ),
         .init(
             "rate-limit-backend-unnamed", env: ["FORMATTEST_RATE_LIMIT_BACKEND_UNNAMED"], .integer(1...1_000_000), default: "30",
@@ -205,7 +205,7 @@ enum ServeSettings {
         ),
         .init(
             "rate-limit-inspect", env: ["FORMATTEST_RATE_LIMIT_INSPECT"], .integer(1...1_000_000), default: "60",
-            help: "Inspector requests per window per caller (the token's user, the backend, or the address without caller authentication)"
+            help: "Inspector requests per window per caller (the token's user, the backend, or the address without caller authentication); a backend's count against its rate-limit-per-backend and rate-limit-backend-unnamed too"
         ),
         .init(
             "max-connections", env: ["FORMATTEST_MAX_CONNECTIONS"], .integer(1...1_000_000), default: "1024",
@@ -298,6 +298,8 @@ enum ServeSettings {
         }
 
         fileprivate(set) var values: [String: Value] = [:]
+        /// The configuration file holds a secret (StrictModes then refuses it readable by others).
+        fileprivate(set) var configurationHoldsSecret = false
 
         func text(_ key: String) -> String? { self.values[key]?.texts.first }
         func list(_ key: String) -> [String] { self.values[key]?.texts ?? [] }
@@ -337,7 +339,9 @@ enum ServeSettings {
         if let found = try Self.lookup(configSetting, in: sources) {
             resolved.values["config"] = found
             let path = found.texts[0]
-            sources.append(.file(try Self.configFile(path, secretKeys: secretKeys), path: path))
+            let file = try Self.configFile(path, secretKeys: secretKeys)
+            resolved.configurationHoldsSecret = file.holdsSecret
+            sources.append(.file(file.snapshot, path: path))
         }
         for setting in Self.all where setting.key != "config" {
             if let found = try Self.lookup(setting, in: sources) {
@@ -460,6 +464,12 @@ enum ServeSettings {
         return texts
     }
 
+    /// A secret setting's value that carries a credential: a URI with user information
+    /// (`mongodb://user:password@host`) or a password parameter. `memory` and `sqlite:PATH` do not.
+    static func holdsCredential(_ text: String) -> Bool {
+        text.contains("@") || text.lowercased().contains("password")
+    }
+
     private static func isDigits(_ text: String) -> Bool {
         !text.isEmpty && text.utf8.allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
     }
@@ -467,7 +477,7 @@ enum ServeSettings {
     /// The configuration file, read once: checked with the strict JSON parser (an object; no
     /// duplicate member; every member a known setting with a value of its type), then the same
     /// bytes handed to swift-configuration's JSON snapshot.
-    private static func configFile(_ path: String, secretKeys: Set<String>) throws -> any ConfigSnapshot {
+    private static func configFile(_ path: String, secretKeys: Set<String>) throws -> (snapshot: any ConfigSnapshot, holdsSecret: Bool) {
         let label = "config file \(path)"
         let bytes: [UInt8]
         do {
@@ -482,6 +492,7 @@ enum ServeSettings {
             throw UsageError("\(label): not strict JSON: \(error.reason)")
         }
         guard case .object(let object) = value else { throw UsageError("\(label): expected a JSON object of settings.") }
+        var holdsSecret = false
         for member in object.members {
             let name = member.name.string
             guard name != "config", let setting = Self.all.first(where: { $0.key == name }) else {
@@ -507,13 +518,14 @@ enum ServeSettings {
                 }
                 throw UsageError("\(name) (\(label)): expected \(expected).")
             }
+            if setting.secret, let text = member.value.stringValue, Self.holdsCredential(text) { holdsSecret = true }
         }
         do {
-            return try JSONSnapshot(
+            return try (JSONSnapshot(
                 data: bytes.span.bytes,
                 providerName: label,
                 parsingOptions: .init(secretsSpecifier: .specific(secretKeys))
-            )
+            ), holdsSecret)
         } catch {
             throw UsageError("\(label): \(error)")
         }

@@ -13,54 +13,180 @@ import Glibc
 import Darwin
 #endif
 
-/// `serve`'s start-up refusal of unsafe modes, as OpenSSH's `StrictModes`: before the service
-/// opens its store or listens, it refuses (exit 2, naming the file, its mode and the fix)
+/// `serve`'s start-up refusal of unsafe modes, as OpenSSH's `StrictModes` (and its
+/// `secure_path`): before the service opens its store or listens, it refuses (exit 2, naming the
+/// file, its mode and the fix)
 /// - a data directory, or the directory of a SQLite store file, that another user may write
 ///   (group or world writable): they could swap the store or the signing key;
+/// - an existing SQLite store file (or its `-wal`/`-shm`) that another user may read or write;
 /// - a signing key (the data directory's or `--signing-key`), an attestation authority's key,
 ///   a caller or an admin secret file that another user may read or write (any group or world
-///   permission): they could sign tokens or call as the backend or the operators;
+///   permission), or that is owned by another user: they could sign tokens or call as the
+///   backend or the operators;
+/// - a configuration file that another user may write, or read while it holds a secret (a
+///   MongoDB URI with credentials);
+/// - on the path of each of these, up to `/`, a directory owned by another user than root or the
+///   service's own, or that another user may write: they could rename the file away and put
+///   their own in its place. A sticky world-writable directory (`/tmp`) is accepted only when the
+///   entry below it is owned by root or the service's user and not writable by others;
 /// - one secret in both the caller and the admin secret files: the backend could then use the
 ///   admin API.
 ///
+/// Files reached through symbolic links (Kubernetes mounts secrets as `..data/` links) are judged
+/// by their target and the directories of the resolved path, never by the link's own mode.
+///
 /// A path that does not exist yet is not refused here (the data directory is created 0700, the
-/// signing key 0600); reading it later fails as before.
+/// signing key and the SQLite file 0600); reading it later fails as before.
 enum StrictModes {
-    /// The permission bits of `path` (following symbolic links), or nil when it does not exist.
-    static func mode(_ path: String) -> Int? {
-        guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
-            let permissions = (attributes[.posixPermissions] as? NSNumber)?.intValue
+    /// The mode bits (`0o7777`) and the owner of `path`, following symbolic links; nil when it does not exist.
+    static func status(_ path: String) -> (mode: Int, owner: uid_t)? {
+        // FileManager reads the link itself (lstat): ask it about the resolved path.
+        guard let target = Self.resolved(path), let attributes = try? FileManager.default.attributesOfItem(atPath: target),
+            let permissions = (attributes[.posixPermissions] as? NSNumber)?.intValue,
+            let owner = (attributes[.ownerAccountID] as? NSNumber)?.uint32Value
         else { return nil }
-        return permissions & 0o7777
+        return (permissions & 0o7777, uid_t(owner))
+    }
+
+    /// The permission bits of `path` (following symbolic links), or nil when it does not exist.
+    static func mode(_ path: String) -> Int? { Self.status(path)?.mode }
+
+    /// `path` with every symbolic link resolved, or nil when it does not exist.
+    static func resolved(_ path: String) -> String? {
+        guard let pointer = realpath(path, nil) else { return nil }
+        defer { free(pointer) }
+        return String(cString: pointer)
     }
 
     static func octal(_ mode: Int) -> String {
         "0" + String(mode & 0o777, radix: 8)
     }
 
-    /// Refuses a directory that group or others may write.
-    static func checkDirectory(_ path: String, _ what: String) throws {
-        guard let mode = Self.mode(path), mode & 0o022 != 0 else { return }
-        throw UsageError(
-            "\(what) \(path) is writable by other users (mode \(Self.octal(mode))): another user could replace its files; run chmod go-w \(path) (serve makes it 0700)."
-        )
+    /// Root or the service's own user.
+    static func trusted(_ owner: uid_t) -> Bool { owner == 0 || owner == geteuid() }
+
+    static func parent(_ path: String) -> String {
+        let parent = URL(fileURLWithPath: path).deletingLastPathComponent().path
+        return parent.isEmpty ? "/" : parent
     }
 
-    /// Refuses a key or secret file that group or others may read or write.
+    /// Every directory above `path` (absolute, links resolved), up to `/`, as OpenSSH's
+    /// `secure_path`: owned by root or the service's user, not writable by group or others,
+    /// except a sticky world-writable directory whose entry below is the service's own and not
+    /// writable by others. Directories that do not exist yet are skipped.
+    static func checkPath(_ path: String, _ what: String) throws {
+        var child = path
+        var directory = Self.parent(path)
+        while true {
+            if let status = Self.status(directory) {
+                guard Self.trusted(status.owner) else {
+                    throw UsageError(
+                        "\(what): the directory \(directory) on the path of \(path) is owned by uid \(status.owner), neither root nor the service's user: that user could replace what is below it; move the file or run chown root \(directory)."
+                    )
+                }
+                if status.mode & 0o022 != 0 {
+                    let sticky = status.mode & 0o1000 != 0
+                    guard sticky else {
+                        throw UsageError(
+                            "\(what): the directory \(directory) on the path of \(path) is writable by other users (mode \(Self.octal(status.mode))): another user could replace what is below it; run chmod go-w \(directory)."
+                        )
+                    }
+                    // /tmp: others may create entries, but not rename or remove this one, so it
+                    // is safe while this entry is the service's own and closed to others.
+                    if let below = Self.status(child), !Self.trusted(below.owner) || below.mode & 0o022 != 0 {
+                        throw UsageError(
+                            "\(what): \(child), below the shared directory \(directory), is owned by uid \(below.owner) with mode \(Self.octal(below.mode)): it must be owned by root or the service's user and not writable by others; run chmod go-w \(child)."
+                        )
+                    }
+                }
+            }
+            if directory == "/" { return }
+            child = directory
+            directory = Self.parent(directory)
+        }
+    }
+
+    /// Refuses a directory that group or others may write, and unsafe directories above it.
+    static func checkDirectory(_ path: String, _ what: String) throws {
+        let absolute = URL(fileURLWithPath: path).standardizedFileURL.path
+        let target = Self.resolved(absolute) ?? absolute
+        if let status = Self.status(target) {
+            guard status.mode & 0o022 == 0 else {
+                throw UsageError(
+                    "\(what) \(path) is writable by other users (mode \(Self.octal(status.mode))): another user could replace its files; run chmod go-w \(path) (serve makes it 0700)."
+                )
+            }
+            guard Self.trusted(status.owner) else {
+                throw UsageError(
+                    "\(what) \(path) is owned by uid \(status.owner), neither root nor the service's user; run chown to the service's user."
+                )
+            }
+        }
+        try Self.checkPath(target, what)
+    }
+
+    /// Refuses a key or secret file that group or others may read or write, or another user
+    /// owns, judged by its target when it is a symbolic link, and unsafe directories above it.
     static func checkSecretFile(_ path: String, _ what: String) throws {
-        guard let mode = Self.mode(path), mode & 0o077 != 0 else { return }
-        throw UsageError(
-            "\(what) \(path) is accessible to other users (mode \(Self.octal(mode))): it must be readable by the service's user alone; run chmod 600 \(path)."
-        )
+        guard let target = Self.resolved(path), let status = Self.status(target) else { return }
+        let shown = target == URL(fileURLWithPath: path).standardizedFileURL.path ? path : "\(path) (-> \(target))"
+        guard status.mode & 0o077 == 0 else {
+            throw UsageError(
+                "\(what) \(shown) is accessible to other users (mode \(Self.octal(status.mode))): it must be readable by the service's user alone; run chmod 600 \(target)."
+            )
+        }
+        guard Self.trusted(status.owner) else {
+            throw UsageError("\(what) \(shown) is owned by uid \(status.owner), neither root nor the service's user; run chown to the service's user.")
+        }
+        try Self.checkPath(target, what)
+    }
+
+    /// Refuses an existing SQLite store file, or its `-wal`/`-shm`, that group or others may read
+    /// or write (files made by earlier releases, or copied in with a umask of 022).
+    static func checkStoreFile(_ path: String) throws {
+        for name in [path, path + "-wal", path + "-shm"] {
+            guard let target = Self.resolved(name), let status = Self.status(target) else { continue }
+            guard status.mode & 0o066 == 0 else {
+                throw UsageError(
+                    "--store: the SQLite file \(name) is accessible to other users (mode \(Self.octal(status.mode))): it holds every key and form; run chmod 600 \(name) (serve creates it 0600)."
+                )
+            }
+            guard Self.trusted(status.owner) else {
+                throw UsageError("--store: the SQLite file \(name) is owned by uid \(status.owner), neither root nor the service's user; run chown to the service's user.")
+            }
+            try Self.checkPath(target, "--store: the SQLite file")
+        }
+    }
+
+    /// Refuses a configuration file that group or others may write, or read while it holds a secret.
+    static func checkConfigurationFile(_ path: String, holdsSecret: Bool) throws {
+        guard let target = Self.resolved(path), let status = Self.status(target) else { return }
+        if status.mode & 0o022 != 0 {
+            throw UsageError(
+                "--config: the configuration file \(path) is writable by other users (mode \(Self.octal(status.mode))): another user could change every setting; run chmod go-w \(path)."
+            )
+        }
+        if holdsSecret && status.mode & 0o044 != 0 {
+            throw UsageError(
+                "--config: the configuration file \(path) holds a secret (the store's credentials) and is readable by other users (mode \(Self.octal(status.mode))); run chmod 600 \(path), or give the secret by FORMATTEST_STORE."
+            )
+        }
+        guard Self.trusted(status.owner) else {
+            throw UsageError("--config: the configuration file \(path) is owned by uid \(status.owner), neither root nor the service's user; run chown to the service's user.")
+        }
+        try Self.checkPath(target, "--config: the configuration file")
     }
 
     /// Every check of `serve`'s files, and the secret shared between caller and admin files.
-    static func check(_ plan: ServePlan, callerSecrets: BackendSecrets?, adminSecrets: BackendSecrets?) throws {
-        let dataDirectory = URL(fileURLWithPath: plan.signing.dataDirectory).standardizedFileURL.path
-        try Self.checkDirectory(dataDirectory, "--data-dir: the data directory")
+    static func check(
+        _ plan: ServePlan, callerSecrets: BackendSecrets?, adminSecrets: BackendSecrets?, configurationFile: (path: String, holdsSecret: Bool)? = nil
+    ) throws {
+        if let configurationFile { try Self.checkConfigurationFile(configurationFile.path, holdsSecret: configurationFile.holdsSecret) }
+        try Self.checkDirectory(plan.signing.dataDirectory, "--data-dir: the data directory")
         if let store = plan.sqliteFile {
-            let directory = URL(fileURLWithPath: store).deletingLastPathComponent().path
-            try Self.checkDirectory(directory, "--store: the directory of the SQLite file")
+            let absolute = URL(fileURLWithPath: store).standardizedFileURL.path
+            try Self.checkDirectory(Self.parent(absolute), "--store: the directory of the SQLite file")
+            try Self.checkStoreFile(absolute)
         }
         if let key = plan.signing.signingKeyPath {
             try Self.checkSecretFile(key, "--signing-key: the signing key")

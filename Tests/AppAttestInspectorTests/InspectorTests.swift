@@ -184,6 +184,26 @@ struct InspectorTests {
         #expect(actual == expected)
     }
 
+    @Test("minimumAnswerSize never exceeds the answer's real size, in any mode or text", arguments: try RealSample.withAttestation())
+    func answerSizeBound(sample: RealSample) throws {
+        let bytes = try #require(sample.attestation)
+        let amplifier = [UInt8(0x99), 0x0F, 0xFA] + [UInt8](repeating: 0, count: 4090)
+        for input in [bytes, Array(bytes.prefix(bytes.count / 2)), amplifier, [0xa0], [0x30, 0x80]] {
+            for mode in [InspectionMode.semantic, .forensic, .tree] {
+                let inspection = Inspection(input, mode: mode)
+                for text in [false, true] {
+                    let real = inspection.json(includingText: text).canonicalBytes.count
+                    let least = inspection.minimumAnswerSize(includingText: text)
+                    #expect(least <= real, "\(sample) \(mode) text \(text): bound \(least) over the real \(real)")
+                    // Close enough to refuse early: within a factor of 3 of the real size.
+                    #expect(least * 3 >= real, "\(sample) \(mode) text \(text): bound \(least), real \(real)")
+                }
+            }
+        }
+        // The amplifier of the hostile pass (4,093 bytes of CBOR) is over the service's 256 KiB by its bound alone.
+        #expect(Inspection(amplifier, mode: .tree).minimumAnswerSize(includingText: true) > 256 * 1024)
+    }
+
     @Test("no crash and a view in every mode for truncations, bit flips and random bytes")
     func malformedInput() throws {
         var generator = SplitMix64(seed: 0xF0_12_A3)

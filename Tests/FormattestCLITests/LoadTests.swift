@@ -43,6 +43,8 @@ struct LoadTests {
             "--log-level", "warning", "--form-max-age", "3600", "--insecure-no-caller-auth",
             // A load of one user per key: the assertion budget (60 a minute) would throttle it.
             "--rate-limit-assertions-per-user", "1000000",
+            // ... and the per-address budget /assert spends without caller authentication (one address here).
+            "--rate-limit-per-address", "1000000",
         ])
         defer { _ = server.terminate(within: 10) }
         try #require(Formattest.waitForListener(port: port, process: server.process), "the service did not start listening")

@@ -68,7 +68,7 @@ struct SustainedOperationTests {
                 "serve", "--port", String(port), "--store", self.store, "--root", self.rootPath, "--data-dir", self.files.directory.path,
                 "--log-level", "notice", "--form-max-age", "3600", "--insecure-no-caller-auth", "--purge-interval", purgeInterval,
                 // Load, not a hostile user: each key signs more forms than the default per-user budget.
-                "--rate-limit-assertions-per-user", "100000",
+                "--rate-limit-assertions-per-user", "100000", "--rate-limit-per-address", "1000000",
             ])
             guard Formattest.waitForListener(port: port, process: server.process) else {
                 _ = server.terminate(within: 5)

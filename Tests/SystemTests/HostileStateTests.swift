@@ -116,6 +116,58 @@ struct HostileStateTests {
         #expect(try await service.send("POST", "/api/appattest/assert", try await service.signed(bob, amount: "9.00", user: "bob")).0 == 200)
     }
 
+    @Test("F4: a stranger's assertions for alice (her keyId, no valid signature) do not spend her budget; a refusal by budget stores nothing")
+    func assertionBudgetAfterSignature() async throws {
+        let files = try TemporaryFiles()
+        let store = "sqlite:" + files.directory.appendingPathComponent("budget.sqlite").path
+        func start(_ budget: String) throws -> Service {
+            try Service(["--rate-limit-assertions-per-user", budget, "--rate-limit-window", "3600", "--rate-limit-per-address", "1000", "--store", store])
+        }
+        let service = try start("3")
+        try #require(Formattest.waitForListener(port: service.port, process: service.server.process))
+        let alice = try await service.register()
+        // Five forged assertions: alice's keyId, an assertion over another form (401 each).
+        var forged: [Int] = []
+        for index in 0..<5 {
+            var request = try await service.signed(alice, amount: "\(index).50")
+            request["form"] = Service.form("999.00")
+            forged.append(try await service.send("POST", "/api/appattest/assert", request).0)
+        }
+        #expect(forged == [401, 401, 401, 401, 401], "\(forged)")
+        // Alice's own three still pass; the fourth is over her budget.
+        var statuses: [Int] = []
+        for index in 0..<3 {
+            statuses.append(try await service.send("POST", "/api/appattest/assert", try await service.signed(alice, amount: "\(index).00")).0)
+        }
+        #expect(statuses == [200, 200, 200], "alice's budget was spent by the forgeries: \(statuses)")
+        let refusedRequest = try await service.signed(alice, amount: "4.00")
+        let (refused, answer) = try await service.send("POST", "/api/appattest/assert", refusedRequest)
+        #expect(refused == 429 && service.code(answer) == "rate_limited", "\(refused) \(answer)")
+        service.stop()
+        // The refused form changed nothing: with a larger budget, the very same request is accepted
+        // (not a replay, its counter still above the stored one).
+        let larger = try start("100")
+        defer { larger.stop() }
+        try #require(Formattest.waitForListener(port: larger.port, process: larger.server.process))
+        let (again, againAnswer) = try await larger.send("POST", "/api/appattest/assert", refusedRequest)
+        #expect(again == 200, "\(again) \(againAnswer)")
+    }
+
+    @Test("F4: without caller authentication /assert spends the per-address budget, whatever the user or key")
+    func assertionAddressBudget() async throws {
+        let service = try Service(["--rate-limit-per-address", "3", "--rate-limit-window", "3600"])
+        defer { service.stop() }
+        try #require(Formattest.waitForListener(port: service.port, process: service.server.process))
+        var statuses: [Int] = []
+        for index in 0..<5 {
+            let request: [String: Any] = [
+                "username": "user\(index)", "keyId": "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "assertion": "oA", "form": Service.form("1.00", user: "user\(index)"),
+            ]
+            statuses.append(try await service.send("POST", "/api/appattest/assert", request).0)
+        }
+        #expect(statuses.prefix(3).allSatisfy { $0 != 429 } && Array(statuses.suffix(2)) == [429, 429], "\(statuses)")
+    }
+
     @Test("class 5: below min-free-space the service takes no new form (507 insufficient_storage) and /healthz says which filesystem")
     func lowSpace() async throws {
         // 100 TB free required (the largest threshold): no filesystem of this machine has it.

@@ -293,6 +293,46 @@ struct HostileUserTests {
         _ = service.stop()
     }
 
+    @Test("F4, F5: a backend's /assert and inspector requests spend its total; its inspections its budget for unnamed requests too")
+    func backendPaysForAssertAndInspect() async throws {
+        let bearer = [("Authorization", "Bearer \(Self.secret)"), ("Content-Type", "application/json")]
+        let stamp = ISO8601DateFormatter().string(from: Date())
+        func assertBody(_ index: Int) -> [UInt8] {
+            let form = #"{"action":"transfer","amount":"1.00","to":"bob","username":"user\#(index)","timestamp":"\#(stamp)","nonce":"n\#(index)-\#(UUID().uuidString)"}"#
+            return Array(#"{"username":"user\#(index)","keyId":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA","assertion":"oA","form":\#(form)}"#.utf8)
+        }
+        let inspect = Array(#"{"mode":"tree","attestationObject":"oA"}"#.utf8)
+        // The backend's total: 3 requests per endpoint, whatever user they name.
+        let files = try TemporaryFiles()
+        let secretFile = try files.writeSecret(Self.secret, named: "caller-secret")
+        let total = try Service(
+            ["--store", "memory", "--caller-secret-file", secretFile, "--rate-limit-per-backend", "3", "--rate-limit-per-user", "100", "--rate-limit-inspect", "100", "--rate-limit-backend-unnamed", "100"],
+            files: files
+        )
+        var asserts: [Int] = []
+        var inspections: [Int] = []
+        for index in 0..<5 {
+            asserts.append(try Self.exchange(total.port, "/api/appattest/assert", method: "POST", headers: bearer, body: assertBody(index)).status)
+            inspections.append(try Self.exchange(total.port, "/api/appattest/inspect", method: "POST", headers: bearer, body: inspect).status)
+        }
+        #expect(asserts.prefix(3).allSatisfy { $0 != 429 } && Array(asserts.suffix(2)) == [429, 429], "assert under the backend's total: \(asserts)")
+        #expect(inspections == [200, 200, 200, 429, 429], "inspect under the backend's total: \(inspections)")
+        _ = total.stop()
+
+        // The backend's budget for requests that name no user: the inspector names none.
+        let unnamedFiles = try TemporaryFiles()
+        let unnamedSecret = try unnamedFiles.writeSecret(Self.secret, named: "caller-secret")
+        let unnamed = try Service(
+            ["--store", "memory", "--caller-secret-file", unnamedSecret, "--rate-limit-backend-unnamed", "2", "--rate-limit-inspect", "100"], files: unnamedFiles
+        )
+        var unnamedInspections: [Int] = []
+        for _ in 0..<3 {
+            unnamedInspections.append(try Self.exchange(unnamed.port, "/api/appattest/inspect", method: "POST", headers: bearer, body: inspect).status)
+        }
+        #expect(unnamedInspections == [200, 200, 429], "inspect under the backend's unnamed budget: \(unnamedInspections)")
+        _ = unnamed.stop()
+    }
+
     // MARK: - 10. The inspector
 
     @Test("10: the inspector has a budget per caller and a bound on its answer")
@@ -321,28 +361,36 @@ struct HostileUserTests {
 
     // MARK: - 8. Unsafe modes at start-up
 
+    /// A short-lived `serve` with the files of `files`: the refusal comes before the listener; a
+    /// start that passes is stopped (its status then 15, SIGTERM's exit, or 0, never 2).
+    static func serve(_ files: TemporaryFiles, _ arguments: [String], store: [String] = ["--store", "memory"]) async throws -> Formattest.Result {
+        let data = files.directory.appendingPathComponent("data").path
+        let port = Formattest.freePort()
+        let running = try Formattest.start(["serve", "--port", String(port), "--data-dir", data] + store + arguments)
+        let listening = Formattest.waitForListener(port: port, seconds: 60, process: running.process)
+        if listening && running.process.isRunning { _ = running.terminate(within: 10) }
+        return running.finish()
+    }
+
+    /// A temporary directory with a 0700 data directory and two distinct 0600 secret files.
+    static func prepared() throws -> (TemporaryFiles, caller: String, admin: String) {
+        let files = try TemporaryFiles()
+        try FileManager.default.createDirectory(
+            at: files.directory.appendingPathComponent("data"), withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        let caller = try files.writeSecret(Self.secret, named: "caller-secret")
+        let admin = try files.writeSecret("operator-secret-0123456789abcdef0123456789", named: "admin-secret")
+        return (files, caller, admin)
+    }
+
+    static func chmod(_ path: String, _ mode: Int) throws {
+        try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: path)
+    }
+
     @Test("8: serve refuses a data directory others may write, key and secret files others may read, and a secret shared by callers and operators")
     func strictModes() async throws {
-        func serve(_ files: TemporaryFiles, _ arguments: [String]) async throws -> Formattest.Result {
-            let data = files.directory.appendingPathComponent("data").path
-            // A short-lived start: the refusal comes before the listener; a start that passes is stopped.
-            let port = Formattest.freePort()
-            let running = try Formattest.start(["serve", "--port", String(port), "--data-dir", data, "--store", "memory"] + arguments)
-            let listening = Formattest.waitForListener(port: port, seconds: 60, process: running.process)
-            if listening && running.process.isRunning { _ = running.terminate(within: 10) }
-            return running.finish()
-        }
-        func prepared() throws -> (TemporaryFiles, caller: String, admin: String) {
-            let files = try TemporaryFiles()
-            try FileManager.default.createDirectory(
-                at: files.directory.appendingPathComponent("data"), withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
-            let caller = try files.writeSecret(Self.secret, named: "caller-secret")
-            let admin = try files.writeSecret("operator-secret-0123456789abcdef0123456789", named: "admin-secret")
-            return (files, caller, admin)
-        }
-        func chmod(_ path: String, _ mode: Int) throws {
-            try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: path)
-        }
+        func serve(_ files: TemporaryFiles, _ arguments: [String]) async throws -> Formattest.Result { try await Self.serve(files, arguments) }
+        func prepared() throws -> (TemporaryFiles, caller: String, admin: String) { try Self.prepared() }
+        func chmod(_ path: String, _ mode: Int) throws { try Self.chmod(path, mode) }
         // The control: every mode safe, distinct secrets: it starts (and then is stopped: 15, SIGTERM's exit, or 0).
         let (safe, safeCaller, safeAdmin) = try prepared()
         let started = try await serve(safe, ["--caller-secret-file", safeCaller, "--admin-secret-file", safeAdmin])
@@ -377,7 +425,173 @@ struct HostileUserTests {
         #expect(both.status == 2 && both.stderr.contains("hold the same secret"), "\(both.stderr)")
     }
 
+    @Test("F2: every directory on the path of the data directory, the store, the key, the secret files and the configuration file, up to /, is checked (sticky /tmp accepted)")
+    func strictPaths() async throws {
+        // The control: everything under a 0700 directory in sticky /tmp: it starts.
+        let (safe, safeCaller, _) = try Self.prepared()
+        let started = try await Self.serve(safe, ["--caller-secret-file", safeCaller])
+        #expect(started.status != 2, "\(started.stderr)")
+
+        // A secret file safe itself, in a directory others may write (not sticky).
+        let (open, _, _) = try Self.prepared()
+        let openDirectory = open.directory.appendingPathComponent("open")
+        try FileManager.default.createDirectory(at: openDirectory, withIntermediateDirectories: false)
+        try Self.chmod(openDirectory.path, 0o777)
+        let inOpen = try open.writeSecret(Self.secret, named: "open/caller-secret")
+        let secret = try await Self.serve(open, ["--caller-secret-file", inOpen])
+        #expect(secret.status == 2 && secret.stderr.contains("the directory \(openDirectory.path)") && secret.stderr.contains("0777"), "\(secret.stderr)")
+
+        // The same directory sticky (as /tmp): accepted, the file below being the service's own.
+        try Self.chmod(openDirectory.path, 0o1777)
+        let sticky = try await Self.serve(open, ["--caller-secret-file", inOpen])
+        #expect(sticky.status != 2, "\(sticky.stderr)")
+
+        // The signing key in a group-writable directory.
+        let (keyed, keyedCaller, _) = try Self.prepared()
+        let keys = keyed.directory.appendingPathComponent("keys")
+        try FileManager.default.createDirectory(at: keys, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        let key = keys.appendingPathComponent("key.pem").path
+        #expect(try await Formattest.run(["keys", "generate", "--signing-key", key]).status == 0)
+        try Self.chmod(keys.path, 0o770)
+        let keyResult = try await Self.serve(keyed, ["--caller-secret-file", keyedCaller, "--signing-key", key])
+        #expect(keyResult.status == 2 && keyResult.stderr.contains("--signing-key") && keyResult.stderr.contains("0770"), "\(keyResult.stderr)")
+
+        // The data directory below a directory owned by another user (nobody).
+        let (foreign, foreignCaller, _) = try Self.prepared()
+        let owned = foreign.directory.appendingPathComponent("owned")
+        try FileManager.default.createDirectory(at: owned, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o755])
+        if geteuid() == 0 {
+            try #require(chown(owned.path, 65534, 65534) == 0)
+            let data = owned.appendingPathComponent("data").path
+            let result = try await Self.serve(foreign, ["--caller-secret-file", foreignCaller, "--data-dir", data])
+            #expect(result.status == 2 && result.stderr.contains("owned by uid 65534"), "\(result.stderr)")
+        }
+
+        // The configuration file's directory, world-writable.
+        let (configured, configuredCaller, _) = try Self.prepared()
+        let settings = configured.directory.appendingPathComponent("etc")
+        try FileManager.default.createDirectory(at: settings, withIntermediateDirectories: false)
+        let config = try configured.write(#"{"log-level": "info"}"#, named: "etc/formattest.json")
+        try Self.chmod(settings.path, 0o757)
+        let configResult = try await Self.serve(configured, ["--caller-secret-file", configuredCaller, "--config", config])
+        #expect(configResult.status == 2 && configResult.stderr.contains("--config") && configResult.stderr.contains("0757"), "\(configResult.stderr)")
+    }
+
+    @Test("F3: an existing SQLite file (or -wal/-shm) open to others is refused with chmod 600; a configuration file writable by others, or readable while it holds a secret, is refused")
+    func strictStoreAndConfiguration() async throws {
+        func sqlite(_ files: TemporaryFiles) -> [String] { ["--store", "sqlite:" + files.directory.appendingPathComponent("store.sqlite").path] }
+        // The control: a 0600 file made by an earlier start; the service starts on it.
+        let (made, madeCaller, _) = try Self.prepared()
+        let first = try await Self.serve(made, ["--caller-secret-file", madeCaller], store: sqlite(made))
+        #expect(first.status != 2, "\(first.stderr)")
+        let again = try await Self.serve(made, ["--caller-secret-file", madeCaller], store: sqlite(made))
+        #expect(again.status != 2, "\(again.stderr)")
+        // The same file 0644 (as an earlier release or a copy with umask 022 leaves it).
+        let file = made.directory.appendingPathComponent("store.sqlite").path
+        try Self.chmod(file, 0o644)
+        let readable = try await Self.serve(made, ["--caller-secret-file", madeCaller], store: sqlite(made))
+        #expect(readable.status == 2 && readable.stderr.contains("chmod 600 \(file)") && readable.stderr.contains("0644"), "\(readable.stderr)")
+        try Self.chmod(file, 0o600)
+        _ = try made.write("", named: "store.sqlite-wal")
+        try Self.chmod(file + "-wal", 0o640)
+        let wal = try await Self.serve(made, ["--caller-secret-file", madeCaller], store: sqlite(made))
+        #expect(wal.status == 2 && wal.stderr.contains("chmod 600 \(file)-wal"), "\(wal.stderr)")
+
+        // Configuration files: 0644 without a secret starts; 0664 is refused; 0644 with a
+        // MongoDB URI holding a password is refused (before any connection), 0600 is not refused for its mode.
+        let (configured, caller, _) = try Self.prepared()
+        let plain = try configured.write(#"{"log-level": "info"}"#, named: "plain.json")
+        try Self.chmod(plain, 0o644)
+        let plainResult = try await Self.serve(configured, ["--caller-secret-file", caller, "--config", plain])
+        #expect(plainResult.status != 2, "\(plainResult.stderr)")
+        try Self.chmod(plain, 0o664)
+        let writable = try await Self.serve(configured, ["--caller-secret-file", caller, "--config", plain])
+        #expect(writable.status == 2 && writable.stderr.contains("writable by other users") && writable.stderr.contains("0664"), "\(writable.stderr)")
+        let secretConfig = try configured.write(#"{"store": "mongodb://formattest:hunter2@127.0.0.1:1/formattest"}"#, named: "secret.json")
+        try Self.chmod(secretConfig, 0o644)
+        let leaked = try await Self.serve(configured, ["--caller-secret-file", caller, "--config", secretConfig], store: [])
+        #expect(leaked.status == 2 && leaked.stderr.contains("holds a secret") && leaked.stderr.contains("chmod 600"), "\(leaked.stderr)")
+        #expect(!leaked.stderr.contains("hunter2"))
+        try Self.chmod(secretConfig, 0o600)
+        let closed = try await Self.serve(configured, ["--caller-secret-file", caller, "--config", secretConfig], store: [])
+        #expect(!closed.stderr.contains("holds a secret"), "\(closed.stderr)")
+    }
+
+    @Test("F6: a secret file reached through symbolic links is judged by its target; a UTF-8 BOM in a secret file is refused; the log shows the header timeout as clamped")
+    func strictLinksAndBOM() async throws {
+        // Kubernetes' layout: caller-secret -> ..data/caller-secret, ..data -> ..2026_11_27/.
+        let (linked, _, _) = try Self.prepared()
+        let mount = linked.directory.appendingPathComponent("secrets")
+        let version = mount.appendingPathComponent("..2026_11_27")
+        try FileManager.default.createDirectory(at: version, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        try Self.chmod(mount.path, 0o755)
+        let target = try linked.writeSecret(Self.secret, named: "secrets/..2026_11_27/caller-secret")
+        try FileManager.default.createSymbolicLink(atPath: mount.appendingPathComponent("..data").path, withDestinationPath: "..2026_11_27")
+        let link = mount.appendingPathComponent("caller-secret").path
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: "..data/caller-secret")
+        let started = try await Self.serve(linked, ["--caller-secret-file", link])
+        #expect(started.status != 2, "\(started.stderr)")
+        // The target readable by others: refused, naming the target.
+        try Self.chmod(target, 0o644)
+        let readable = try await Self.serve(linked, ["--caller-secret-file", link])
+        #expect(readable.status == 2 && readable.stderr.contains("0644") && readable.stderr.contains("..2026_11_27/caller-secret"), "\(readable.stderr)")
+
+        // A BOM before the secret.
+        let (bom, _, _) = try Self.prepared()
+        let marked = try bom.write(Data([0xEF, 0xBB, 0xBF]) + Data(Self.secret.utf8), named: "bom-secret")
+        try Self.chmod(marked, 0o600)
+        let refused = try await Self.serve(bom, ["--caller-secret-file", marked])
+        #expect(refused.status == 2 && refused.stderr.contains("byte order mark"), "\(refused.stderr)")
+
+        // The header timeout in force: clamped to the idle timeout (5 s, not 30).
+        let (clamped, clampedCaller, _) = try Self.prepared()
+        let service = try Service(
+            ["--store", "memory", "--caller-secret-file", clampedCaller, "--header-timeout", "30", "--idle-timeout", "5"], files: clamped)
+        let log = service.stop()
+        let line = log.split(separator: "\n").first { $0.contains("connections") && $0.contains("headerTimeout") } ?? ""
+        #expect(line.contains("headerTimeout=5.0 seconds"), "\(line)")
+    }
+
     // MARK: - 7. Connections
+
+    @Test("7: at the descriptor limit accept(2) fails: each failure is counted (formattest_accept_errors_total) and logged, at most a line a second with a count")
+    func acceptErrorsLoggedAndCounted() async throws {
+        let files = try TemporaryFiles()
+        let port = Formattest.freePort()
+        let data = files.directory.appendingPathComponent("data").path
+        // A limit of 256 descriptors that the caps fit (100 connections + the reserve of 128), of
+        // which the parent shell holds 181 open across exec: descriptors other than connections.
+        let script = #"ulimit -n 256 && for fd in $(seq 20 200); do eval "exec $fd</dev/null"; done; exec "$0" "$@""#
+        let running = try Formattest.start(
+            [
+                "-c", script, Formattest.executable.path, "serve", "--port", String(port), "--store", "memory", "--insecure-no-caller-auth",
+                "--data-dir", data, "--log-level", "info", "--max-connections", "100", "--max-connections-per-address", "1000",
+            ],
+            stdin: nil, keepStdinOpen: false, executable: URL(fileURLWithPath: "/bin/bash")
+        )
+        try #require(Formattest.waitForListener(port: port, process: running.process), "\(running.finish().stderr.suffix(2000))")
+        let started = Date()
+        var held: [Int32] = []
+        for _ in 0..<80 { held.append(try Self.dial(port)) }
+        try await Task.sleep(for: .seconds(2.5))
+        held.forEach { close($0) }
+        // NIO's backoff resumes accepting a second later; then /metrics answers.
+        var metrics = ""
+        for _ in 0..<20 where !metrics.contains("formattest_accept_errors_total") {
+            try await Task.sleep(for: .milliseconds(500))
+            metrics = (try? Self.exchange(port, "/metrics").body) ?? ""
+        }
+        let elapsed = Date().timeIntervalSince(started)
+        if running.process.isRunning { _ = running.terminate(within: 10) }
+        let log = running.finish().stderr
+        let line = metrics.split(separator: "\n").first { $0.hasPrefix("formattest_accept_errors_total") } ?? ""
+        let count = line.split(separator: " ").last.flatMap { Double($0) } ?? 0
+        #expect(count >= 1, "metrics: \(line) \(metrics.suffix(300))")
+        let lines = log.split(separator: "\n").filter { $0.contains("accept failed") }
+        #expect(!lines.isEmpty && lines.allSatisfy { $0.contains("errors=") }, "\(log.suffix(2000))")
+        #expect(Double(lines.count) <= elapsed + 1, "\(lines.count) lines in \(elapsed) s: not rate-limited")
+        print("accept errors: \(count) counted, \(lines.count) log line(s) in \(String(format: "%.1f", elapsed)) s; first: \(lines.first ?? "")")
+    }
 
     @Test("7: connections are capped per address and in total, and one that sends no request head is closed at the header deadline, long before the idle timeout")
     func connectionLimits() async throws {

@@ -85,7 +85,7 @@ PY
 
 say "starting the server on port $port ..."
 "$binary" serve --port "$port" --store "$store" "${database[@]}" --root "$work/root.pem" --data-dir "$work/data" \
-    --log-level warning --form-max-age 3600 --insecure-no-caller-auth --rate-limit-assertions-per-user 1000000 &
+    --log-level warning --form-max-age 3600 --insecure-no-caller-auth --rate-limit-assertions-per-user 1000000 --rate-limit-per-address 1000000 &
 server=$!
 ready=""
 for _ in $(seq 1 150); do

@@ -45,6 +45,7 @@ say "filling the store: $keys keys, $backlog expired replay records"
 
 "$binary" serve --port "$port" --store "sqlite:$database" --root "$work/root.pem" --data-dir "$work" \
     --insecure-no-caller-auth --log-level notice --form-max-age "$max_age" --form-max-skew 5 \
+    --rate-limit-per-address 1000000 \
     2> "$work/server.log" &
 server=$!
 for _ in $(seq 1 100); do

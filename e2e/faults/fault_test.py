@@ -231,7 +231,8 @@ def main():
             [args.binary, "serve", "--port", str(port), "--store", store, *extra, "--root", root, "--insecure-no-caller-auth",
              "--data-dir", os.path.join(args.work, "data"), "--log-level", "error", "--form-max-age", "3600",
              # Hundreds of forms a minute per user (one key each): over the default assertion budget.
-             "--rate-limit-assertions-per-user", "1000000"],
+             # ... and over the per-address budget /assert spends without caller authentication.
+             "--rate-limit-assertions-per-user", "1000000", "--rate-limit-per-address", "1000000"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def outcomes(results_per_client):

@@ -29,6 +29,8 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
         case storeUnavailable
         /// A service FormAttest calls (Apple's receipt exchange) failed; nothing was changed (502).
         case upstreamUnavailable
+        /// A budget of the caller's is spent for this window; nothing was changed (429, `Retry-After`).
+        case rateLimited
     }
 
     /// What failed: the flows' own codes, or the code of the verifier's, a form rule's, a
@@ -52,6 +54,7 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
             case receiptStale = "receipt_stale"
             case receiptChanged = "receipt_changed"
             case storeCorrupt = "store_corrupt"
+            case rateLimited = "rate_limited"
 
             var category: Category {
                 switch self {
@@ -62,6 +65,7 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
                 case Self.keyAlreadyRegistered, Self.counterNotIncreasing, Self.counterOutOfOrder, Self.replay, Self.receiptChanged: .conflict
                 case Self.requiresReattestation, Self.keyAttestationUnverifiable: .requiresReattestation
                 case Self.storeCorrupt: .storeUnavailable
+                case Self.rateLimited: .rateLimited
                 }
             }
         }
@@ -118,6 +122,9 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
         public static let receiptChanged = Code(Own.receiptChanged)
         /// A stored record is not what the store may hold.
         public static let storeCorrupt = Code(Own.storeCorrupt)
+        /// A budget is spent for this window (the user's assertions, checked once the key's
+        /// signature verified): retry after `Retry-After` seconds.
+        public static let rateLimited = Code(Own.rateLimited)
     }
 
     public let code: Code
@@ -125,12 +132,24 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
     public let reason: String
     /// A fresh challenge for the retry, when the configuration rotates challenges.
     public internal(set) var nextChallenge: IssuedChallenge?
+    /// With ``Category/rateLimited``: the seconds until the window ends.
+    public let retryAfter: Int?
 
     public init(code: Code, category: Category, reason: String, nextChallenge: IssuedChallenge? = nil) {
         self.code = code
         self.category = category
         self.reason = reason
         self.nextChallenge = nextChallenge
+        self.retryAfter = nil
+    }
+
+    /// A spent budget: 429 `rate_limited` with `Retry-After: retryAfter`.
+    public init(rateLimitedFor retryAfter: Int, reason: String) {
+        self.code = .rateLimited
+        self.category = .rateLimited
+        self.reason = reason
+        self.nextChallenge = nil
+        self.retryAfter = max(1, retryAfter)
     }
 
     public var description: String { "\(self.code): \(self.reason)" }

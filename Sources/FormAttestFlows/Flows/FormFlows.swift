@@ -199,7 +199,14 @@ public struct FormFlows: Sendable {
     }
 
     /// Accepts a form signed by a registered key.
-    public func assert(_ request: AssertRequest, now: Date) async throws(FlowError) -> AssertOutcome {
+    ///
+    /// `admit`, when given, is called once the key was found for the request's user and the
+    /// assertion's signature verified, before anything is stored (the late-counter rule
+    /// included): a budget charged there is one no stranger can spend for the user, and its
+    /// refusal changes no state.
+    public func assert(
+        _ request: AssertRequest, now: Date, admit: (@Sendable (StoredKey) async throws(FlowError) -> Void)? = nil
+    ) async throws(FlowError) -> AssertOutcome {
         try await self.rotating(username: request.username, now: now) { () async throws(FlowError) -> AssertOutcome in
             let form = try self.acceptedForm(request.form, prepared: request.preparedForm, username: request.username, session: request.session, now: now)
             let claims = try self.formChallengeClaims(form, username: request.username)
@@ -245,10 +252,12 @@ public struct FormFlows: Sendable {
                 // The signature verified (the verifier checks it before the counter), so the
                 // key's holder signed this counter; the assertion parsed to get that far.
                 let signed = (try? AssertionObject(cborEncoded: request.assertion))?.authenticatorData.signCount ?? 0
+                try await admit?(key)
                 throw await self.lateCounter(signed, key: key, form: form, reason: error.reason, now: now)
             } catch {
                 throw FlowError(error)
             }
+            try await admit?(key)
             // With evidence records on: a key whose registration cannot support one is refused
             // before anything is committed (and after its signature verified: only its holder learns).
             try await self.checkKeyAttestation(key)
@@ -494,7 +503,8 @@ public struct FormFlows: Sendable {
             return outcome
         } catch {
             var error = error
-            if self.configuration.rotateChallenges, error.category != .storeUnavailable,
+            // A spent budget changes nothing, not even a new challenge.
+            if self.configuration.rotateChallenges, error.category != .storeUnavailable, error.category != .rateLimited,
                 let next = try? await self.issueChallenge(purpose: .form, username: username, now: now)
             {
                 error.nextChallenge = next
