@@ -86,6 +86,14 @@ public struct APIError: HTTPResponseError, Sendable {
         )
     }
 
+    /// A form too large for its evidence record to be one entry of the evidence log.
+    static func formTooLargeForEvidenceLog(_ size: Int, limit: Int) -> APIError {
+        APIError(
+            status: .contentTooLarge, code: "form_too_large",
+            message: "the form is \(size) bytes; with the evidence log on, a form may hold at most \(limit) bytes (its record must fit one log entry)"
+        )
+    }
+
     /// A proof asked of the evidence log for a leaf or tree size it has not committed.
     static func evidenceLogRange(_ message: String) -> APIError {
         APIError(status: .badRequest, code: "evidence_log_range", message: message)

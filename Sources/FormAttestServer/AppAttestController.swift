@@ -40,6 +40,16 @@ struct AppAttestController {
         self.clock = now
     }
 
+    /// With the evidence log on, a form whose record could not be one log entry is refused
+    /// before anything is stored (a record is the form and about 27 KB of attestation, receipt
+    /// and assertion; an entry holds 65,535 bytes): an accepted form always gets its leaf.
+    private func checkLoggable(_ form: [UInt8]) throws(APIError) {
+        guard self.evidence?.log != nil, form.count > Self.maximumLoggedFormSize else { return }
+        throw APIError.formTooLargeForEvidenceLog(form.count, limit: Self.maximumLoggedFormSize)
+    }
+
+    static let maximumLoggedFormSize = 24 * 1024
+
     /// Refuses a new form (or challenge) while the store's or the evidence's disk is low.
     private func checkStorage(_ context: AppRequestContext) async throws {
         guard let storageGuard = self.storageGuard else { return }
@@ -143,6 +153,7 @@ struct AppAttestController {
     @Sendable func attest(_ request: Request, context: AppRequestContext) async throws -> Response {
         let body = try await RequestBody.read(request, context: context).acting(for: context.identity)
         var attestRequest = try body.decode(FormFlows.AttestRequest.init(body:))
+        try self.checkLoggable(attestRequest.form)
         attestRequest.session = context.identity?.sessionID
         let now = self.now()
         try await self.checkStorage(context)
@@ -159,6 +170,7 @@ struct AppAttestController {
     @Sendable func registerPooled(_ request: Request, context: AppRequestContext) async throws -> Response {
         let body = try await RequestBody.read(request, context: context).acting(for: context.identity)
         var pooled = try body.decode(FormFlows.PooledRequest.init(body:))
+        try self.checkLoggable(pooled.form)
         pooled.session = context.identity?.sessionID
         let now = self.now()
         try await self.checkStorage(context)
@@ -223,6 +235,7 @@ struct AppAttestController {
     @Sendable func assert(_ request: Request, context: AppRequestContext) async throws -> Response {
         let body = try await RequestBody.read(request, context: context).acting(for: context.identity)
         var assertRequest = try body.decode(FormFlows.AssertRequest.init(body:))
+        try self.checkLoggable(assertRequest.form)
         assertRequest.session = context.identity?.sessionID
         let now = self.now()
         try await self.checkStorage(context)

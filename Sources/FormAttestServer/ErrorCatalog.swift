@@ -90,6 +90,10 @@ public enum ErrorCatalog {
                 "Percent-encode the query string's UTF-8 exactly once per parameter; do not retry unchanged."
             ),
             Self.http(
+                APIError.formTooLargeForEvidenceLog(0, limit: 0), "with the evidence log on, the form is larger than 24 KiB: its evidence record would not fit one log entry (nothing was stored)",
+                "Send a smaller form; do not retry it unchanged."
+            ),
+            Self.http(
                 APIError.evidenceLogRange(""), "a proof asked of the evidence log for a leaf or tree size it has not committed (an index at or past the size, a first size above the second, a size past the log's)",
                 "Ask for sizes up to the latest checkpoint's."
             ),

@@ -54,11 +54,54 @@ actor EvidenceLog {
     private var checkpointFileScheduled = false
     private var signedCheckpoint: (size: UInt64, note: String)?
 
-    /// Opens (or creates) the log and recovers it to its last committed size.
+    /// A refusal to open the log.
+    struct OpenError: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    /// Opens (or creates) the log and recovers it to its last committed size. The log must
+    /// extend the last checkpoint it signed (`<directory>/checkpoint`, written before any
+    /// checkpoint is served): a log cut back, rolled back to an older state, or signed by another
+    /// key is refused, so that the service never signs a tree that forks from one it published.
     static func open(_ configuration: EvidenceLogConfiguration) async throws -> EvidenceLog {
         let directory = configuration.directory
-        let files = try await NIOThreadPool.singleton.runIfActive { Files(try TileLogDirectory(directory: directory)) }
-        return EvidenceLog(configuration: configuration, files: files)
+        let path = directory + "/checkpoint"
+        let last: Checkpoint? = try await NIOThreadPool.singleton.runIfActive { () throws -> Checkpoint? in
+            guard let bytes = FileManager.default.contents(atPath: path) else { return nil }
+            let verifier = try NoteVerifier(keyString: configuration.signer.verifierKey)
+            let text: String
+            do {
+                text = try SignedNote.open(Array(bytes), verifier: verifier)
+            } catch {
+                throw OpenError(
+                    description:
+                        "\(path) is not a checkpoint signed by this log's key (\(error)): refusing to sign a tree that may fork from it")
+            }
+            return try Checkpoint(body: Array(text.utf8))
+        }
+        let minimumSize = last?.size ?? 0
+        let files = try await NIOThreadPool.singleton.runIfActive { Files(try TileLogDirectory(directory: directory, atLeast: minimumSize)) }
+        if let last {
+            let extends: Bool = try await NIOThreadPool.singleton.runIfActive {
+                try files.with { log in
+                    guard last.origin == configuration.signer.name, last.size <= log.size else { return false }
+                    return try log.root(size: last.size) == last.rootHash
+                }
+            }
+            guard extends else {
+                throw OpenError(
+                    description:
+                        "the log in \(directory) does not extend its last signed checkpoint (\(last.size) leaves): it was cut back, rolled back or replaced; refusing to fork it"
+                )
+            }
+        }
+        let log = EvidenceLog(configuration: configuration, files: files)
+        if let last { await log.remember(last) }
+        return log
+    }
+
+    private func remember(_ checkpoint: Checkpoint) {
+        self.lastSigned = checkpoint.size
     }
 
     private init(configuration: EvidenceLogConfiguration, files: Files) {
@@ -66,9 +109,13 @@ actor EvidenceLog {
         self.files = files
     }
 
-    /// Appends one record's payload; returns its index once the log has it durably.
+    /// Appends one record's payload; returns its index once the log has it durably. A payload
+    /// the log cannot hold is refused alone, never with the group it would have joined.
     func append(_ leaf: [UInt8]) async throws -> UInt64 {
-        try await withCheckedThrowingContinuation { continuation in
+        guard leaf.count <= TileLayout.maximumEntryLength else {
+            throw OpenError(description: "a record of \(leaf.count) bytes is over the log's \(TileLayout.maximumEntryLength)")
+        }
+        return try await withCheckedThrowingContinuation { continuation in
             self.pending.append((leaf, continuation))
             if !self.draining {
                 self.draining = true
@@ -94,15 +141,49 @@ actor EvidenceLog {
         self.draining = false
     }
 
-    /// The signed checkpoint of the log's committed size (signed once per size).
+    /// The signed checkpoint of the log's committed size (signed once per size). A checkpoint
+    /// is written durably to `<directory>/checkpoint` before it is returned: opening the log
+    /// checks that the log extends it.
     func checkpoint() async throws -> String {
         let files = self.files
         let (size, root) = try await NIOThreadPool.singleton.runIfActive { files.with { ($0.size, $0.root) } }
         if let signed = self.signedCheckpoint, signed.size == size { return signed.note }
         let checkpoint = try Checkpoint(origin: self.configuration.signer.name, size: size, rootHash: root)
         let note = try SignedNote.sign(text: checkpoint.body, with: self.configuration.signer)
+        if size != self.lastSigned {
+            let directory = self.configuration.directory
+            try await NIOThreadPool.singleton.runIfActive { try Self.writeDurably(Array(note.utf8), directory: directory, name: "checkpoint") }
+            self.lastSigned = size
+        }
         self.signedCheckpoint = (size, note)
         return note
+    }
+
+    private var lastSigned: UInt64?
+
+    /// Writes `<directory>/<name>`: a new file (0600), synced, renamed over the old, the directory synced.
+    private static func writeDurably(_ bytes: [UInt8], directory: String, name: String) throws {
+        let path = directory + "/" + name
+        let temporary = path + ".new"
+        let descriptor = Foundation.open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw OpenError(description: "cannot write \(temporary)") }
+        var written = 0
+        while written < bytes.count {
+            let count = bytes.withUnsafeBytes { Foundation.write(descriptor, $0.baseAddress! + written, $0.count - written) }
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else {
+                close(descriptor)
+                throw OpenError(description: "cannot write \(temporary)")
+            }
+            written += count
+        }
+        let synced = fsync(descriptor) == 0
+        close(descriptor)
+        guard synced, rename(temporary, path) == 0 else { throw OpenError(description: "cannot replace \(path)") }
+        let directoryDescriptor = Foundation.open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard directoryDescriptor >= 0 else { throw OpenError(description: "cannot sync \(directory)") }
+        defer { close(directoryDescriptor) }
+        guard fsync(directoryDescriptor) == 0 else { throw OpenError(description: "cannot sync \(directory)") }
     }
 
     /// The inclusion proof of leaf `index` in the tree of `size` leaves.
@@ -129,9 +210,8 @@ actor EvidenceLog {
         await self.writeCheckpointIfDue()
     }
 
-    /// Writes `<directory>/checkpoint` (atomically: a new file renamed over the old) at most once
-    /// per ``EvidenceLogConfiguration/checkpointInterval``. A failure is logged by the caller's
-    /// next request, never fatal: the log itself is committed.
+    /// Signs (and so writes `<directory>/checkpoint`) at most once per
+    /// ``EvidenceLogConfiguration/checkpointInterval`` while records arrive.
     private func writeCheckpointIfDue() async {
         let now = ContinuousClock.now
         if let last = self.lastCheckpointFile, now - last < self.configuration.checkpointInterval {
@@ -146,10 +226,8 @@ actor EvidenceLog {
             return
         }
         self.lastCheckpointFile = now
-        guard let note = try? await self.checkpoint() else { return }
-        let path = self.configuration.directory + "/checkpoint"
-        _ = try? await NIOThreadPool.singleton.runIfActive {
-            try Data(note.utf8).write(to: URL(fileURLWithPath: path), options: .atomic)
-        }
+        // Signing writes the checkpoint file; a failure leaves the last one in place (the next
+        // batch or GET tries again).
+        _ = try? await self.checkpoint()
     }
 }

@@ -290,8 +290,16 @@ struct EvidenceAudit: ParsableCommand {
         guard (older?.size ?? 0) <= newer.size else {
             throw UsageError("--old commits to \(older?.size ?? 0) leaves, more than --new's \(newer.size)")
         }
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: self.log, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw UsageError("--log \(self.log) is not a directory")
+        }
         let files: TileLogDirectory
-        do { files = try TileLogDirectory(readingDirectory: self.log) } catch { throw UsageError("--log: \(error)") }
+        do {
+            files = try TileLogDirectory(readingDirectory: self.log)
+        } catch {
+            return try Self.fail("the log cannot be read: \(error)")
+        }
         guard files.size >= newer.size else {
             return try Self.fail("the log holds \(files.size) leaves, fewer than the \(newer.size) the new checkpoint commits to (records were removed)")
         }
@@ -331,7 +339,16 @@ struct EvidenceAudit: ParsableCommand {
         guard range.root == newer.rootHash else {
             return try Self.fail("the log's first \(newer.size) leaves do not hash to the new checkpoint's root: the log was rewritten")
         }
-        print("audited \(newer.size) leaves: the log holds exactly what the new checkpoint commits to\(older.map { ", and it extends the old one (\($0.size) leaves)" } ?? "")")
+        print(
+            "audited \(newer.size) leaves: the log's first \(newer.size) leaves are exactly what the new checkpoint commits to\(older.map { ", and they extend the old one (\($0.size) leaves)" } ?? "")"
+        )
+        if files.size > newer.size {
+            print("note: the log holds \(files.size - newer.size) more leaves, which no checkpoint given here covers")
+        }
+        let uncommitted = (try? files.uncommittedBytes()) ?? [:]
+        for (file, count) in uncommitted.sorted(by: { $0.key < $1.key }) {
+            print("note: \(file) holds \(count) bytes past the committed size: not part of the log (an append that never committed, or bytes someone added)")
+        }
     }
 
     private static func checkpoint(_ path: String, verifier: NoteVerifier, option: String) throws -> Checkpoint {

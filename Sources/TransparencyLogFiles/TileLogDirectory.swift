@@ -40,17 +40,50 @@ public final class TileLogDirectory {
 
     /// Opens the log in `directory` (created, empty, when it does not exist) and recovers it to
     /// its last committed size.
-    public init(directory: String) throws(Failure) {
+    ///
+    /// `atLeast` is the size of the last checkpoint published: a committed state below it (an old
+    /// copy of `state` put back) is refused before anything is cut, so that recovery never
+    /// destroys leaves a checkpoint covers.
+    public init(directory: String, atLeast minimumSize: UInt64 = 0) throws(Failure) {
         self.directory = directory
         self.range = CompactRange()
         try Self.makeDirectory(directory)
+        // One writer: a second process on the same directory would hand out the same indexes
+        // and sign a different tree under the same key.
+        let lockPath = directory + "/lock"
+        let lock = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard lock >= 0 else { throw Failure("cannot open \(lockPath): \(Self.lastError())") }
+        guard flock(lock, LOCK_EX | LOCK_NB) == 0 else {
+            close(lock)
+            throw Failure("another process is appending to the log in \(directory) (\(lockPath) is locked)")
+        }
+        self.lock = lock
         guard let state = try self.readState() else {
+            guard minimumSize == 0 else {
+                throw Failure("\(directory) holds no state but a checkpoint of \(minimumSize) leaves was published: refusing to start over")
+            }
+            // No state: a new log, unless tiles are there (a state lost or removed): starting
+            // over would reuse indexes already answered and signed.
+            guard access(self.path("tile"), F_OK) != 0 else {
+                throw Failure("\(directory) holds tiles but no state: refusing to start a new log over an old one")
+            }
             try self.recover()
             return
+        }
+        guard state.size >= minimumSize else {
+            throw Failure(
+                "\(directory)'s state commits \(state.size) leaves, fewer than the \(minimumSize) of the last published checkpoint: it was rolled back; refusing to cut or fork the log"
+            )
         }
         self.range = state
         try self.recover()
     }
+
+    deinit {
+        if self.lock >= 0 { close(self.lock) }
+    }
+
+    private var lock: Int32 = -1
 
     /// Opens an existing log to read it (an audit, a copy): nothing is created, cut or renamed,
     /// and ``append(_:)`` refuses. Reads see the committed size; a full tile a crash left
@@ -167,6 +200,33 @@ public final class TileLogDirectory {
         return entries
     }
 
+    /// Bytes the partial files hold past the committed size (an append that never committed, to
+    /// be cut when the log is next opened for writing, or bytes put there by someone else), by
+    /// file; empty for a log opened for writing.
+    public func uncommittedBytes() throws(Failure) -> [String: Int] {
+        var result: [String: Int] = [:]
+        var level = 0
+        repeat {
+            let nodes = self.size >> UInt64(TileLayout.height * level)
+            let index = nodes / TileLayout.width
+            let width = Int(nodes % TileLayout.width)
+            let hashPath = TileLayout.hashTilePath(level: level, index: index) + ".partial"
+            if let bytes = try Self.read(self.path(hashPath)), bytes.count > width * MerkleHash.size {
+                result[hashPath] = bytes.count - width * MerkleHash.size
+            }
+            if level == 0 {
+                let bundlePath = TileLayout.entryBundlePath(index: index) + ".partial"
+                if let bytes = try Self.read(self.path(bundlePath)) {
+                    var offset = 0
+                    for _ in 0..<width where offset + 2 <= bytes.count { offset += 2 + (Int(bytes[offset]) << 8 | Int(bytes[offset + 1])) }
+                    if bytes.count > offset { result[bundlePath] = bytes.count - offset }
+                }
+            }
+            level += 1
+        } while self.size >> UInt64(TileLayout.height * level) > 0
+        return result
+    }
+
     /// The committed hashes of the hash tile `(level, index)`.
     public func hashTile(level: Int, index: UInt64) throws(Failure) -> [[UInt8]] {
         let count = Int(TileLayout.tileWidth(level: level, index: index, treeSize: self.size))
@@ -233,7 +293,7 @@ public final class TileLogDirectory {
         let parent = (path as NSString).deletingLastPathComponent
         let created = access(path, F_OK) != 0
         if created { try self.makeDurableDirectory(parent) }
-        let descriptor = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (appending ? O_APPEND : O_TRUNC), 0o640)
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (appending ? O_APPEND : O_TRUNC), 0o600)
         guard descriptor >= 0 else { throw Failure("cannot open \(path): \(Self.lastError())") }
         defer { close(descriptor) }
         try Self.writeAll(bytes, to: descriptor, path: path)
@@ -247,7 +307,7 @@ public final class TileLogDirectory {
         guard path.count > self.directory.count, access(path, F_OK) != 0 else { return }
         let parent = (path as NSString).deletingLastPathComponent
         try self.makeDurableDirectory(parent)
-        guard mkdir(path, 0o750) == 0 || errno == EEXIST else { throw Failure("cannot create \(path): \(Self.lastError())") }
+        guard mkdir(path, 0o700) == 0 || errno == EEXIST else { throw Failure("cannot create \(path): \(Self.lastError())") }
         try Self.syncDirectory(parent)
     }
 
@@ -357,7 +417,7 @@ public final class TileLogDirectory {
         body += Array(SHA256.hash(data: body))
         let path = self.path("state")
         let temporary = path + ".new"
-        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o640)
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else { throw Failure("cannot open \(temporary): \(Self.lastError())") }
         do {
             try Self.writeAll(body, to: descriptor, path: temporary)
@@ -408,7 +468,7 @@ public final class TileLogDirectory {
 
     private static func makeDirectory(_ path: String) throws(Failure) {
         do {
-            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o750])
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         } catch {
             throw Failure("cannot create \(path): \(error)")
         }

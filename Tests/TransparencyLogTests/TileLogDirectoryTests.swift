@@ -95,7 +95,7 @@ struct TileLogDirectoryTests {
         #expect(reopened.root == fixture.expectedRoot)
         _ = try reopened.append(fixture.entries(500))
         #expect(reopened.root == fixture.expectedRoot)
-        #expect(try fixture.open().root == fixture.expectedRoot)
+        #expect(try TileLogDirectory(readingDirectory: fixture.directory).root == fixture.expectedRoot)
     }
 
     @Test("bytes an append wrote but never committed are dropped when the log opens")
@@ -123,7 +123,7 @@ struct TileLogDirectoryTests {
         _ = try log.append(fixture.entries(20))
         #expect(log.root == fixture.expectedRoot)
         #expect(try log.entry(at: 260) == fixture.leaves[260])
-        #expect(try fixture.open().root == fixture.expectedRoot)
+        #expect(try TileLogDirectory(readingDirectory: fixture.directory).root == fixture.expectedRoot)
     }
 
     @Test("a full tile committed but not yet renamed is renamed when the log opens")
@@ -163,6 +163,45 @@ struct TileLogDirectoryTests {
         _ = try log.append(fixture.entries(3))
         #expect(throws: TileLogDirectory.Failure.self) { try log.append([Array(repeating: 1, count: 65_536)]) }
         #expect(log.size == 3)
-        #expect(try fixture.open().root == fixture.expectedRoot)
+        #expect(try TileLogDirectory(readingDirectory: fixture.directory).root == fixture.expectedRoot)
+    }
+
+    @Test("a second writer is refused while the first holds the log; a reader is not")
+    func oneWriter() throws {
+        let fixture = LogFixture()
+        do {
+            let log = try fixture.open()
+            _ = try log.append(fixture.entries(5))
+            #expect(throws: TileLogDirectory.Failure.self) { try fixture.open() }
+            #expect(try TileLogDirectory(readingDirectory: fixture.directory).size == 5)
+            withExtendedLifetime(log) {}
+        }
+        // The first writer is gone: its lock with it.
+        #expect(try fixture.open().size == 5)
+    }
+
+    @Test("tiles without a state are refused: the log is never started over an old one")
+    func lostState() throws {
+        let fixture = LogFixture()
+        _ = try fixture.open().append(fixture.entries(30))
+        try FileManager.default.removeItem(atPath: fixture.path("state"))
+        #expect(throws: TileLogDirectory.Failure.self) { try fixture.open() }
+    }
+
+    @Test("the files are the service's alone: directories 0700, files 0600")
+    func modes() throws {
+        let fixture = LogFixture()
+        _ = try fixture.open().append(fixture.entries(300))
+        for relative in ["", "tile", "tile/0", "tile/entries"] {
+            let mode = try FileManager.default.attributesOfItem(atPath: fixture.path(relative))[.posixPermissions] as? Int
+            #expect(mode == 0o700, "\(relative)")
+        }
+        for relative in [
+            "state", TileLayout.hashTilePath(level: 0, index: 0), TileLayout.entryBundlePath(index: 0) + "",
+            TileLayout.hashTilePath(level: 0, index: 1) + ".partial",
+        ] {
+            let mode = try FileManager.default.attributesOfItem(atPath: fixture.path(relative))[.posixPermissions] as? Int
+            #expect(mode == 0o600, "\(relative)")
+        }
     }
 }

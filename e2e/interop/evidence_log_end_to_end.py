@@ -148,8 +148,17 @@ def main():
     records = []  # (logIndex, payload bytes)
     state = {}
 
-    def accept(amount):
+    # One writer per log: a second instance on the same directory is refused at start.
+    second = subprocess.run(
+        [arguments[0], "serve", "--dev-simulator", "--port", str(free_port()), "--log-level", "warning",
+         "--store", "sqlite:" + os.path.join(work, "second.sqlite"), "--data-dir", os.path.join(work, "data2"),
+         "--evidence-log", log_dir, "--evidence-log-key", key_path], capture_output=True, timeout=60)
+    check("a second instance on the same log is refused", second.returncode != 0 and b"another process" in second.stderr, second.stderr[-400:])
+
+    def accept(amount, memo=None):
         body = form(amount)
+        if memo is not None:
+            body["memo"] = memo
         if "key" not in state:
             status, simulated = post(base, "/api/dev/simulate", {"action": "attest", "form": body})
             state["key"] = simulated["keyId"]
@@ -164,6 +173,14 @@ def main():
 
     for amount in range(6):
         accept(f"{amount}.00")
+    # A form whose record could not be one log entry is refused before anything is stored.
+    body = form("7.77")
+    body["memo"] = "x" * 30000
+    status, simulated = post(base, "/api/dev/simulate", {"action": "assert", "keyId": state["key"], "form": body})
+    status, answer = post(base, "/api/appattest/assert", {"username": "alice", "keyId": state["key"], "assertion": simulated["assertion"], "form": body})
+    check("a 30 KB form with the log on: 413 form_too_large", status == 413 and answer.get("error", {}).get("code") == "form_too_large", (status, answer))
+    import shutil
+    shutil.copy(os.path.join(log_dir, "state"), os.path.join(work, "state-at-6"))
     check("log indexes are 0, 1, ... in the order answered", [index for index, _ in records] == list(range(6)), records)
 
     first = checkpoint(base, verifier_key)
@@ -301,6 +318,30 @@ def main():
         check(f"audit names {name}: exit 1, {named}", status == 1 and named in output, output)
     status, output = audit(tampered_copy("rehashed", flip(5), fix_tile=True))
     check("a record altered with its leaf hash rewritten: exit 1, the root does not match", status == 1 and "rewritten" in output, output)
+
+    # The service never forks its own log: a rolled-back or missing state is refused at start,
+    # before anything is cut.
+    def start_refused(name):
+        result = subprocess.run(arguments, capture_output=True, timeout=60)
+        check(f"{name}: the service refuses to start", result.returncode != 0, result.stderr[-400:])
+        return result.stderr.decode(errors="replace")
+
+    bundle_path = os.path.join(log_dir, bundle_name)
+    bundle_size = os.path.getsize(bundle_path)
+    shutil.copy(os.path.join(log_dir, "state"), os.path.join(work, "state-at-10"))
+    shutil.copy(os.path.join(work, "state-at-6"), os.path.join(log_dir, "state"))
+    message = start_refused("state rolled back to 6 leaves after a checkpoint of 10")
+    check("... naming the rollback", "rolled back" in message, message)
+    check("... and nothing was cut", os.path.getsize(bundle_path) == bundle_size)
+    os.remove(os.path.join(log_dir, "state"))
+    message = start_refused("state removed")
+    check("... naming it", "no state" in message, message)
+    shutil.copy(os.path.join(work, "state-at-10"), os.path.join(log_dir, "state"))
+    server = subprocess.Popen(arguments, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    check("with its state back the service starts", wait_ready(base), "no /healthz")
+    again = checkpoint(base, verifier_key)
+    check("... at the same size and root", again["size"] == 10 and again["root"] == fourth["root"], again)
+    stop_process(server)
     check.finish()
 
 
