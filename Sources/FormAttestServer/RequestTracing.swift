@@ -50,6 +50,12 @@ struct RequestTraceMiddleware: RouterMiddleware {
         } catch let error as any HTTPResponseError {
             code = (error as? APIError)?.code
             response = try error.response(from: request, context: context)
+        } catch {
+            // Not reached through ErrorShapeMiddleware, which answers everything; should it be,
+            // the span still ends, as a server error.
+            span.setStatus(SpanStatus(code: .error))
+            span.end()
+            throw error
         }
         let route = context.endpointPath ?? "(no route)"
         span.operationName = "\(request.method.rawValue) \(route)"

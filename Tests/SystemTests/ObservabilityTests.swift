@@ -17,6 +17,24 @@ import Testing
 struct ObservabilityTests {
     typealias Service = HostileStateTests.Service
 
+    /// `formattest serve` on the memory store, started or refused.
+    enum ServeLauncher {
+        static func arguments(_ extra: [String], files: TemporaryFiles, port: Int) -> [String] {
+            ["serve", "--store", "memory", "--insecure-no-caller-auth", "--data-dir", files.directory.path, "--port", String(port)] + extra
+        }
+
+        static func start(_ extra: [String], environment: [String: String] = [:], files: TemporaryFiles) throws -> (Formattest.Running, Int) {
+            let port = Formattest.freePort()
+            let server = try Formattest.start(Self.arguments(extra, files: files, port: port), environment: environment)
+            try #require(Formattest.waitForListener(port: port, process: server.process), "the service did not start")
+            return (server, port)
+        }
+
+        static func refused(_ extra: [String], environment: [String: String] = [:], files: TemporaryFiles) throws -> Formattest.Result {
+            try Formattest.start(Self.arguments(extra, files: files, port: Formattest.freePort()), environment: environment).finish()
+        }
+    }
+
     /// Every line the service wrote on its standard error, each parsed as a JSON object.
     static func jsonLines(_ stderr: String) -> (objects: [[String: Any]], bad: [String]) {
         var objects: [[String: Any]] = []
@@ -53,7 +71,12 @@ struct ObservabilityTests {
         let user = "u" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
         let keyID = try await service.register(user: user)
         let signed = try await service.signed(keyID, amount: "1.00", user: user)
-        #expect(try await service.send("POST", "/api/appattest/assert", signed).0 == 200)
+        // Tracing off: a caller's traceparent is not answered, and no line has a trace id.
+        let (accepted, _, acceptedHeaders) = try await service.exchange(
+            "POST", "/api/appattest/assert", signed, headers: ["traceparent": "00-\(Self.randomHex(bytes: 16))-\(Self.randomHex(bytes: 8))-01"]
+        )
+        #expect(accepted == 200)
+        #expect(!acceptedHeaders.keys.contains { ($0 as? String)?.lowercased() == "traceresponse" }, "\(acceptedHeaders)")
         // Refusals of several kinds: a replay (the flow's), a body that is not an assertion (the
         // request's), a method the route does not take and a path that is no route (the framework's).
         var refusals: [(status: Int, code: String)] = []
@@ -97,6 +120,29 @@ struct ObservabilityTests {
         for secret in Self.secrets(of: signed) {
             #expect(!output.stderr.contains(secret), "the log holds \(secret)")
         }
+        #expect(lines.allSatisfy { $0["traceId"] == nil && $0["spanId"] == nil })
+    }
+
+    @Test(
+        "otlp-endpoint: OTEL_EXPORTER_OTLP_ENDPOINT alone turns tracing on; a URL that is not http(s) and a flag beside a different variable stop the service (exit 2)"
+    )
+    func otlpEndpointSetting() async throws {
+        let files = try TemporaryFiles()
+        let unused = "http://127.0.0.1:\(Formattest.freePort())"
+        let (server, port) = try ServeLauncher.start([], environment: ["OTEL_EXPORTER_OTLP_ENDPOINT": unused], files: files)
+        defer { _ = server.terminate(within: 10) }
+        var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)/healthz")!)
+        request.setValue("00-\(Self.randomHex(bytes: 16))-\(Self.randomHex(bytes: 8))-01", forHTTPHeaderField: "traceparent")
+        let (_, response) = try await URLSession.shared.data(for: request)
+        #expect((response as? HTTPURLResponse)?.value(forHTTPHeaderField: "traceresponse") != nil, "\(response)")
+
+        let scheme = try ServeLauncher.refused(["--otlp-endpoint", "ftp://127.0.0.1:4318"], files: files)
+        #expect(scheme.status == 2, "\(scheme.stderr)")
+        #expect(scheme.stderr.contains("--otlp-endpoint (command line): must be an http:// or https:// URL"), "\(scheme.stderr)")
+        let conflict = try ServeLauncher.refused(
+            ["--otlp-endpoint", "http://127.0.0.1:4318"], environment: ["OTEL_EXPORTER_OTLP_ENDPOINT": unused], files: files)
+        #expect(conflict.status == 2, "\(conflict.stderr)")
+        #expect(conflict.stderr.contains("OTEL_EXPORTER_OTLP_ENDPOINT is also set, to another URL"), "\(conflict.stderr)")
     }
 
     @Test("serve --log-format: text stays the default; a value other than text or json stops the service (exit 2)")
@@ -109,12 +155,7 @@ struct ObservabilityTests {
         #expect(text.stderr.contains("log format"), "\(text.stderr)")
         #expect(Self.jsonLines(text.stderr).objects.isEmpty, "\(text.stderr)")
         let files = try TemporaryFiles()
-        let refused = try Formattest.start(
-            [
-                "serve", "--store", "memory", "--insecure-no-caller-auth", "--data-dir", files.directory.path, "--port",
-                String(Formattest.freePort()), "--log-format", "xml",
-            ]
-        ).finish()
+        let refused = try ServeLauncher.refused(["--log-format", "xml"], files: files)
         #expect(refused.status == 2, "\(refused.stderr)")
         #expect(refused.stderr.contains("--log-format (command line): must be one of text, json"), "\(refused.stderr)")
     }
