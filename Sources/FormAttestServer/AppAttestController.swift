@@ -112,7 +112,9 @@ struct AppAttestController {
     /// Runs a flow, counting its outcome and turning a `FlowError` into an ``APIError``.
     private func outcome<T>(_ endpoint: String, context: AppRequestContext, _ body: () async throws(FlowError) -> T) async throws -> T {
         do {
-            let value = try await body()
+            // The flow: the form's policy, the verification and the store's reads and commit
+            // (spans of their own under this one, from the traced store).
+            let value = try await TraceStep.run("flow \(endpoint)") { () async throws(FlowError) -> T in try await body() }
             (self.accepted[endpoint] ?? Self.outcomeCounter(endpoint: endpoint, code: "ok")).increment()
             return value
         } catch {
@@ -151,7 +153,7 @@ struct AppAttestController {
     }
 
     @Sendable func attest(_ request: Request, context: AppRequestContext) async throws -> Response {
-        let body = try await RequestBody.read(request, context: context).acting(for: context.identity)
+        let body = try await TraceStep.run("body read") { try await RequestBody.read(request, context: context).acting(for: context.identity) }
         var attestRequest = try body.decode(FormFlows.AttestRequest.init(body:))
         try self.checkLoggable(attestRequest.form)
         attestRequest.session = context.identity?.sessionID
@@ -168,7 +170,7 @@ struct AppAttestController {
     }
 
     @Sendable func registerPooled(_ request: Request, context: AppRequestContext) async throws -> Response {
-        let body = try await RequestBody.read(request, context: context).acting(for: context.identity)
+        let body = try await TraceStep.run("body read") { try await RequestBody.read(request, context: context).acting(for: context.identity) }
         var pooled = try body.decode(FormFlows.PooledRequest.init(body:))
         try self.checkLoggable(pooled.form)
         pooled.session = context.identity?.sessionID
@@ -190,18 +192,20 @@ struct AppAttestController {
         _ result: FormFlows.AttestOutcome, attestationObject: [UInt8], assertion: [UInt8]?, username: String, sessionBound: Bool, now: Date,
         context: AppRequestContext
     ) async throws -> Response {
-        let formats = try await self.formatter.formats(
-            self.formatter.packed == nil ? [.fido2, .jws] : [.fido2, .jws, .packed],
-            for: TokenFormatter.Input(
-                verified: result.attestation,
-                attestationObject: attestationObject,
-                clientDataHash: result.attestedClientDataHash,
-                formHash: result.form.clientDataHash,
-                counter: result.counter,
-                verifiedAt: now,
-                username: username
+        let formats = try await TraceStep.run("token signing") {
+            try await self.formatter.formats(
+                self.formatter.packed == nil ? [.fido2, .jws] : [.fido2, .jws, .packed],
+                for: TokenFormatter.Input(
+                    verified: result.attestation,
+                    attestationObject: attestationObject,
+                    clientDataHash: result.attestedClientDataHash,
+                    formHash: result.form.clientDataHash,
+                    counter: result.counter,
+                    verifiedAt: now,
+                    username: username
+                )
             )
-        )
+        }
         if let recent = result.recentRegistrations {
             // A fraud signal for the bank's own rules (never a refusal here): many new keys for
             // one user in a month.
@@ -222,7 +226,7 @@ struct AppAttestController {
                 assertion: assertion,
                 policy: evidence.policy(sessionBound: sessionBound)
             )
-            evidenceFields = await evidence.answerFields(for: record, logger: context.logger)
+            evidenceFields = await TraceStep.run("evidence write") { await evidence.answerFields(for: record, logger: context.logger) }
         }
         return try JSONResponse.make(
             RegisteredResponse(
@@ -233,7 +237,7 @@ struct AppAttestController {
     }
 
     @Sendable func assert(_ request: Request, context: AppRequestContext) async throws -> Response {
-        let body = try await RequestBody.read(request, context: context).acting(for: context.identity)
+        let body = try await TraceStep.run("body read") { try await RequestBody.read(request, context: context).acting(for: context.identity) }
         var assertRequest = try body.decode(FormFlows.AssertRequest.init(body:))
         try self.checkLoggable(assertRequest.form)
         assertRequest.session = context.identity?.sessionID
@@ -262,18 +266,20 @@ struct AppAttestController {
             }
         }
         let credential = AttestedCredential(result.key, verifiedWith: result.assertion.publicKey)
-        let formats = try await self.formatter.formats(
-            [.jws],
-            for: TokenFormatter.Input(
-                credential: credential,
-                attestationObject: [],
-                authenticatorData: result.assertion.authenticatorData.rawValue,
-                clientDataHash: result.form.clientDataHash,
-                counter: result.assertion.counter,
-                verifiedAt: now,
-                username: assertRequest.username
+        let formats = try await TraceStep.run("token signing") {
+            try await self.formatter.formats(
+                [.jws],
+                for: TokenFormatter.Input(
+                    credential: credential,
+                    attestationObject: [],
+                    authenticatorData: result.assertion.authenticatorData.rawValue,
+                    clientDataHash: result.form.clientDataHash,
+                    counter: result.assertion.counter,
+                    verifiedAt: now,
+                    username: assertRequest.username
+                )
             )
-        )
+        }
         var evidenceFields: EvidenceFields?
         if let evidence = self.evidence {
             if let attestation = result.key.attestation {
@@ -290,7 +296,7 @@ struct AppAttestController {
                     assertion: assertRequest.assertion,
                     policy: evidence.policy(sessionBound: assertRequest.session != nil)
                 )
-                evidenceFields = await evidence.answerFields(for: record, logger: context.logger)
+                evidenceFields = await TraceStep.run("evidence write") { await evidence.answerFields(for: record, logger: context.logger) }
             } else {
                 // A key registered before its attestation was kept: the form is accepted, but no
                 // record can prove the key Apple-attested.

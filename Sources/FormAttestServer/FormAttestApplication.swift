@@ -16,7 +16,7 @@ import Metrics
 import NIOCore
 import NIOHTTP1
 import Prometheus
-import ServiceLifecycle
+public import ServiceLifecycle
 
 /// Builds the Hummingbird application: routes, middleware, and the background services.
 public enum FormAttestApplication {
@@ -30,17 +30,20 @@ public enum FormAttestApplication {
     ///   - developmentDevice: the device behind `POST /api/dev/simulate`, served when
     ///     `devSimulator` is set (the developer executable's simulator; `nil` in production).
     ///   - logger: the service's logger.
+    ///   - services: more services to run beside the listeners and stop after them (the trace
+    ///     exporter, which must send the last requests' spans).
     public static func make(
         configuration: ServerConfiguration,
         store: any OperationalAttestationStore,
         signingKeys: SigningKeys,
         developmentDevice: (any DevelopmentDevice)?,
-        logger: Logger
+        logger: Logger,
+        services extra: [any Service] = []
     ) async throws -> some ApplicationProtocol {
+        MetricSeries.declare()
         let router = try await self.router(configuration: configuration, store: store, signingKeys: signingKeys, developmentDevice: developmentDevice)
         // First, so that the service group stops it last (see StoreShutdownService).
-        var services: [any Service] = [
-            StoreShutdownService(store: store, logger: logger),
+        var services: [any Service] = [StoreShutdownService(store: store, logger: logger)] + extra + [
             PurgeService(
                 store: store,
                 interval: configuration.purgeInterval,
@@ -137,10 +140,16 @@ public enum FormAttestApplication {
         // Evidence holds for every key it is made for: with records on, a key whose registration
         // cannot support a verifiable one is refused (428 key_attestation_unverifiable).
         if configuration.evidence != nil { flowConfiguration.requireVerifiableKeyAttestation = true }
+        // With tracing, each store call the flows and the rate limiter make is a span of its own.
+        let store: any OperationalAttestationStore = configuration.tracing ? TracedStore(base: store) : store
         let flows = FormFlows(verifier: verifier, store: store, configuration: flowConfiguration)
         let signer = ServerAttestationSigner(keys: signingKeys, issuer: configuration.issuer, audience: configuration.audience)
 
         let router = Router(context: AppRequestContext.self)
+        if configuration.tracing {
+            // First: the request's span encloses everything, and its ids reach the request's log line.
+            router.add(middleware: RequestTraceMiddleware())
+        }
         router.add(middleware: RequestLogMiddleware())
         router.add(middleware: ErrorShapeMiddleware())
         router.add(middleware: BodyDeadlineMiddleware())
@@ -228,8 +237,9 @@ struct ErrorShapeMiddleware: RouterMiddleware {
 
 /// One line per request at info: method, the matched route's template (never the path as sent:
 /// its query string or segments may carry a username or a keyId; `/admin/users/{username}/keys`
-/// is logged as `/admin/users/:username/keys`), status and duration. Request fields and form
-/// contents are never logged.
+/// is logged as `/admin/users/:username/keys`), status, duration in milliseconds (`ms`) and, for a
+/// refusal, its error code (`code`, the answer's). Request fields and form contents are never
+/// logged.
 struct RequestLogMiddleware: RouterMiddleware {
     typealias Context = AppRequestContext
 
@@ -237,26 +247,28 @@ struct RequestLogMiddleware: RouterMiddleware {
         let started = ContinuousClock.now
         do {
             let response = try await next(request, context)
-            self.log(request, status: response.status.code, started: started, context: context)
+            self.log(request, status: response.status.code, code: nil, started: started, context: context)
             return response
+        } catch let error as APIError {
+            self.log(request, status: error.status.code, code: error.code, started: started, context: context)
+            throw error
         } catch let error as any HTTPResponseError {
-            self.log(request, status: error.status.code, started: started, context: context)
+            self.log(request, status: error.status.code, code: nil, started: started, context: context)
             throw error
         }
     }
 
-    private func log(_ request: Request, status: Int, started: ContinuousClock.Instant, context: Context) {
+    private func log(_ request: Request, status: Int, code: String?, started: ContinuousClock.Instant, context: Context) {
         let elapsed = ContinuousClock.now - started
         let milliseconds = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
-        context.logger.info(
-            "request",
-            metadata: [
-                "method": .string(request.method.rawValue),
-                "route": .string(context.endpointPath ?? "(no route)"),
-                "status": .stringConvertible(status),
-                "ms": .string(String((milliseconds * 10).rounded() / 10)),
-            ]
-        )
+        var metadata: Logger.Metadata = [
+            "method": .string(request.method.rawValue),
+            "route": .string(context.endpointPath ?? "(no route)"),
+            "status": .stringConvertible(status),
+            "ms": .stringConvertible((milliseconds * 10).rounded() / 10),
+        ]
+        if let code { metadata["code"] = .string(code) }
+        context.logger.info("request", metadata: metadata)
     }
 }
 

@@ -65,6 +65,10 @@ public struct ServerConfiguration: Sendable {
     /// with this registry (`MetricsSystem.bootstrap(PrometheusMetricsFactory(registry:))`, once per
     /// process: the executable, or a test's harness); the library only emits. nil: no `/metrics`.
     public var metrics: PrometheusCollectorRegistry?
+    /// Spans for each request and its steps (``RequestTraceMiddleware``), through whatever tracer
+    /// the process bootstrapped (`serve --otlp-endpoint`: swift-otel's OTLP/HTTP exporter). Off:
+    /// no middleware and no store wrapper; the steps' spans go to the no-op tracer.
+    public var tracing = false
     /// The clock (injected for tests).
     public var now: @Sendable () -> Date = { Date() }
 

@@ -13,8 +13,11 @@ import Foundation
 import Hummingbird
 import Logging
 import Metrics
+import OTel
 import Prometheus
+import ServiceLifecycle
 import SwiftASN1
+import Tracing
 public import X509
 
 /// `formattest serve`: the service without a development device. `--dev-simulator` is refused
@@ -116,6 +119,8 @@ public struct ServeOptions: ParsableArguments {
     @Flag(name: .customLong("dev-simulator"), help: ServeSettings.help("dev-simulator")) var devSimulator = false
     @Option(name: .customLong("demo-dir"), help: ServeSettings.help("demo-dir")) var demoDirectory: String?
     @Option(name: .customLong("log-level"), help: ServeSettings.help("log-level")) var logLevel: String?
+    @Option(name: .customLong("log-format"), help: ServeSettings.help("log-format")) var logFormat: String?
+    @Option(name: .customLong("otlp-endpoint"), help: ServeSettings.help("otlp-endpoint")) var otlpEndpoint: String?
 
     /// The flags given, by setting key (the command-line source of the provider chain).
     var givenFlags: [String: [String]] {
@@ -185,6 +190,8 @@ public struct ServeOptions: ParsableArguments {
             "dev-simulator": self.devSimulator ? ["true"] : [],
             "demo-dir": self.demoDirectory.map { [$0] } ?? [],
             "log-level": self.logLevel.map { [$0] } ?? [],
+            "log-format": self.logFormat.map { [$0] } ?? [],
+            "otlp-endpoint": self.otlpEndpoint.map { [$0] } ?? [],
         ]
     }
 
@@ -207,12 +214,14 @@ public struct ServeOptions: ParsableArguments {
             )
         }
         let level = Logger.Level(rawValue: settings.text("log-level") ?? "info") ?? .info  // checked: a choice
+        let jsonLog = settings.text("log-format") == "json"
         LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
+            var handler: any LogHandler = jsonLog ? JSONLogHandler(label: label) : StreamLogHandler.standardError(label: label)
             handler.logLevel = level
             return handler
         }
         let logger = Logger(label: "formattest")
+        let tracing = try Self.tracing(settings, logger: logger)
         if let config = settings.values["config"] {
             logger.info("configuration file", metadata: ["path": "\(config.texts[0])", "source": "\(config.source)"])
         }
@@ -303,6 +312,7 @@ public struct ServeOptions: ParsableArguments {
         configuration.audience = plan.signing.audience
         configuration.devSimulator = plan.devSimulator
         configuration.demoDirectory = plan.demoDirectory
+        configuration.tracing = tracing != nil
 
         // What this instance is, one fact a line, before it opens the store and listens.
         let base = "http://\(plan.host.contains(":") ? "[\(plan.host)]" : plan.host):\(plan.port)"
@@ -356,6 +366,12 @@ public struct ServeOptions: ParsableArguments {
             ]
         )
         logger.info("log level", metadata: ["level": "\(level)", "source": "\(settings.source("log-level"))"])
+        if let endpoint = settings.text("otlp-endpoint") {
+            logger.info("traces", metadata: ["otlpEndpoint": "\(endpoint)", "source": "\(settings.source("otlp-endpoint"))"])
+        } else {
+            logger.info("traces: off")
+        }
+        logger.info("log format", metadata: ["format": "\(jsonLog ? "json" : "text")", "source": "\(settings.source("log-format"))"])
 
         let store = try await plan.storeOptions.open()
         let application = try await FormAttestApplication.make(
@@ -363,9 +379,43 @@ public struct ServeOptions: ParsableArguments {
             store: store,
             signingKeys: try plan.signing.keys(),
             developmentDevice: developmentDevice,
-            logger: logger
+            logger: logger,
+            services: tracing.map { [$0] } ?? []
         )
         try await application.runService()
+    }
+
+    /// With `otlp-endpoint`: swift-otel's tracer over OTLP/HTTP (protobuf), bootstrapped as the
+    /// process's tracer, and its exporter's service (which the application runs, and stops after
+    /// its HTTP servers, so that the last spans are sent). Traces only: the logs stay swift-log's
+    /// and the metrics Prometheus's. Without it: nil, and nothing is bootstrapped.
+    static func tracing(_ settings: ServeSettings.Resolved, logger: Logger) throws -> (any Service)? {
+        guard let endpoint = settings.text("otlp-endpoint") else { return nil }
+        // swift-otel reads the standard variables itself, and they would win over a flag: a flag
+        // or a file entry beside a different OTEL_EXPORTER_OTLP_ENDPOINT is refused, not guessed.
+        let environment = ProcessInfo.processInfo.environment
+        if settings.source("otlp-endpoint") != "environment", let variable = environment["OTEL_EXPORTER_OTLP_ENDPOINT"], variable != endpoint {
+            throw UsageError(
+                "otlp-endpoint (\(settings.source("otlp-endpoint"))): OTEL_EXPORTER_OTLP_ENDPOINT is also set, to another URL; set one of them.")
+        }
+        var configuration = OTel.Configuration.default
+        configuration.serviceName = "formattest"
+        configuration.logs.enabled = false
+        configuration.metrics.enabled = false
+        configuration.traces.enabled = true
+        configuration.traces.exporter = .otlp
+        configuration.traces.otlpExporter.protocol = .httpProtobuf
+        // A base URL, as OTEL_EXPORTER_OTLP_ENDPOINT is: the traces go to its /v1/traces.
+        configuration.traces.otlpExporter.endpoint = endpoint.hasSuffix("/") ? "\(endpoint)v1/traces" : "\(endpoint)/v1/traces"
+        configuration.propagators = [.traceContext]
+        configuration.diagnosticLogger = .custom(logger)
+        do {
+            let backend = try OTel.makeTracingBackend(configuration: configuration)
+            InstrumentationSystem.bootstrap(backend.factory)
+            return backend.service
+        } catch {
+            throw UsageError("otlp-endpoint (\(settings.source("otlp-endpoint"))): the OTLP exporter could not be made: \(error)")
+        }
     }
 
     /// The SHA-256 of a certificate's DER, in hex: what `openssl x509 -fingerprint -sha256` shows.

@@ -251,6 +251,20 @@ enum ServeSettings {
             "log-level", env: ["LOG_LEVEL"], .choice(["trace", "debug", "info", "notice", "warning", "error", "critical"]), default: "info",
             help: "The log's level"
         ),
+        .init(
+            "otlp-endpoint", env: ["OTEL_EXPORTER_OTLP_ENDPOINT"], .text, meaning: "none: no tracing",
+            help:
+                "Traces on: a span for each request and its steps, exported over OTLP/HTTP (protobuf) to this base URL's /v1/traces (http:// or https://); a W3C traceparent from the caller is continued and the answer carries traceresponse",
+            check: { text in
+                let scheme = ["http://", "https://"].first(where: { text.hasPrefix($0) })
+                guard let scheme, text.utf8.count > scheme.utf8.count, !text.contains(" ") else { return "must be an http:// or https:// URL" }
+                return nil
+            }
+        ),
+        .init(
+            "log-format", env: ["FORMATTEST_LOG_FORMAT"], .choice(["text", "json"]), default: "text",
+            help: "text: swift-log's lines, for a terminal; json: one JSON object a line (time, level, message, requestId, traceId, route, status, ms, code), for a log shipper"
+        ),
     ]
 
     static func setting(_ key: String) -> ServeSetting {

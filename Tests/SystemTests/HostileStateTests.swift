@@ -24,12 +24,12 @@ struct HostileStateTests {
         let port: Int
         let files: TemporaryFiles
 
-        init(_ extra: [String]) throws {
+        init(_ extra: [String], logLevel: String = "warning") throws {
             self.files = try TemporaryFiles()
             self.port = Formattest.freePort()
             self.server = try Formattest.start(
                 [
-                    "serve", "--dev-simulator", "--port", String(self.port), "--log-level", "warning",
+                    "serve", "--dev-simulator", "--port", String(self.port), "--log-level", logLevel,
                     "--store", "sqlite:" + self.files.directory.appendingPathComponent("store.sqlite").path,
                     "--data-dir", self.files.directory.appendingPathComponent("data").path,
                 ] + extra
@@ -39,14 +39,24 @@ struct HostileStateTests {
         func stop() { _ = self.server.terminate(within: 10) }
 
         func send(_ method: String, _ path: String, _ body: [String: Any]? = nil, bearer: String? = nil) async throws -> (Int, [String: Any]) {
+            let (status, object, _) = try await self.exchange(method, path, body, bearer: bearer)
+            return (status, object)
+        }
+
+        /// `send` with more request headers, and the answer's headers.
+        func exchange(
+            _ method: String, _ path: String, _ body: [String: Any]? = nil, bearer: String? = nil, headers: [String: String] = [:]
+        ) async throws -> (Int, [String: Any], [AnyHashable: Any]) {
             var request = URLRequest(url: URL(string: "http://127.0.0.1:\(self.port)\(path)")!)
             request.httpMethod = method
             request.setValue("application/json", forHTTPHeaderField: "Content-Type")
             if let bearer { request.setValue("Bearer \(bearer)", forHTTPHeaderField: "Authorization") }
+            for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
             if let body { request.httpBody = try JSONSerialization.data(withJSONObject: body) }
             let (data, response) = try await URLSession.shared.data(for: request)
             let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:]
-            return ((response as? HTTPURLResponse)?.statusCode ?? 0, object)
+            let http = response as? HTTPURLResponse
+            return (http?.statusCode ?? 0, object, http?.allHeaderFields ?? [:])
         }
 
         static func form(_ amount: String, user: String = "alice") -> [String: Any] {

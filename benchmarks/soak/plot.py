@@ -66,7 +66,9 @@ def panel(svg, top, title, series, log=False, unit=""):
     for i in range(6):
         x_value = x_high * i / 5
         x = MARGIN_LEFT + (x_value - x_low) / max(x_high - x_low, 1) * plot_width
-        svg.append(f'<text x="{x:.1f}" y="{top + PANEL + 14}" font-size="10" text-anchor="middle">{x_value / 60:.0f} min</text>')
+        # Minutes for a long run; seconds for one under five minutes (where minutes would repeat).
+        tick_label = f"{x_value / 60:.0f} min" if x_high >= 300 else f"{x_value:.0f} s"
+        svg.append(f'<text x="{x:.1f}" y="{top + PANEL + 14}" font-size="10" text-anchor="middle">{tick_label}</text>')
     legend_x = MARGIN_LEFT + 8
     for label, colour, dash, values in series:
         path = " ".join(
@@ -84,7 +86,8 @@ def main():
     parser.add_argument("--out", required=True)
     parser.add_argument("--title", default="FormAttest soak")
     arguments = parser.parse_args()
-    runs = [(path.rsplit("/", 1)[-1], load(path)) for path in arguments.runs]
+    # A window without a request (the last, partial one, after the load stopped) has no latency.
+    runs = [(path.rsplit("/", 1)[-1], [r for r in load(path) if r.get("requests", 1) > 0]) for path in arguments.runs]
     height = MARGIN_TOP + 3 * (PANEL + GAP) + 10
     svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" font-family="sans-serif">',
            f'<rect width="100%" height="100%" fill="white"/>',

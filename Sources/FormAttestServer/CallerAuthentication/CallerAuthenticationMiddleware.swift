@@ -27,10 +27,12 @@ struct CallerAuthenticationMiddleware: RouterMiddleware {
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var context = context
-        do {
-            context.identity = try await self.identify(request)
-        } catch {
-            throw APIError(error)
+        context.identity = try await TraceStep.run("caller authentication") { () async throws(APIError) -> CallerIdentity in
+            do throws(CallerAuthenticationError) {
+                return try await self.identify(request)
+            } catch {
+                throw APIError(error)
+            }
         }
         return try await next(request, context)
     }
