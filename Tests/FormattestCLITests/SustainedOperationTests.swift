@@ -137,7 +137,9 @@ struct SustainedOperationTests {
         let counts = passes.compactMap { Self.field("count", in: $0) }
         let steps = passes.compactMap { Self.field("steps", in: $0) }
         let longest = passes.compactMap { Self.field("longest_step_ms", in: $0) }
-        #expect(counts.reduce(0, +) == 65000, "\(passes)")
+        // The backlog, plus the few rate-limit windows of this run's own requests that expired
+        // meanwhile (one per budget and minute: a run that crosses a minute purges them too).
+        #expect((65000...65010).contains(counts.reduce(0, +)), "\(passes)")
         // Many steps, none above the bound: the writer was never held for the whole backlog.
         #expect(steps.reduce(0, +) >= 10, "\(passes)")
         #expect(longest.count == passes.count && longest.allSatisfy { $0 <= Self.stepBoundMilliseconds }, "\(passes)")
