@@ -78,7 +78,7 @@ struct MonitoringTests {
         #expect(
             names == [
                 "FormAttestHighServerErrorRate", "FormAttestSlowRequests", "FormAttestStoreUnavailable", "FormAttestEvidenceFailures",
-                "FormAttestClockSkew", "FormAttestScrapeMissing",
+                "FormAttestClockSkew", "FormAttestScrapeMissing", "FormAttestAcceptErrors",
             ],
             "\(names)"
         )
