@@ -144,6 +144,7 @@ let package = Package(
                 "AppAttest",
                 "CanonicalJSON",
                 "FormAttestForm",
+                "WebAuthn",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
@@ -238,6 +239,7 @@ let package = Package(
                 "FormAttestTokens",
                 "FormAttestEvidence",
                 "FormAttestResponses",
+                "WebAuthn",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
@@ -440,7 +442,7 @@ let package = Package(
             name: "FormAttestFlowsTests",
             dependencies: [
                 "FormAttestFlows", "SQLiteAttestStore", "AttestationStoreContract", "AppAttest", "AppAttestSimulator",
-                "FormAttestForm", "CanonicalJSON", .product(name: "Crypto", package: "swift-crypto"),
+                "FormAttestForm", "CanonicalJSON", "CBOR", "WebAuthn", .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),

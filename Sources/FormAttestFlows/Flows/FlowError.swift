@@ -5,6 +5,7 @@
 
 public import AppAttest
 public import FormAttestForm
+public import WebAuthn
 
 /// Why a flow rejected a request: a stable `code` (such as `nonce_mismatch`, `replay`,
 /// `timestamp_outside_window`), the ``Category`` an adapter maps to a status, and a reason.
@@ -19,6 +20,8 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
         case keyMismatch
         /// The form was signed in another session than the caller's (403).
         case callerMismatch
+        /// The form lacks a signature the factor policy requires for it (403).
+        case factorMissing
         /// The form, key or challenge was used already (409).
         case conflict
         /// A policy refused an otherwise valid request: time window, binding, challenge (422).
@@ -52,6 +55,13 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
             case receiptStale = "receipt_stale"
             case receiptChanged = "receipt_changed"
             case storeCorrupt = "store_corrupt"
+            case appAttestRequired = "app_attest_required"
+            case passkeyRequired = "passkey_required"
+            case userVerificationRequired = "user_verification_required"
+            case passkeysDisabled = "passkeys_disabled"
+            case passkeyMismatch = "passkey_mismatch"
+            case passkeyRevoked = "passkey_revoked"
+            case passkeyAlreadyRegistered = "passkey_already_registered"
 
             var category: Category {
                 switch self {
@@ -62,6 +72,10 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
                 case Self.keyAlreadyRegistered, Self.counterNotIncreasing, Self.counterOutOfOrder, Self.replay, Self.receiptChanged: .conflict
                 case Self.requiresReattestation, Self.keyAttestationUnverifiable: .requiresReattestation
                 case Self.storeCorrupt: .storeUnavailable
+                case Self.appAttestRequired, Self.passkeyRequired, Self.userVerificationRequired: .factorMissing
+                case Self.passkeysDisabled: .policy
+                case Self.passkeyMismatch, Self.passkeyRevoked: .keyMismatch
+                case Self.passkeyAlreadyRegistered: .conflict
                 }
             }
         }
@@ -78,6 +92,8 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
         public init(_ code: StoreError.Code) { self.identifier = code.identifier }
         /// The receipt exchange's code, unchanged.
         public init(_ code: ReceiptExchangeError.Code) { self.identifier = code.identifier }
+        /// The passkey verifier's code, unchanged.
+        public init(_ code: WebAuthnError.Code) { self.identifier = code.identifier }
 
         public var description: String { self.identifier }
 
@@ -118,6 +134,21 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
         public static let receiptChanged = Code(Own.receiptChanged)
         /// A stored record is not what the store may hold.
         public static let storeCorrupt = Code(Own.storeCorrupt)
+        /// The factor policy requires an App Attest assertion for this form and the request has none.
+        public static let appAttestRequired = Code(Own.appAttestRequired)
+        /// The factor policy requires a passkey assertion for this form and the request has none.
+        public static let passkeyRequired = Code(Own.passkeyRequired)
+        /// The factor policy requires user verification (the UV flag) for this form and the
+        /// passkey assertion does not have it.
+        public static let userVerificationRequired = Code(Own.userVerificationRequired)
+        /// A passkey request to a service without passkey settings (relying party id and origins).
+        public static let passkeysDisabled = Code(Own.passkeysDisabled)
+        /// The passkey's credential id is unknown or another user's.
+        public static let passkeyMismatch = Code(Own.passkeyMismatch)
+        /// The passkey was revoked.
+        public static let passkeyRevoked = Code(Own.passkeyRevoked)
+        /// The credential id is registered already (the store's `duplicate_key` for a passkey).
+        public static let passkeyAlreadyRegistered = Code(Own.passkeyAlreadyRegistered)
     }
 
     public let code: Code
@@ -155,6 +186,21 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
         self.init(
             code: Code(error.code),
             category: Self.malformedVerifierCodes.contains(error.code) ? .malformedInput : .verificationFailed,
+            reason: error.reason
+        )
+    }
+
+    /// Codes of the passkey verifier that describe malformed input rather than a failed check.
+    private static let malformedWebAuthnCodes: Set<WebAuthnError.Code> = [
+        .responseTooLarge, .malformedResponse, .malformedClientData, .malformedAttestation, .malformedAuthenticatorData,
+        .malformedCertificate, .credentialIDTooLong, .invalidPublicKey, .unsupportedFormat,
+    ]
+
+    /// The passkey verifier's error as the flows report it (malformed input or a failed check).
+    public init(_ error: WebAuthnError) {
+        self.init(
+            code: Code(error.code),
+            category: Self.malformedWebAuthnCodes.contains(error.code) ? .malformedInput : .verificationFailed,
             reason: error.reason
         )
     }
