@@ -221,6 +221,7 @@ let package = Package(
                 "CanonicalJSON",
                 "FormAttestForm",
                 "FormAttestFlows",
+                "WebAuthn",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
             ],
@@ -370,7 +371,7 @@ let package = Package(
         .target(
             name: "FormAttestTestSupport",
             dependencies: [
-                "AppAttest", "FormAttestForm",
+                "AppAttest", "FormAttestForm", "CBOR", "WebAuthn",
                 .product(name: "Crypto", package: "swift-crypto"), .product(name: "_CryptoExtras", package: "swift-crypto"),
             ],
             path: "Tests/FormAttestTestSupport",
@@ -442,7 +443,7 @@ let package = Package(
             name: "FormAttestFlowsTests",
             dependencies: [
                 "FormAttestFlows", "SQLiteAttestStore", "AttestationStoreContract", "AppAttest", "AppAttestSimulator",
-                "FormAttestForm", "CanonicalJSON", "CBOR", "WebAuthn", .product(name: "Crypto", package: "swift-crypto"),
+                "FormAttestForm", "CanonicalJSON", "WebAuthn", "FormAttestTestSupport", .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -482,7 +483,7 @@ let package = Package(
             dependencies: [
                 "FormAttestServer", "FormAttestFlows", "FormAttestTokens", "FormAttestForm", "CanonicalJSON", "AppAttest",
                 "AppAttestSimulator", "FormAttestTestSupport", "RFC3339", "FormAttestEvidence", "FormAttestResponses",
-                "FormAttestDevSimulator",
+                "FormAttestDevSimulator", "WebAuthn",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

@@ -118,7 +118,7 @@ struct AppAttestController {
         let query = try QueryParameters(request)
         let purposeText = query.get("purpose") ?? "form"
         guard let purpose = ChallengePurpose(rawValue: purposeText) else {
-            throw APIError.invalidRequest("purpose must be form or pool")
+            throw APIError.invalidRequest("purpose must be form, pool or passkey")
         }
         let requested = query.get("username")
         if let requested { try APIError.checkUsername(requested) }
@@ -219,6 +219,10 @@ struct AppAttestController {
 
     @Sendable func assert(_ request: Request, context: AppRequestContext) async throws -> Response {
         let body = try await RequestBody.read(request, context: context).acting(for: context.identity)
+        // A passkey assertion, with or without an App Attest one: the confirmation flow.
+        if let passkey = body.value["passkey"], passkey != .null {
+            return try await self.confirm(body, request: request, context: context)
+        }
         var assertRequest = try body.decode(FormFlows.AssertRequest.init(body:))
         assertRequest.session = context.identity?.sessionID
         let now = self.now()
@@ -275,6 +279,40 @@ struct AppAttestController {
                 extensions: result.assertion.extensions, evidence: evidenceFields, nextChallenge: result.nextChallenge.map(ChallengeResponse.init)
             )
         )
+    }
+
+    /// `POST /api/appattest/assert` with a `passkey` member: the form signed by a passkey, and by
+    /// an App Attest key when `keyId` and `assertion` are there too, through the same budgets
+    /// (the user's assertion budget, the storage guard, rotating challenges) and the same form
+    /// policy and replay record as an App Attest assertion alone.
+    private func confirm(_ body: RequestBody, request: Request, context: AppRequestContext) async throws -> Response {
+        var confirmRequest = try body.decode(FormFlows.ConfirmRequest.init(body:))
+        confirmRequest.session = context.identity?.sessionID
+        let now = self.now()
+        try await self.checkStorage(context)
+        try await self.checkAssertionBudget(user: confirmRequest.username, now: now, context: context)
+        if self.flows.configuration.rotateChallenges {
+            try await self.rateLimiter.check(endpoint: "challenge", user: confirmRequest.username, request: request, context: context, now: now)
+        }
+        let result = try await self.outcome("assert", context: context) { () async throws(FlowError) in
+            try await self.flows.confirm(confirmRequest, now: now)
+        }
+        var formats: JSONValue?
+        if let key = result.key, let assertion = result.assertion {
+            formats = try await self.formatter.formats(
+                [.jws],
+                for: TokenFormatter.Input(
+                    credential: AttestedCredential(key, verifiedWith: assertion.publicKey),
+                    attestationObject: [],
+                    authenticatorData: assertion.authenticatorData.rawValue,
+                    clientDataHash: result.form.clientDataHash,
+                    counter: assertion.counter,
+                    verifiedAt: now,
+                    username: confirmRequest.username
+                )
+            )
+        }
+        return try JSONResponse.make(ConfirmedResponse(result, formats: formats))
     }
 
     /// A decoded view of an attestation object, an assertion or a receipt (``Inspection``, the

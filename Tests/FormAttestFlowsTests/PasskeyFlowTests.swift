@@ -7,6 +7,7 @@ import AppAttestSimulator
 import Crypto
 import FormAttestFlows
 import FormAttestForm
+import FormAttestTestSupport
 import Foundation
 import RFC3339
 import Testing

@@ -4,31 +4,31 @@
 //===----------------------------------------------------------------------===//
 
 import CBOR
-import Crypto
+public import Crypto
 import FormAttestForm
-import WebAuthn
+public import WebAuthn
 
-/// A platform authenticator in software for the flows' tests: one ES256 credential, `none`
+/// A platform authenticator in software for the flows', the service's and the system tests: one ES256 credential, `none`
 /// attestation, and the `PublicKeyCredential.toJSON()` shape a browser or iOS sends. Each field
 /// is one thing a test may change.
-struct PasskeyDevice {
-    static let rpID = "bank.example"
-    static let origin = "https://bank.example"
+public struct PasskeyDevice: Sendable {
+    public static let rpID = "bank.example"
+    public static let origin = "https://bank.example"
 
-    var key = P256.Signing.PrivateKey()
-    var credentialID: [UInt8]
-    var signCount: UInt32 = 0
+    public var key = P256.Signing.PrivateKey()
+    public var credentialID: [UInt8]
+    public var signCount: UInt32 = 0
     /// UP and UV by default (0x01 | 0x04); BE (0x08) and BS (0x10) for a synced passkey.
-    var flags: UInt8 = 0x01 | 0x04
-    var origin = Self.origin
+    public var flags: UInt8 = 0x01 | 0x04
+    public var origin = Self.origin
     /// The user handle the assertion returns (`nil`: none, as a client may).
-    var userHandle: [UInt8]?
+    public var userHandle: [UInt8]?
 
-    init(id: UInt8 = 1) {
+    public init(id: UInt8 = 1) {
         self.credentialID = [UInt8](repeating: id, count: 16)
     }
 
-    static func policy() -> WebAuthnPolicy {
+    public static func policy() -> WebAuthnPolicy {
         WebAuthnPolicy(relyingPartyID: Self.rpID, allowedOrigins: [Self.origin])
     }
 
@@ -59,7 +59,7 @@ struct PasskeyDevice {
     }
 
     /// `navigator.credentials.create()`'s answer to `challenge`.
-    func register(challenge: [UInt8]) -> [UInt8] {
+    public func register(challenge: [UInt8]) -> [UInt8] {
         let clientData = self.clientData(type: "webauthn.create", challenge: challenge)
         var object = CBORSerializer()
         let authData = self.authenticatorData(attested: true)
@@ -79,7 +79,7 @@ struct PasskeyDevice {
 
     /// `navigator.credentials.get()`'s answer to `challenge` (for a form: its clientDataHash).
     /// Moves the counter first when the authenticator keeps one.
-    mutating func sign(challenge: [UInt8]) -> [UInt8] {
+    public mutating func sign(challenge: [UInt8]) -> [UInt8] {
         if self.signCount > 0 { self.signCount += 1 }
         let clientData = self.clientData(type: "webauthn.get", challenge: challenge)
         let authData = self.authenticatorData(attested: false)
