@@ -17,6 +17,7 @@ import RFC3339
 import Hummingbird
 import Logging
 import Metrics
+import WebAuthn
 
 /// `/api/appattest/*`: the flows over HTTP.
 struct AppAttestController {
@@ -299,18 +300,24 @@ struct AppAttestController {
         }
         var formats: JSONValue?
         if let key = result.key, let assertion = result.assertion {
-            formats = try await self.formatter.formats(
-                [.jws],
-                for: TokenFormatter.Input(
-                    credential: AttestedCredential(key, verifiedWith: assertion.publicKey),
-                    attestationObject: [],
-                    authenticatorData: assertion.authenticatorData.rawValue,
-                    clientDataHash: result.form.clientDataHash,
-                    counter: assertion.counter,
-                    verifiedAt: now,
-                    username: confirmRequest.username
-                )
+            // The JWS states the App Attest key, and with `amr` and `passkey` the passkey that
+            // signed the same form (a form signed by a passkey alone gets no JWS: its claims are
+            // the App Attest key's).
+            var input = TokenFormatter.Input(
+                credential: AttestedCredential(key, verifiedWith: assertion.publicKey),
+                attestationObject: [],
+                authenticatorData: assertion.authenticatorData.rawValue,
+                clientDataHash: result.form.clientDataHash,
+                counter: assertion.counter,
+                verifiedAt: now,
+                username: confirmRequest.username
             )
+            if let passkey = result.passkey, let verified = result.passkeyAssertion {
+                input.passkey = PasskeyFactor(
+                    credentialID: passkey.credentialID, userVerified: verified.userVerified, backupEligible: verified.backupEligible,
+                    backedUp: verified.backedUp, signCount: verified.signCount)
+            }
+            formats = try await self.formatter.formats([.jws], for: input)
         }
         return try JSONResponse.make(ConfirmedResponse(result, formats: formats))
     }

@@ -69,7 +69,13 @@ struct PasskeyRouteTests {
             #expect(both.status == 200, "\(String(decoding: both.body, as: UTF8.self))")
             #expect(both.json?["factors"] == .array([Self.text("app-attest"), Self.text("passkey")]))
             #expect(both.json?["passkey"]?["userVerified"] == .bool(true) && both.json?["keyId"]?.stringValue == keyID)
-            #expect(both.json?["formats"]?["serverAttestation"]?.stringValue != nil)
+            // The server-signed JWS states both factors: amr and the passkey claim.
+            let token = try #require(both.json?["formats"]?["serverAttestation"]?.stringValue)
+            let parts = token.split(separator: ".")
+            let claims = try CanonicalJSON.parse(try #require(Base64URL.decode(String(parts[1]))))
+            #expect(claims["amr"] == .array(["hwk", "user", "mfa"].map(Self.text)), "\(claims)")
+            #expect(claims["passkey"]?["cred_id"]?.stringValue == Base64URL.encode(device.credentialID))
+            #expect(claims["passkey"]?["uv"] == .bool(true) && claims["key_id"]?.stringValue == keyID)
 
             // The same form again: the key alone, the passkey alone, both (new assertions each).
             let again = try await ServiceHarness.assertion(client, keyID: keyID, form: form)
@@ -110,6 +116,10 @@ struct PasskeyRouteTests {
             let accepted = try await client.post(
                 "/api/appattest/assert", [("username", Self.text("alice")), ("keyId", Self.text(keyID)), ("assertion", Self.text(loginAssertion)), ("form", login)])
             #expect(accepted.status == 200 && accepted.json?["factors"] == nil, "\(accepted.status)")
+            // Its JWS states the App Attest key alone, as before passkeys: no amr, no passkey claim.
+            let token = try #require(accepted.json?["formats"]?["serverAttestation"]?.stringValue)
+            let claims = try CanonicalJSON.parse(try #require(Base64URL.decode(String(token.split(separator: ".")[1]))))
+            #expect(claims["amr"] == nil && claims["passkey"] == nil && claims["key_id"]?.stringValue == keyID)
         }
     }
 
