@@ -532,7 +532,7 @@ let package = Package(
         // clients, a real browser on the demo page, and schemathesis over the OpenAPI document.
         .testTarget(
             name: "SystemTests",
-            dependencies: ["formattest", "formattest-dev", "FormAttestTestSupport"],
+            dependencies: ["formattest", "formattest-dev", "FormAttestTestSupport", "FormAttestForm"],
             swiftSettings: swiftSettings
         ),
     ]
