@@ -168,6 +168,7 @@ let package = Package(
                 "AppAttest",
                 "CanonicalJSON",
                 "FormAttestForm",
+                "WebAuthn",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
@@ -244,6 +245,7 @@ let package = Package(
                 "CanonicalJSON",
                 "FormAttestForm",
                 "FormAttestFlows",
+                "WebAuthn",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
             ],
@@ -264,6 +266,7 @@ let package = Package(
                 "FormAttestTokens",
                 "FormAttestEvidence",
                 "FormAttestResponses",
+                "WebAuthn",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
@@ -399,7 +402,7 @@ let package = Package(
         .target(
             name: "FormAttestTestSupport",
             dependencies: [
-                "AppAttest", "FormAttestForm",
+                "AppAttest", "FormAttestForm", "CBOR", "WebAuthn",
                 .product(name: "Crypto", package: "swift-crypto"), .product(name: "_CryptoExtras", package: "swift-crypto"),
             ],
             path: "Tests/FormAttestTestSupport",
@@ -481,7 +484,7 @@ let package = Package(
             name: "FormAttestFlowsTests",
             dependencies: [
                 "FormAttestFlows", "SQLiteAttestStore", "AttestationStoreContract", "AppAttest", "AppAttestSimulator",
-                "FormAttestForm", "CanonicalJSON", .product(name: "Crypto", package: "swift-crypto"),
+                "FormAttestForm", "CanonicalJSON", "WebAuthn", "FormAttestTestSupport", .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -521,7 +524,7 @@ let package = Package(
             dependencies: [
                 "FormAttestServer", "FormAttestFlows", "FormAttestTokens", "FormAttestForm", "CanonicalJSON", "AppAttest",
                 "AppAttestSimulator", "FormAttestTestSupport", "RFC3339", "FormAttestEvidence", "FormAttestResponses",
-                "FormAttestDevSimulator",
+                "FormAttestDevSimulator", "WebAuthn",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -570,7 +573,7 @@ let package = Package(
         // clients, a real browser on the demo page, and schemathesis over the OpenAPI document.
         .testTarget(
             name: "SystemTests",
-            dependencies: ["formattest", "formattest-dev", "FormAttestTestSupport"],
+            dependencies: ["formattest", "formattest-dev", "FormAttestTestSupport", "FormAttestForm"],
             swiftSettings: swiftSettings
         ),
     ]

@@ -39,7 +39,7 @@ public struct APIError: HTTPResponseError, Sendable {
         switch error.category {
         case .malformedInput: status = .badRequest
         case .verificationFailed, .keyMismatch: status = .unauthorized
-        case .callerMismatch: status = .forbidden
+        case .callerMismatch, .factorMissing: status = .forbidden
         case .conflict: status = .conflict
         case .policy: status = .unprocessableContent
         case .requiresReattestation: status = .init(code: 428, reasonPhrase: "Precondition Required")

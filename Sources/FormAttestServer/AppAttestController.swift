@@ -17,6 +17,7 @@ import RFC3339
 import Hummingbird
 import Logging
 import Metrics
+import WebAuthn
 
 /// `/api/appattest/*`: the flows over HTTP.
 struct AppAttestController {
@@ -133,7 +134,7 @@ struct AppAttestController {
         let query = try QueryParameters(request)
         let purposeText = query.get("purpose") ?? "form"
         guard let purpose = ChallengePurpose(rawValue: purposeText) else {
-            throw APIError.invalidRequest("purpose must be form or pool")
+            throw APIError.invalidRequest("purpose must be form, pool or passkey")
         }
         let requested = query.get("username")
         if let requested { try APIError.checkUsername(requested) }
@@ -238,6 +239,10 @@ struct AppAttestController {
 
     @Sendable func assert(_ request: Request, context: AppRequestContext) async throws -> Response {
         let body = try await TraceStep.run("body read") { try await RequestBody.read(request, context: context).acting(for: context.identity) }
+        // A passkey assertion, with or without an App Attest one: the confirmation flow.
+        if let passkey = body.value["passkey"], passkey != .null {
+            return try await self.confirm(body, request: request, context: context)
+        }
         var assertRequest = try body.decode(FormFlows.AssertRequest.init(body:))
         try self.checkLoggable(assertRequest.form)
         assertRequest.session = context.identity?.sessionID
@@ -310,6 +315,63 @@ struct AppAttestController {
                 extensions: result.assertion.extensions, evidence: evidenceFields, nextChallenge: result.nextChallenge.map(ChallengeResponse.init)
             )
         )
+    }
+
+    /// `POST /api/appattest/assert` with a `passkey` member: the form signed by a passkey, and by
+    /// an App Attest key when `keyId` and `assertion` are there too, through the same budgets
+    /// (the user's assertion budget, the storage guard, rotating challenges) and the same form
+    /// policy and replay record as an App Attest assertion alone.
+    private func confirm(_ body: RequestBody, request: Request, context: AppRequestContext) async throws -> Response {
+        var confirmRequest = try body.decode(FormFlows.ConfirmRequest.init(body:))
+        // Evidence records do not carry passkeys yet: with evidence on, a form confirmed by a
+        // passkey would be accepted without its record. Fail closed until they do.
+        if self.evidence != nil {
+            throw APIError(
+                FlowError(
+                    code: .passkeysDisabled, category: .policy,
+                    reason: "this service records evidence, and evidence records do not carry passkeys yet: forms confirmed by a passkey are not accepted"
+                )
+            )
+        }
+        confirmRequest.session = context.identity?.sessionID
+        let now = self.now()
+        try await self.checkStorage(context)
+        try await self.rateLimiter.checkCaller(endpoint: "assert", request: request, context: context, now: now)
+        // The user's budget is charged before the flow here (the confirmation flow has no admit
+        // step yet): without caller authentication a stranger can spend it (docs/threat-model.md).
+        do {
+            try await self.chargeAssertion(user: confirmRequest.username, now: now)
+        } catch {
+            throw APIError(error)
+        }
+        if self.flows.configuration.rotateChallenges {
+            try await self.rateLimiter.check(endpoint: "challenge", user: confirmRequest.username, request: request, context: context, now: now)
+        }
+        let result = try await self.outcome("assert", context: context) { () async throws(FlowError) in
+            try await self.flows.confirm(confirmRequest, now: now)
+        }
+        var formats: JSONValue?
+        if let key = result.key, let assertion = result.assertion {
+            // The JWS states the App Attest key, and with `amr` and `passkey` the passkey that
+            // signed the same form (a form signed by a passkey alone gets no JWS: its claims are
+            // the App Attest key's).
+            var input = TokenFormatter.Input(
+                credential: AttestedCredential(key, verifiedWith: assertion.publicKey),
+                attestationObject: [],
+                authenticatorData: assertion.authenticatorData.rawValue,
+                clientDataHash: result.form.clientDataHash,
+                counter: assertion.counter,
+                verifiedAt: now,
+                username: confirmRequest.username
+            )
+            if let passkey = result.passkey, let verified = result.passkeyAssertion {
+                input.passkey = PasskeyFactor(
+                    credentialID: passkey.credentialID, userVerified: verified.userVerified, backupEligible: verified.backupEligible,
+                    backedUp: verified.backedUp, signCount: verified.signCount)
+            }
+            formats = try await self.formatter.formats([.jws], for: input)
+        }
+        return try JSONResponse.make(ConfirmedResponse(result, formats: formats))
     }
 
     /// A decoded view of an attestation object, an assertion or a receipt (``Inspection``, the

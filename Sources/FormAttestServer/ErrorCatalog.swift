@@ -8,6 +8,7 @@ import FormAttestForm
 import FormAttestFlows
 import Foundation
 import HTTPTypes
+import WebAuthn
 
 /// Every error code a client can receive, with its HTTP status, what it means and what the client
 /// should do. The statuses are not written here: each is what ``APIError`` answers for the error
@@ -66,6 +67,12 @@ public enum ErrorCatalog {
             let error = FlowError(StoreError(code: code, reason: ""))
             entries.append(Self.flow(error, Self.flowMeanings[error.code.identifier]))
         }
+        // The passkey verifier's codes, as the flows answer them (each code's summary is written
+        // beside its declaration).
+        for code in WebAuthnError.Code.allCases {
+            let error = FlowError(WebAuthnError(code: code, reason: ""))
+            entries.append(Self.flow(error, code.summary, action: error.category == .verificationFailed ? Self.passkeyVerificationAction : nil))
+        }
         for code in ReceiptExchangeError.Code.allCases {
             let error = FlowError(code: .init(code), category: .upstreamUnavailable, reason: "")
             entries.append(Self.flow(error, "Apple's receipt exchange failed or refused (\(code.identifier.replacingOccurrences(of: "receipt_exchange_", with: ""))); nothing was changed"))
@@ -116,10 +123,16 @@ public enum ErrorCatalog {
         return entries
     }
 
-    private static func flow(_ error: FlowError, _ meaning: String?) -> Entry {
+    private static func flow(_ error: FlowError, _ meaning: String?, action: String? = nil) -> Entry {
         let answer = APIError(error)
-        return Entry(code: answer.code, status: answer.status.code, meaning: meaning ?? "", action: Self.actions[error.code.identifier] ?? Self.categoryActions[error.category] ?? "")
+        return Entry(
+            code: answer.code, status: answer.status.code, meaning: meaning ?? "",
+            action: action ?? Self.actions[error.code.identifier] ?? Self.categoryActions[error.category] ?? "")
     }
+
+    /// What a client does when a passkey response fails a check of W3C WebAuthn §7.1 or §7.2.
+    private static let passkeyVerificationAction =
+        "Do not retry with the same data: it is not a genuine, matching passkey response for this form, user and site. Sign again with the user's registered passkey; treat repeats as fraud signals."
 
     private static func http(_ error: APIError, _ meaning: String?, _ action: String? = nil) -> Entry {
         // `http_error` carries the framework's status, not the example's.
@@ -132,6 +145,7 @@ public enum ErrorCatalog {
         .verificationFailed: "Do not retry with the same data: it is not a genuine, matching attestation or assertion. Attest a new key; treat repeats as fraud signals.",
         .keyMismatch: "Attest a new key (generateKey, attestKey, POST /api/appattest/attest), then sign again.",
         .callerMismatch: "Sign the form for the authenticated user and session.",
+        .factorMissing: "Sign the same form again with every signature the message names (see docs/passkeys.md, the factor policy).",
         .conflict: "Do not resend: this form, key or challenge was used already. Build a new form (new nonce) or fetch a new challenge.",
         .policy: "Fix what the message names (time, binding, challenge) and sign a new form.",
         .requiresReattestation: "Attest a new key and sign again.",
@@ -155,6 +169,11 @@ public enum ErrorCatalog {
         "store_corrupt": "Retry later; operators must check the store (nothing was changed).",
         "receipt_changed": "Nothing to do on the client; the stored receipt changed meanwhile; retry once.",
         "receipt_stale": "Retry later; Apple's new receipt was outside the accepted age.",
+        "passkeys_disabled": "Do not send passkeys to this service, or configure its passkey settings (--passkey-rp-id, --passkey-origin).",
+        "passkey_mismatch": "Register a passkey for this user (GET /api/passkeys/options, POST /api/passkeys/register), then sign again.",
+        "passkey_revoked": "Register a new passkey; the revoked one is refused for good.",
+        "passkey_already_registered": "Nothing to do: this credential is registered; sign forms with it.",
+        "user_verification_required": "Ask the authenticator for user verification (userVerification: \"required\") and sign the form again.",
     ]
 
     private static let verifierMeanings: [String: String] = [
@@ -230,6 +249,13 @@ public enum ErrorCatalog {
         "store_corrupt": "a stored record cannot be read; nothing was changed",
         "client_data_hash_mismatch": "the claimed clientDataHash is not SHA-256 of the canonical form",
         "receipt_stale": "Apple's new receipt was created outside the accepted age",
+        "app_attest_required": "the factor policy requires an App Attest assertion for this form and the request has none",
+        "passkey_required": "the factor policy requires a passkey assertion for this form and the request has none",
+        "user_verification_required": "the factor policy requires a passkey assertion with user verification (UV) for this form, and the assertion's UV flag is not set",
+        "passkeys_disabled": "the request carries a passkey and this service has no passkey settings (relying party id, origins)",
+        "passkey_mismatch": "the passkey's credential id is unknown, or another user's",
+        "passkey_revoked": "the passkey was revoked (by an operator, or as the least recently used beyond the per-user limit)",
+        "passkey_already_registered": "this credential id is registered already",
     ]
 
     private static let callerMeanings: [String: String] = [

@@ -17,6 +17,7 @@ import NIOCore
 import NIOHTTP1
 import Prometheus
 public import ServiceLifecycle
+import WebAuthn
 
 /// Builds the Hummingbird application: routes, middleware, and the background services.
 public enum FormAttestApplication {
@@ -142,7 +143,8 @@ public enum FormAttestApplication {
         if configuration.evidence != nil { flowConfiguration.requireVerifiableKeyAttestation = true }
         // With tracing, each store call the flows and the rate limiter make is a span of its own.
         let store: any OperationalAttestationStore = configuration.tracing ? TracedStore(base: store) : store
-        let flows = FormFlows(verifier: verifier, store: store, configuration: flowConfiguration)
+        let flows = FormFlows(
+            verifier: verifier, store: store, configuration: flowConfiguration, webAuthn: try configuration.passkeys.map(WebAuthnVerifier.init(policy:)))
         let signer = ServerAttestationSigner(keys: signingKeys, issuer: configuration.issuer, audience: configuration.audience)
 
         let router = Router(context: AppRequestContext.self)
@@ -178,6 +180,8 @@ public enum FormAttestApplication {
             // request's path is spelled (`//api/appattest/assert`), if it reaches these handlers
             // it went through the caller authentication.
             .addRoutes(to: router.group("api/appattest").add(middleware: CallerAuthenticationMiddleware(authentication: configuration.callerAuthentication)))
+        PasskeyController(flows: flows, rateLimiter: RateLimiter(limits: configuration.rateLimits, store: store), storageGuard: storageGuard, now: configuration.now)
+            .addRoutes(to: router.group("api/passkeys").add(middleware: CallerAuthenticationMiddleware(authentication: configuration.callerAuthentication)))
         if configuration.adminListener == nil {
             self.addOperatorRoutes(to: router, configuration: configuration, store: store)
         }

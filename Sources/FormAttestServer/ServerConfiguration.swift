@@ -8,6 +8,7 @@ public import FormAttestFlows
 public import FormAttestTokens
 public import Foundation
 public import Prometheus
+public import WebAuthn
 
 /// Everything the service needs, decided by `formattest serve` from flags and environment.
 public struct ServerConfiguration: Sendable {
@@ -19,6 +20,9 @@ public struct ServerConfiguration: Sendable {
     /// Accepted app ids, environments, trust anchors.
     public var policy: AppAttestPolicy
     public var flows: FlowConfiguration = FlowConfiguration()
+    /// Passkeys: the relying party id and origins a passkey is verified against. `nil` (the
+    /// default): the service accepts no passkeys (`passkeys_disabled`).
+    public var passkeys: WebAuthnPolicy?
     /// The JWS issuer and audience.
     public var issuer: String = "formattest"
     public var audience: String = "formattest"

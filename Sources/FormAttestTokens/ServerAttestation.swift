@@ -15,7 +15,16 @@ public import JWTKit
 /// Header: `alg` ES256, `kid` = the RFC 7638 thumbprint of the signing key, `typ`
 /// ``ServerAttestationSigner/tokenType``. Claims: `iss`, `sub` (username), `aud`, `iat`, `nbf`,
 /// `exp` (default 5 minutes), `jti`, `app_id`, `key_id`, `env`, `form_hash` (base64url
-/// clientDataHash), `cnt` (counter), and `cnf.jwk` (RFC 7800: the attested key itself).
+/// clientDataHash), `cnt` (counter), and `cnf.jwk` (RFC 7800: the attested key itself). When a
+/// passkey signed the form too: `amr` (RFC 8176 values, ``PasskeyFactor/methodReferences``) and
+/// `passkey` (``PasskeyFactor``: the credential, its UV, BE and BS flags and sign count).
+///
+/// The App Attest key is `hwk` (a hardware-secured key: the Secure Enclave). A passkey is `hwk`
+/// when it is not backup eligible (a device-bound key) and `swk` when it is (a synced passkey's
+/// key leaves the device), `user` for its user-presence test, and with UV `mfa` (the person
+/// unlocked the authenticator: something they know or are, beside the keys they hold). Which
+/// verification (a PIN, a fingerprint, a face) is not knowable from WebAuthn's UV flag, so `pin`,
+/// `fpt` and `face` are never claimed.
 public struct ServerAttestationClaims: JWTPayload, Equatable {
     /// RFC 7800 confirmation: the attested P-256 key as a JWK.
     public struct Confirmation: Codable, Sendable, Equatable {
@@ -42,6 +51,10 @@ public struct ServerAttestationClaims: JWTPayload, Equatable {
     public var formHash: String
     public var counter: UInt32
     public var confirmation: Confirmation
+    /// RFC 8176 authentication method references, when a passkey signed the form too.
+    public var methodReferences: [String]?
+    /// The passkey that signed the form too.
+    public var passkey: PasskeyFactor?
 
     enum CodingKeys: String, CodingKey {
         case issuer = "iss"
@@ -57,6 +70,8 @@ public struct ServerAttestationClaims: JWTPayload, Equatable {
         case formHash = "form_hash"
         case counter = "cnt"
         case confirmation = "cnf"
+        case methodReferences = "amr"
+        case passkey
     }
 
     /// The claims as JSON, built member by member: exactly what
@@ -69,8 +84,7 @@ public struct ServerAttestationClaims: JWTPayload, Equatable {
         func numericDate(_ date: Date) -> JSONValue { .number(date.timeIntervalSince1970.rounded(.towardZero)) }
         let key = self.confirmation.jwk
         let jwk = JSONObject(constantMembers: [("kty", string(key.kty)), ("crv", string(key.crv)), ("x", string(key.x)), ("y", string(key.y))])
-        return .object(
-            JSONObject(constantMembers: [
+        var members: [(name: String, value: JSONValue)] = [
                 member(.issuer, string(self.issuer.value)),
                 member(.subject, string(self.subject.value)),
                 // jwt-kit's multi-value claim: one audience is a string, several an array.
@@ -85,14 +99,64 @@ public struct ServerAttestationClaims: JWTPayload, Equatable {
                 member(.formHash, string(self.formHash)),
                 member(.counter, .number(Double(self.counter))),
                 member(.confirmation, .object(JSONObject(constantMembers: [("jwk", .object(jwk))]))),
-            ])
-        )
+        ]
+        if let references = self.methodReferences { members.append(member(.methodReferences, .array(references.map(string)))) }
+        if let passkey = self.passkey {
+            members.append(
+                member(
+                    .passkey,
+                    .object(
+                        JSONObject(constantMembers: [
+                            ("cred_id", string(passkey.credentialID)), ("uv", .bool(passkey.userVerified)), ("be", .bool(passkey.backupEligible)),
+                            ("bs", .bool(passkey.backedUp)), ("sign_count", .number(Double(passkey.signCount))),
+                        ])
+                    )
+                ))
+        }
+        return .object(JSONObject(constantMembers: members))
     }
 
     /// Checks expiry and not-before at the time jwt-kit verifies (a verifier of these tokens).
     public func verify(using algorithm: some JWTAlgorithm) async throws {
         try self.expiration.verifyNotExpired()
         try self.notBefore.verifyNotBefore()
+    }
+}
+
+/// A passkey that signed a form beside the App Attest key: the JWS's `passkey` claim.
+public struct PasskeyFactor: Codable, Sendable, Equatable {
+    /// base64url.
+    public var credentialID: String
+    public var userVerified: Bool
+    public var backupEligible: Bool
+    public var backedUp: Bool
+    public var signCount: UInt32
+
+    public init(credentialID: [UInt8], userVerified: Bool, backupEligible: Bool, backedUp: Bool, signCount: UInt32) {
+        self.credentialID = Base64URL.encode(credentialID)
+        self.userVerified = userVerified
+        self.backupEligible = backupEligible
+        self.backedUp = backedUp
+        self.signCount = signCount
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case credentialID = "cred_id"
+        case userVerified = "uv"
+        case backupEligible = "be"
+        case backedUp = "bs"
+        case signCount = "sign_count"
+    }
+
+    /// The `amr` of a form signed by an App Attest key and this passkey (see
+    /// ``ServerAttestationClaims``): `hwk` for the App Attest key; `hwk` or `swk` (backup
+    /// eligible) and `user` for the passkey; `mfa` with user verification.
+    public var methodReferences: [String] {
+        var references = ["hwk"]
+        if self.backupEligible { references.append("swk") }
+        references.append("user")
+        if self.userVerified { references.append("mfa") }
+        return references
     }
 }
 
@@ -131,13 +195,15 @@ public struct ServerAttestationSigner: Sendable {
     ///   - counter: the key's counter after this form.
     ///   - now: `iat` and `nbf`.
     ///   - tokenID: `jti`; a random UUID by default.
+    ///   - passkey: the passkey that signed the form too (adds `amr` and `passkey`).
     public func sign(
         username: String,
         credential: AttestedCredential,
         formHash: [UInt8],
         counter: UInt32,
         now: Date,
-        tokenID: String? = nil
+        tokenID: String? = nil,
+        passkey: PasskeyFactor? = nil
     ) throws -> String {
         let point = credential.publicKeyPoint
         // NumericDate in whole seconds.
@@ -155,7 +221,9 @@ public struct ServerAttestationSigner: Sendable {
             environment: credential.environment,
             formHash: Base64URL.encode(formHash),
             counter: counter,
-            confirmation: .init(jwk: .init(kty: "EC", crv: "P-256", x: Base64URL.encode(point[1..<33]), y: Base64URL.encode(point[33..<65])))
+            confirmation: .init(jwk: .init(kty: "EC", crv: "P-256", x: Base64URL.encode(point[1..<33]), y: Base64URL.encode(point[33..<65]))),
+            methodReferences: passkey?.methodReferences,
+            passkey: passkey
         )
         let payload = claims.jsonValue.canonicalBytes
         return try JWS.es256(payload: payload, key: self.keys.current, kid: self.keyID, type: Self.tokenType).compact

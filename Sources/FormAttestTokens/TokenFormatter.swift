@@ -59,6 +59,8 @@ public struct TokenFormatter: Sendable {
         public var counter: UInt32
         public var verifiedAt: Date
         public var username: String
+        /// The passkey that signed the form too (the JWS's `amr` and `passkey` claims).
+        public var passkey: PasskeyFactor?
 
         public init(
             credential: AttestedCredential,
@@ -146,7 +148,8 @@ public struct TokenFormatter: Sendable {
                     credential: input.credential,
                     formHash: input.formHash,
                     counter: input.counter,
-                    now: input.verifiedAt
+                    now: input.verifiedAt,
+                    passkey: input.passkey
                 )
                 members.append((format.memberName, .string(JSONString(token))))
             case .packed:

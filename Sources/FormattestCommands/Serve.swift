@@ -97,6 +97,10 @@ public struct ServeOptions: ParsableArguments {
     @Option(name: .customLong("admin-secret-file"), help: ServeSettings.help("admin-secret-file")) var adminSecretFile: String?
     @Flag(name: .customLong("insecure-no-caller-auth"), help: ServeSettings.help("insecure-no-caller-auth")) var insecureNoCallerAuth = false
     @Option(name: .customLong("max-keys-per-user"), help: ServeSettings.help("max-keys-per-user")) var maxKeysPerUser: String?
+    @Option(name: .customLong("passkey-rp-id"), help: ServeSettings.help("passkey-rp-id")) var passkeyRelyingPartyID: String?
+    @Option(name: .customLong("passkey-origin"), help: ServeSettings.help("passkey-origin")) var passkeyOrigins: [String] = []
+    @Option(name: .customLong("factor-policy"), help: ServeSettings.help("factor-policy")) var factorPolicy: String?
+    @Option(name: .customLong("max-passkeys-per-user"), help: ServeSettings.help("max-passkeys-per-user")) var maxPasskeysPerUser: String?
     @Option(name: .customLong("rate-limit-per-user"), help: ServeSettings.help("rate-limit-per-user")) var rateLimitPerUser: String?
     @Option(name: .customLong("rate-limit-per-address"), help: ServeSettings.help("rate-limit-per-address")) var rateLimitPerAddress: String?
     @Option(name: .customLong("rate-limit-assertions-per-user"), help: ServeSettings.help("rate-limit-assertions-per-user")) var rateLimitAssertionsPerUser: String?
@@ -168,6 +172,10 @@ public struct ServeOptions: ParsableArguments {
             "admin-secret-file": self.adminSecretFile.map { [$0] } ?? [],
             "insecure-no-caller-auth": self.insecureNoCallerAuth ? ["true"] : [],
             "max-keys-per-user": self.maxKeysPerUser.map { [$0] } ?? [],
+            "passkey-rp-id": self.passkeyRelyingPartyID.map { [$0] } ?? [],
+            "passkey-origin": self.passkeyOrigins,
+            "factor-policy": self.factorPolicy.map { [$0] } ?? [],
+            "max-passkeys-per-user": self.maxPasskeysPerUser.map { [$0] } ?? [],
             "rate-limit-per-user": self.rateLimitPerUser.map { [$0] } ?? [],
             "rate-limit-per-address": self.rateLimitPerAddress.map { [$0] } ?? [],
             "rate-limit-assertions-per-user": self.rateLimitAssertionsPerUser.map { [$0] } ?? [],
@@ -271,6 +279,7 @@ public struct ServeOptions: ParsableArguments {
         )
         configuration.flows.maximumKeysPerUser = plan.caller.maxKeysPerUser
         configuration.flows.counterRule = CounterRule(rawValue: settings.text("counter-rule") ?? "tolerant") ?? .tolerant  // checked: a choice
+        try Self.applyPasskeySettings(settings, to: &configuration)
         configuration.rateLimits = plan.caller.rateLimits
         // The process's metrics: bootstrapped here, once, and rendered by `/metrics` (before the
         // identity provider's first fetch, which counts its outcome).

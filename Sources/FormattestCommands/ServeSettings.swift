@@ -7,6 +7,7 @@ import AppAttest
 import ArgumentParser
 import CanonicalJSON
 import Configuration
+import FormAttestFlows
 import Foundation
 
 /// One of `serve`'s settings, defined once: its key (the configuration file's member name; the
@@ -179,6 +180,30 @@ enum ServeSettings {
         .init(
             "max-keys-per-user", env: ["FORMATTEST_MAX_KEYS_PER_USER"], .integer(1...1000), default: "10",
             help: "Active keys per user; a new one beyond revokes the least recently used"
+        ),
+        .init(
+            "passkey-rp-id", env: ["FORMATTEST_PASSKEY_RP_ID"], .text, meaning: "none: no passkeys",
+            help: "The WebAuthn relying party id passkeys are created for (a domain); with passkey-origin, the service accepts passkeys"
+        ),
+        .init(
+            "passkey-origin", env: ["FORMATTEST_PASSKEY_ORIGINS"], .list, meaning: "none",
+            help: "An origin a passkey ceremony may come from (https://bank.example; an iOS app's associated domain's origin); repeatable"
+        ),
+        .init(
+            "factor-policy", env: ["FORMATTEST_FACTOR_POLICY"], .text, default: "*=app-attest",
+            help: "What each form needs: ACTION=FACTORS rules joined by commas, * for every other form, FACTORS app-attest, passkey, passkey-uv joined by + (docs/passkeys.md)",
+            check: { value in
+                do throws(FlowError) {
+                    _ = try FactorPolicy(setting: value)
+                    return nil
+                } catch {
+                    return error.reason
+                }
+            }
+        ),
+        .init(
+            "max-passkeys-per-user", env: ["FORMATTEST_MAX_PASSKEYS_PER_USER"], .integer(1...1000), default: "10",
+            help: "Active passkeys per user; a new one beyond revokes the least recently used"
         ),
         .init("rate-limit-per-user", env: ["FORMATTEST_RATE_LIMIT_PER_USER"], .integer(1...1_000_000), default: "30", help: "Requests per window per user on challenge, attest, register-pooled"),
         .init("rate-limit-per-address", env: ["FORMATTEST_RATE_LIMIT_PER_ADDRESS"], .integer(1...1_000_000), default: "30", help: "Requests per window per client address, likewise, and on assert (without caller authentication)"),

@@ -35,6 +35,7 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
     private let challenges: String
     private let formHashes: String
     private let rateLimits: String
+    private let passkeys: String
 
     private init(pool: MongoClientPool, collectionPrefix: String) {
         self.pool = pool
@@ -42,6 +43,7 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
         self.challenges = collectionPrefix + "challenges"
         self.formHashes = collectionPrefix + "form_hashes"
         self.rateLimits = collectionPrefix + "rate_limits"
+        self.passkeys = collectionPrefix + "passkeys"
     }
 
     /// Connects, checks that the server answers, and creates collections, validators and indexes.
@@ -322,16 +324,294 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
     }
 
     public func commitAssertion(_ commit: AssertionCommit) async throws(StoreError) {
+        guard commit.keyID != nil || commit.passkey != nil else {
+            throw StoreError(code: .unknownKey, reason: "the commit names neither a key nor a passkey")
+        }
         try await self.run { () throws in
             let id = Self.commitID()
             try self.applyInOrder(claims: commit.challenges, replay: commit.replay, now: commit.now, commitID: id) { () throws in
-                guard try self.casCounter(keyID: commit.keyID, to: commit.counter, at: commit.now, formHash: commit.replay.formHash, signals: commit.signals) else {
-                    throw try self.keyExists(commit.keyID)
-                        ? StoreError(code: .staleCounter, reason: "counter \(commit.counter) is not above the stored one")
-                        : StoreError(code: .unknownKey, reason: "no such keyId")
+                // The passkey's compare-and-set first, then the key's (the decision): when the
+                // key's fails, the passkey's document is put back as it was.
+                var previous: [String: Any]?
+                if let use = commit.passkey {
+                    previous = try self.casSignCount(use, at: commit.now, commitID: id)
+                }
+                guard let keyID = commit.keyID else { return }
+                do {
+                    guard try self.casCounter(keyID: keyID, to: commit.counter, at: commit.now, formHash: commit.replay.formHash, signals: commit.signals) else {
+                        throw try self.keyExists(keyID)
+                            ? StoreError(code: .staleCounter, reason: "counter \(commit.counter) is not above the stored one")
+                            : StoreError(code: .unknownKey, reason: "no such keyId")
+                    }
+                } catch {
+                    if let use = commit.passkey, let previous { try? self.restoreSignCount(use, previous: previous, commitID: id) }
+                    throw error
                 }
             }
         }
+    }
+
+    // MARK: - Passkeys
+
+    public func loadPasskey(credentialID: [UInt8]) async throws(StoreError) -> StoredPasskey? {
+        try await self.findPasskeys(filter: [("_id", .binary(credentialID))], limit: 1).first
+    }
+
+    public func passkeys(username: String) async throws(StoreError) -> [StoredPasskey] {
+        try await self.findPasskeys(filter: [("username", .string(username))], limit: 10_000)
+    }
+
+    public func passkeys(username: String, after position: KeyPosition?, limit: Int) async throws(StoreError) -> [StoredPasskey] {
+        var filter: [(String, BSONValue)] = [("username", .string(username))]
+        if let position {
+            filter.append(
+                (
+                    "$or",
+                    .array([
+                        .document([("createdAt", .document([("$gt", .date(position.createdAt))]))]),
+                        .document([("createdAt", .date(position.createdAt)), ("_id", .document([("$gt", .binary(position.keyID))]))]),
+                    ])
+                ))
+        }
+        let limit = Int32(clamping: max(limit, 0))
+        guard limit > 0 else { return [] }
+        return try await self.findPasskeys(filter: filter, limit: limit)
+    }
+
+    public func countPasskeys(username: String, _ filter: KeyCountFilter) async throws(StoreError) -> Int {
+        var query: [(String, BSONValue)] = [("username", .string(username))]
+        switch filter {
+        case .all: break
+        case .active: query.append(("revokedAt", .document([("$exists", .bool(false))])))
+        case .createdSince(let date): query.append(("createdAt", .document([("$gte", .date(date))])))
+        }
+        let command = BSONValue.document([("count", .string(self.passkeys)), ("query", .document(query))])
+        return try await self.run { () throws -> Int in
+            // The server counts; no document, and so no registration blob, is sent.
+            let reply = try self.pool.command(command)
+            guard let count = ExtendedJSON.int64(reply["n"]), let exact = Int(exactly: count), exact >= 0 else {
+                throw StoreError(code: .unavailable, reason: "count returned no n")
+            }
+            return exact
+        }
+    }
+
+    public func revokePasskey(credentialID: [UInt8], at date: Date) async throws(StoreError) {
+        try await self.run { () throws in
+            // Only an active passkey takes the time; an already revoked one keeps its first.
+            _ = try self.pool.command(
+                .document([
+                    ("update", .string(self.passkeys)),
+                    (
+                        "updates",
+                        .array([
+                            .document([
+                                ("q", .document([("_id", .binary(credentialID)), ("revokedAt", .document([("$exists", .bool(false))]))])),
+                                ("u", .document([("$set", .document([("revokedAt", .date(date))]))])),
+                            ])
+                        ])
+                    ),
+                ])
+            )
+            guard try self.passkeyExists(credentialID) else { throw StoreError(code: .unknownKey, reason: "no such passkey") }
+        }
+    }
+
+    public func commitPasskeyRegistration(_ commit: PasskeyRegistrationCommit) async throws(StoreError) {
+        try await self.run { () throws in
+            let id = Self.commitID()
+            var consumed: [ChallengeClaim] = []
+            do {
+                for claim in commit.challenges {
+                    guard try self.consume(claim, now: commit.now, commitID: id) else { throw Self.challengeInvalid }
+                    consumed.append(claim)
+                }
+                try self.insertPasskeyDocument(commit.passkey)
+            } catch {
+                for claim in consumed { try? self.unconsume(claim, commitID: id) }
+                throw error
+            }
+            if let limit = commit.maximumActiveCredentials {
+                try self.revokePasskeysBeyond(limit, username: commit.passkey.username, keeping: commit.passkey.credentialID, at: commit.now)
+            }
+        }
+    }
+
+    private func findPasskeys(filter: [(String, BSONValue)], limit: Int32) async throws(StoreError) -> [StoredPasskey] {
+        let command = BSONValue.document([
+            ("find", .string(self.passkeys)), ("filter", .document(filter)),
+            ("sort", .document([("createdAt", .int32(1)), ("_id", .int32(1))])), ("limit", .int32(limit)), ("batchSize", .int32(limit)),
+        ])
+        return try await self.run { () throws -> [StoredPasskey] in
+            let reply = try self.pool.command(command)
+            let batch = ((reply["cursor"] as? [String: Any])?["firstBatch"] as? [[String: Any]]) ?? []
+            return try batch.map { document throws(StoreError) in try Self.passkey(document) }
+        }
+    }
+
+    private func insertPasskeyDocument(_ passkey: StoredPasskey) throws {
+        var fields: [(String, BSONValue)] = [
+            ("_id", .binary(passkey.credentialID)), ("username", .string(passkey.username)), ("userHandle", .binary(passkey.userHandle)),
+            ("publicKey", .binary(passkey.publicKey)), ("signCount", .int64(Int64(passkey.signCount))),
+            ("backupEligible", .bool(passkey.backupEligible)), ("backedUp", .bool(passkey.backedUp)), ("aaguid", .binary(passkey.aaguid)),
+            ("transports", .array(passkey.transports.map(BSONValue.string))), ("format", .string(passkey.format)),
+            ("createdAt", .date(passkey.createdAt)), ("lastUsed", .date(passkey.lastUsed)),
+        ] + Self.optionalDate("revokedAt", passkey.revokedAt)
+        if let registration = passkey.registration {
+            fields.append(
+                (
+                    "registration",
+                    .document([("attestationObject", .binary(registration.attestationObject)), ("clientDataJSON", .binary(registration.clientDataJSON))])
+                ))
+        }
+        let command = BSONValue.document([("insert", .string(self.passkeys)), ("documents", .array([.document(fields)]))])
+        do {
+            _ = try self.pool.command(command)
+        } catch {
+            guard error.isDuplicateKey else { throw error }
+            throw StoreError(code: .duplicateKey, reason: "the credential id is registered")
+        }
+    }
+
+    /// The sign count's compare-and-set: one findAndModify on the count the assertion was
+    /// verified against. Returns the document as it was (for ``restoreSignCount(_:previous:commitID:)``).
+    private func casSignCount(_ use: PasskeyUse, at date: Date, commitID: String) throws -> [String: Any] {
+        let reply = try self.pool.command(
+            .document([
+                ("findAndModify", .string(self.passkeys)),
+                ("query", .document([("_id", .binary(use.credentialID)), ("signCount", .int64(Int64(use.previousSignCount)))])),
+                (
+                    "update",
+                    .document([
+                        (
+                            "$set",
+                            .document([
+                                ("signCount", .int64(Int64(use.signCount))), ("backedUp", .bool(use.backedUp)), ("lastUsed", .date(date)),
+                                ("commit", .string(commitID)),
+                            ])
+                        )
+                    ])
+                ),
+                ("new", .bool(false)),
+            ])
+        )
+        guard let previous = reply["value"] as? [String: Any] else {
+            throw try self.passkeyExists(use.credentialID)
+                ? StoreError(code: .staleCounter, reason: "the passkey's sign count is no longer \(use.previousSignCount)")
+                : StoreError(code: .unknownKey, reason: "no such passkey")
+        }
+        return previous
+    }
+
+    /// Undoes this commit's ``casSignCount(_:at:commitID:)`` (only while no later commit moved it).
+    private func restoreSignCount(_ use: PasskeyUse, previous: [String: Any], commitID: String) throws {
+        guard let backedUp = previous["backedUp"] as? Bool, let lastUsed = ExtendedJSON.date(previous["lastUsed"]) else { return }
+        _ = try self.pool.command(
+            .document([
+                ("update", .string(self.passkeys)),
+                (
+                    "updates",
+                    .array([
+                        .document([
+                            ("q", .document([("_id", .binary(use.credentialID)), ("commit", .string(commitID))])),
+                            (
+                                "u",
+                                .document([
+                                    (
+                                        "$set",
+                                        .document([
+                                            ("signCount", .int64(Int64(use.previousSignCount))), ("backedUp", .bool(backedUp)), ("lastUsed", .date(lastUsed)),
+                                        ])
+                                    ), ("$unset", .document([("commit", .string(""))])),
+                                ])
+                            ),
+                        ])
+                    ])
+                ),
+            ])
+        )
+    }
+
+    /// After a registration: revokes the user's least recently used active passkeys beyond
+    /// `limit`, the new one kept (as ``revokeBeyond(_:username:keeping:at:)`` does for keys).
+    private func revokePasskeysBeyond(_ limit: Int, username: String, keeping credentialID: [UInt8], at date: Date) throws {
+        let reply = try self.pool.command(
+            .document([
+                ("find", .string(self.passkeys)),
+                (
+                    "filter",
+                    .document([
+                        ("username", .string(username)), ("revokedAt", .document([("$exists", .bool(false))])),
+                        ("_id", .document([("$ne", .binary(credentialID))])),
+                    ])
+                ),
+                ("sort", .document([("lastUsed", .int32(-1)), ("createdAt", .int32(-1)), ("_id", .int32(-1))])),
+                ("skip", .int32(Int32(clamping: max(limit - 1, 0)))),
+                ("projection", .document([("_id", .int32(1))])),
+                ("limit", .int32(1000)),
+            ])
+        )
+        let ids = (((reply["cursor"] as? [String: Any])?["firstBatch"] as? [[String: Any]]) ?? []).compactMap { ExtendedJSON.binary($0["_id"]) }
+        guard !ids.isEmpty else { return }
+        _ = try self.pool.command(
+            .document([
+                ("update", .string(self.passkeys)),
+                (
+                    "updates",
+                    .array([
+                        .document([
+                            ("q", .document([("_id", .document([("$in", .array(ids.map { .binary($0) }))])), ("revokedAt", .document([("$exists", .bool(false))]))])),
+                            ("u", .document([("$set", .document([("revokedAt", .date(date))]))])),
+                            ("multi", .bool(true)),
+                        ])
+                    ])
+                ),
+            ])
+        )
+    }
+
+    private func passkeyExists(_ credentialID: [UInt8]) throws -> Bool {
+        let reply = try self.pool.command(
+            .document([("find", .string(self.passkeys)), ("filter", .document([("_id", .binary(credentialID))])), ("limit", .int32(1))])
+        )
+        return !(((reply["cursor"] as? [String: Any])?["firstBatch"] as? [Any]) ?? []).isEmpty
+    }
+
+    /// A document as a passkey. Fails closed: a missing or mistyped field is
+    /// ``StoreError/Code/unavailable``, never a default.
+    private static func passkey(_ document: [String: Any]) throws(StoreError) -> StoredPasskey {
+        func refuse(_ field: String) -> StoreError {
+            StoreError(code: .unavailable, reason: "MongoDB: a stored passkey's \(field) is missing or not what FormAttest writes")
+        }
+        guard let credentialID = ExtendedJSON.binary(document["_id"]) else { throw refuse("_id") }
+        guard let username = document["username"] as? String else { throw refuse("username") }
+        guard let userHandle = ExtendedJSON.binary(document["userHandle"]) else { throw refuse("userHandle") }
+        guard let publicKey = ExtendedJSON.binary(document["publicKey"]) else { throw refuse("publicKey") }
+        guard let count = ExtendedJSON.int64(document["signCount"]), let signCount = UInt32(exactly: count) else { throw refuse("signCount") }
+        guard let backupEligible = document["backupEligible"] as? Bool else { throw refuse("backupEligible") }
+        guard let backedUp = document["backedUp"] as? Bool else { throw refuse("backedUp") }
+        guard let aaguid = ExtendedJSON.binary(document["aaguid"]) else { throw refuse("aaguid") }
+        guard let transports = document["transports"] as? [String] else { throw refuse("transports") }
+        guard let format = document["format"] as? String else { throw refuse("format") }
+        guard let createdAt = ExtendedJSON.date(document["createdAt"]) else { throw refuse("createdAt") }
+        guard let lastUsed = ExtendedJSON.date(document["lastUsed"]) else { throw refuse("lastUsed") }
+        var revokedAt: Date?
+        if document["revokedAt"] != nil {
+            guard let date = ExtendedJSON.date(document["revokedAt"]) else { throw refuse("revokedAt") }
+            revokedAt = date
+        }
+        var registration: PasskeyRegistrationRecord?
+        if let record = document["registration"] {
+            guard let record = record as? [String: Any], let object = ExtendedJSON.binary(record["attestationObject"]),
+                let clientData = ExtendedJSON.binary(record["clientDataJSON"])
+            else { throw refuse("registration") }
+            registration = PasskeyRegistrationRecord(attestationObject: object, clientDataJSON: clientData)
+        }
+        return StoredPasskey(
+            credentialID: credentialID, username: username, userHandle: userHandle, publicKey: publicKey, signCount: signCount,
+            backupEligible: backupEligible, backedUp: backedUp, aaguid: aaguid, transports: transports, format: format,
+            createdAt: createdAt, lastUsed: lastUsed, revokedAt: revokedAt, registration: registration
+        )
     }
 
     public func purgeExpired(now: Date, limit: Int) async throws(StoreError) -> PurgeStep {

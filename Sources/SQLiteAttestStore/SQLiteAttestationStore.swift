@@ -176,6 +176,36 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
             // NULL for keys stored before: no clone can be proven against their current counter.
             try db.execute(sql: "ALTER TABLE keys ADD COLUMN counter_form_hash BLOB")
         }
+        migrator.registerMigration("v8: passkeys") { db in
+            // A database of v7 or before has no passkey: the tables start empty, and every key,
+            // challenge and form hash is left as it is. The registration's blobs live apart, as
+            // the keys' do (v6): each accepted assertion rewrites the passkey's row.
+            try db.execute(
+                sql: """
+                    CREATE TABLE passkeys (
+                        credential_id BLOB PRIMARY KEY NOT NULL,
+                        username TEXT NOT NULL,
+                        user_handle BLOB NOT NULL,
+                        public_key BLOB NOT NULL,
+                        sign_count INTEGER NOT NULL,
+                        backup_eligible INTEGER NOT NULL,
+                        backed_up INTEGER NOT NULL,
+                        aaguid BLOB NOT NULL,
+                        transports BLOB NOT NULL,
+                        format TEXT NOT NULL,
+                        created_at REAL NOT NULL,
+                        last_used REAL NOT NULL,
+                        revoked_at REAL
+                    );
+                    CREATE INDEX passkeys_username ON passkeys(username);
+                    CREATE TABLE passkey_registrations (
+                        credential_id BLOB PRIMARY KEY NOT NULL,
+                        attestation_object BLOB NOT NULL,
+                        client_data_json BLOB NOT NULL
+                    );
+                    """
+            )
+        }
         return migrator
     }
 
@@ -377,9 +407,141 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
 
     public func commitAssertion(_ commit: AssertionCommit) async throws(StoreError) {
         try await self.write { db in
+            guard commit.keyID != nil || commit.passkey != nil else {
+                throw StoreError(code: .unknownKey, reason: "the commit names neither a key nor a passkey")
+            }
             for claim in commit.challenges { try Self.consume(claim, now: commit.now, db) }
             try Self.record(commit.replay, now: commit.now, db)
-            try Self.advance(keyID: commit.keyID, to: commit.counter, at: commit.now, formHash: commit.replay.formHash, signals: commit.signals, db)
+            if let keyID = commit.keyID {
+                try Self.advance(keyID: keyID, to: commit.counter, at: commit.now, formHash: commit.replay.formHash, signals: commit.signals, db)
+            }
+            if let use = commit.passkey { try Self.use(use, at: commit.now, db) }
+        }
+    }
+
+    // MARK: - Passkeys
+
+    public func loadPasskey(credentialID: [UInt8]) async throws(StoreError) -> StoredPasskey? {
+        try await self.readPasskeys(sql: "\(PasskeyRows.select) WHERE passkeys.credential_id = ?", arguments: [Data(credentialID)]).first
+    }
+
+    public func passkeys(username: String) async throws(StoreError) -> [StoredPasskey] {
+        try await self.readPasskeys(
+            sql: "\(PasskeyRows.select) WHERE passkeys.username = ? ORDER BY passkeys.created_at, passkeys.credential_id", arguments: [username])
+    }
+
+    public func passkeys(username: String, after position: KeyPosition?, limit: Int) async throws(StoreError) -> [StoredPasskey] {
+        let limit = max(limit, 0)
+        guard let position else {
+            return try await self.readPasskeys(
+                sql: "\(PasskeyRows.select) WHERE passkeys.username = ? ORDER BY passkeys.created_at, passkeys.credential_id LIMIT \(limit)",
+                arguments: [username])
+        }
+        return try await self.readPasskeys(
+            sql: """
+                \(PasskeyRows.select) WHERE passkeys.username = ?
+                    AND (passkeys.created_at > ? OR (passkeys.created_at = ? AND passkeys.credential_id > ?))
+                ORDER BY passkeys.created_at, passkeys.credential_id LIMIT \(limit)
+                """,
+            arguments: [username, position.createdAt.timeIntervalSince1970, position.createdAt.timeIntervalSince1970, Data(position.keyID)]
+        )
+    }
+
+    public func countPasskeys(username: String, _ filter: KeyCountFilter) async throws(StoreError) -> Int {
+        // The passkeys table alone, by its username index: no registration blob is read.
+        let condition: String
+        var arguments: StatementArguments = [username]
+        switch filter {
+        case .all: condition = ""
+        case .active: condition = " AND revoked_at IS NULL"
+        case .createdSince(let date):
+            condition = " AND created_at >= ?"
+            arguments += [date.timeIntervalSince1970]
+        }
+        do {
+            let bound = arguments
+            return try await self.database.read { db in
+                try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM passkeys WHERE username = ?" + condition, arguments: bound) ?? 0
+            }
+        } catch {
+            throw Self.storeError(error)
+        }
+    }
+
+    public func revokePasskey(credentialID: [UInt8], at date: Date) async throws(StoreError) {
+        try await self.write { db in
+            try db.execute(
+                sql: "UPDATE passkeys SET revoked_at = coalesce(revoked_at, ?) WHERE credential_id = ?",
+                arguments: [date.timeIntervalSince1970, Data(credentialID)])
+            guard db.changesCount == 1 else { throw StoreError(code: .unknownKey, reason: "no such passkey") }
+        }
+    }
+
+    public func commitPasskeyRegistration(_ commit: PasskeyRegistrationCommit) async throws(StoreError) {
+        try await self.write { db in
+            for claim in commit.challenges { try Self.consume(claim, now: commit.now, db) }
+            try Self.insert(commit.passkey, db)
+            if let limit = commit.maximumActiveCredentials {
+                // The new passkey stays; of the others, the most recently used stay up to the limit.
+                try db.execute(
+                    sql: """
+                        UPDATE passkeys SET revoked_at = ? WHERE credential_id IN (
+                            SELECT credential_id FROM passkeys WHERE username = ? AND revoked_at IS NULL AND credential_id != ?
+                            ORDER BY last_used DESC, created_at DESC, credential_id DESC LIMIT -1 OFFSET ?)
+                        """,
+                    arguments: [commit.now.timeIntervalSince1970, commit.passkey.username, Data(commit.passkey.credentialID), max(limit - 1, 0)]
+                )
+            }
+        }
+    }
+
+    private func readPasskeys(sql: String, arguments: StatementArguments) async throws(StoreError) -> [StoredPasskey] {
+        do {
+            return try await self.database.read { db in try PasskeyRows.fetch(db, sql: sql, arguments: arguments) }
+        } catch {
+            throw Self.storeError(error)
+        }
+    }
+
+    private static func insert(_ passkey: StoredPasskey, _ db: Database) throws {
+        do {
+            try db.execute(
+                sql: """
+                    INSERT INTO passkeys (credential_id, username, user_handle, public_key, sign_count, backup_eligible, backed_up,
+                        aaguid, transports, format, created_at, last_used, revoked_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [
+                    Data(passkey.credentialID), passkey.username, Data(passkey.userHandle), Data(passkey.publicKey), Int64(passkey.signCount),
+                    passkey.backupEligible, passkey.backedUp, Data(passkey.aaguid), Data(StoredPasskey.encodeTransports(passkey.transports)),
+                    passkey.format, passkey.createdAt.timeIntervalSince1970, passkey.lastUsed.timeIntervalSince1970,
+                    passkey.revokedAt?.timeIntervalSince1970,
+                ]
+            )
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
+            throw StoreError(code: .duplicateKey, reason: "the credential id is registered")
+        }
+        if let registration = passkey.registration {
+            try db.execute(
+                sql: "INSERT INTO passkey_registrations (credential_id, attestation_object, client_data_json) VALUES (?, ?, ?)",
+                arguments: [Data(passkey.credentialID), Data(registration.attestationObject), Data(registration.clientDataJSON)]
+            )
+        }
+    }
+
+    /// The passkey's compare-and-set: its sign count moves only from the count the assertion was
+    /// verified against.
+    private static func use(_ use: PasskeyUse, at date: Date, _ db: Database) throws {
+        try db.cachedStatement(
+            sql: "UPDATE passkeys SET sign_count = ?, backed_up = ?, last_used = ? WHERE credential_id = ? AND sign_count = ?"
+        ).execute(
+            arguments: [Int64(use.signCount), use.backedUp, date.timeIntervalSince1970, Data(use.credentialID), Int64(use.previousSignCount)]
+        )
+        guard db.changesCount == 1 else {
+            let exists = try Bool.fetchOne(db, sql: "SELECT 1 FROM passkeys WHERE credential_id = ?", arguments: [Data(use.credentialID)]) ?? false
+            throw exists
+                ? StoreError(code: .staleCounter, reason: "the passkey's sign count is no longer \(use.previousSignCount)")
+                : StoreError(code: .unknownKey, reason: "no such passkey")
         }
     }
 

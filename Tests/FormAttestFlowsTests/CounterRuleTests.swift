@@ -164,4 +164,12 @@ actor StaleReadStore: AttestationStore {
     }
     func commitRegistration(_ commit: RegistrationCommit) async throws(StoreError) { try await self.base.commitRegistration(commit) }
     func commitAssertion(_ commit: AssertionCommit) async throws(StoreError) { try await self.base.commitAssertion(commit) }
+    func loadPasskey(credentialID: [UInt8]) async throws(StoreError) -> StoredPasskey? { try await self.base.loadPasskey(credentialID: credentialID) }
+    func passkeys(username: String) async throws(StoreError) -> [StoredPasskey] { try await self.base.passkeys(username: username) }
+    func countPasskeys(username: String, _ filter: KeyCountFilter) async throws(StoreError) -> Int {
+        try await self.base.countPasskeys(username: username, filter)
+    }
+    func commitPasskeyRegistration(_ commit: PasskeyRegistrationCommit) async throws(StoreError) {
+        try await self.base.commitPasskeyRegistration(commit)
+    }
 }

@@ -11,6 +11,7 @@ import FormAttestFlows
 import Foundation
 import RFC3339
 import Testing
+import WebAuthn
 
 /// A simulated device, its user, a store and the flows, at a pinned time.
 struct FlowHarness {
@@ -30,6 +31,7 @@ struct FlowHarness {
         environments: Set<AppAttestEnvironment> = [.production],
         deviceEnvironment: AppAttestEnvironment = .production,
         profile: SimulatedDevice.Profile = .beforeIOS27,
+        webAuthn: WebAuthnVerifier? = nil,
         policy configure: (inout AppAttestPolicy) -> Void = { _ in }
     ) throws {
         self.authority = try SimulatedAttestationAuthority(seed: 5)
@@ -44,7 +46,7 @@ struct FlowHarness {
         )
         configure(&policy)
         let verifier = try AppAttestVerifier(policy: policy)
-        self.flows = FormFlows(verifier: verifier, store: store, configuration: configuration)
+        self.flows = FormFlows(verifier: verifier, store: store, configuration: configuration, webAuthn: webAuthn)
     }
 
     /// A transfer form as the app would send it (not canonical: spaces and member order vary).

@@ -71,6 +71,22 @@ actor WriteFailingStore: OperationalAttestationStore {
         try self.write()
         try await self.inner.commitAssertion(commit)
     }
+    func loadPasskey(credentialID: [UInt8]) async throws(StoreError) -> StoredPasskey? { try await self.inner.loadPasskey(credentialID: credentialID) }
+    func passkeys(username: String) async throws(StoreError) -> [StoredPasskey] { try await self.inner.passkeys(username: username) }
+    func passkeys(username: String, after position: KeyPosition?, limit: Int) async throws(StoreError) -> [StoredPasskey] {
+        try await self.inner.passkeys(username: username, after: position, limit: limit)
+    }
+    func countPasskeys(username: String, _ filter: KeyCountFilter) async throws(StoreError) -> Int {
+        try await self.inner.countPasskeys(username: username, filter)
+    }
+    func revokePasskey(credentialID: [UInt8], at date: Date) async throws(StoreError) {
+        try self.write()
+        try await self.inner.revokePasskey(credentialID: credentialID, at: date)
+    }
+    func commitPasskeyRegistration(_ commit: PasskeyRegistrationCommit) async throws(StoreError) {
+        try self.write()
+        try await self.inner.commitPasskeyRegistration(commit)
+    }
     func purgeExpired(now: Date, limit: Int) async throws(StoreError) -> PurgeStep {
         try self.write()
         let step = try await self.inner.purgeExpired(now: now, limit: limit)

@@ -62,6 +62,15 @@ struct ResponseConformanceTests {
         return (macResult, plainResult, assertion, macResult.publicKey)
     }
 
+    /// A stored passkey, for the passkey answers' samples.
+    static let passkey = StoredPasskey(
+        credentialID: Array(repeating: 1, count: 16), username: "alice", userHandle: Array(repeating: 9, count: 32), publicKey: [0xA5],
+        signCount: 3, backupEligible: true, backedUp: true, aaguid: Array(repeating: 0, count: 16), transports: ["internal", "hybrid"],
+        format: "none", createdAt: Self.time, lastUsed: Self.time
+    )
+    static let confirmedPasskey = ConfirmedResponse.Passkey(
+        credentialID: Array(repeating: 1, count: 16), signCount: 4, userVerified: true, backupEligible: true, backedUp: true)
+
     static func samples() async throws -> [Sample] {
         let (mac, plain, assertion, publicKey) = try await Self.verified()
         let challenge = IssuedChallenge(
@@ -132,6 +141,19 @@ struct ResponseConformanceTests {
             try Sample(VerificationReport(assertion, publicKey: publicKey)),
             try Sample(Rejection(error: error, clientData: CheckedClientData(.hash(Array(repeating: 3, count: 32))))),
             try Sample(Rejection(code: "invalid_request", message: "no such file")),
+            try Sample(
+                PasskeyOptionsResponse(
+                    challenge: IssuedChallenge(
+                        value: Array(repeating: 8, count: 32), purpose: .passkey, username: "alice", issuedAt: Self.time, expiresAt: Self.time.addingTimeInterval(120)),
+                    userHandle: Array(repeating: 9, count: 32), relyingPartyID: "bank.example", excludeCredentials: [Array(repeating: 1, count: 16)])
+            ),
+            try Sample(PasskeyRegisteredResponse(passkey: Self.passkey, aaguid: "00000000-0000-0000-0000-000000000000", userVerified: true, attestationAnchored: nil)),
+            try Sample(PasskeyRegisteredResponse(passkey: Self.passkey, aaguid: "adce0002-35bc-c60a-648b-0b25f1f05503", userVerified: false, attestationAnchored: true)),
+            try Sample(
+                ConfirmedResponse(
+                    formHash: Array(repeating: 5, count: 32), key: revoked, passkey: Self.confirmedPasskey, formats: formats, nextChallenge: ChallengeResponse(challenge))
+            ),
+            try Sample(ConfirmedResponse(formHash: Array(repeating: 5, count: 32), key: nil, passkey: Self.confirmedPasskey, formats: nil, nextChallenge: nil)),
         ]
     }
 

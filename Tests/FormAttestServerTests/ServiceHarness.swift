@@ -122,9 +122,12 @@ struct ServiceHarness {
 
     // MARK: - Forms and the simulated device over the API
 
-    static func form(user: String = "alice", amount: String = "10.00", nonce: String = UUID().uuidString, at date: Date = Date(), challenge: String? = nil) -> JSONValue {
+    static func form(
+        user: String = "alice", amount: String = "10.00", nonce: String = UUID().uuidString, at date: Date = Date(), challenge: String? = nil,
+        action: String = "transfer"
+    ) -> JSONValue {
         var members: [(String, JSONValue)] = [
-            ("action", .string(JSONString("transfer"))), ("amount", .string(JSONString(amount))), ("to", .string(JSONString("bob"))),
+            ("action", .string(JSONString(action))), ("amount", .string(JSONString(amount))), ("to", .string(JSONString("bob"))),
             ("username", .string(JSONString(user))), ("timestamp", .string(JSONString(RFC3339UTC.format(date)))), ("nonce", .string(JSONString(nonce))),
         ]
         if let challenge { members.append(("challenge", .string(JSONString(challenge)))) }

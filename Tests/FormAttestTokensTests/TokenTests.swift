@@ -63,6 +63,36 @@ struct TokenTests {
         #expect(SigningKeys.thumbprint(key) == Base64URL.encode(SHA256.hash(data: Array(text.utf8))))
     }
 
+    @Test(
+        "a form signed by a passkey too: the JWS's amr and passkey claims state it, verify through jwt-kit, and follow UV and BE",
+        arguments: [
+            (true, false, ["hwk", "user", "mfa"]), (false, false, ["hwk", "user"]), (true, true, ["hwk", "swk", "user", "mfa"]),
+        ] as [(Bool, Bool, [String])])
+    func passkeyClaims(userVerified: Bool, backupEligible: Bool, amr: [String]) async throws {
+        let (sample, verified) = try await Self.verifiedSample()
+        let keys = SigningKeys(current: P256.Signing.PrivateKey())
+        let signer = ServerAttestationSigner(keys: keys, issuer: "https://bank.example", audience: "payments")
+        let passkey = PasskeyFactor(
+            credentialID: [1, 2, 3], userVerified: userVerified, backupEligible: backupEligible, backedUp: backupEligible, signCount: 0)
+        let token = try signer.sign(
+            username: "alice", credential: AttestedCredential(verified), formHash: try #require(sample.clientDataHash), counter: 7, now: Date(),
+            passkey: passkey)
+        let verifiers = JWTKeyCollection()
+        try await verifiers.add(jwksJSON: String(decoding: keys.jwks.canonicalBytes, as: UTF8.self))
+        let claims = try await verifiers.verify(token, as: ServerAttestationClaims.self)
+        #expect(claims.methodReferences == amr)
+        #expect(claims.passkey == passkey)
+        // The member-by-member payload is the Codable encoding, and the bytes RFC 8785.
+        let payload = try #require(Base64URL.decode(String(token.split(separator: ".")[1])))
+        #expect(try CanonicalJSON.canonicalize(payload) == payload)
+        #expect(try CanonicalJSON.parse(payload)["passkey"]?["cred_id"]?.stringValue == "AQID")
+        // Without a passkey: neither claim.
+        let plain = try signer.sign(
+            username: "alice", credential: AttestedCredential(verified), formHash: try #require(sample.clientDataHash), counter: 7, now: Date())
+        let plainClaims = try await verifiers.verify(plain, as: ServerAttestationClaims.self)
+        #expect(plainClaims.methodReferences == nil && plainClaims.passkey == nil)
+    }
+
     @Test("the JWS verifies with the JWKS through jwt-kit, carries every claim, and fails when altered")
     func jws() async throws {
         let (sample, verified) = try await Self.verifiedSample()

@@ -260,6 +260,19 @@ struct ServeConfigurationTests {
         #expect(shared.finish().stderr.contains("share the public port"))
     }
 
+    @Test(
+        "the passkey settings are refused when they cannot work: one without the other, a bad factor policy, a policy that needs passkeys without them",
+        arguments: [
+            (["--passkey-rp-id", "bank.example"], "needs at least one --passkey-origin"),
+            (["--passkey-origin", "https://bank.example"], "needs --passkey-rp-id"),
+            (["--factor-policy", "transfer=app-attest+fingerprint"], "fingerprint"),
+            (["--factor-policy", "*=app-attest,transfer=passkey-uv"], "requires passkeys"),
+        ] as [([String], String)])
+    func passkeySettingsRefused(arguments: [String], named: String) async throws {
+        let result = try await Formattest.run(["serve", "--store", "memory", "--insecure-no-caller-auth"] + arguments, environment: ["FORMATTEST_UNUSED": "1"])
+        #expect(result.status == 2 && result.stderr.contains(named), "\(arguments): \(result.status) \(result.stderr)")
+    }
+
     @Test("the operators' listener is refused on the public port, and admin-host alone is refused", arguments: [
         ["--admin-host", "127.0.0.1"], ["--port", "18996", "--admin-port", "18996"],
     ])

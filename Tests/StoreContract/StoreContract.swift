@@ -90,6 +90,12 @@ public enum StoreContract {
         ("concurrent distinct counters: the maximum wins, none accepted twice", concurrentCounters),
         ("a challenge consumed concurrently has exactly one winner", concurrentChallenge),
         ("shutdown lets running calls end, is idempotent, and every later call fails with store_unavailable", shutdown),
+        ("passkeys are unique, round-trip, and are listed, counted, paged and revoked by user, byte for byte", passkeyLifecycle),
+        ("a passkey registration is all or nothing; beyond the per-user limit it revokes the least recently used others", passkeyRegistration),
+        ("a passkey's sign count moves by compare-and-set with the form's replay record, all or nothing", passkeyAssertionAtomicity),
+        ("a form signed by a key and a passkey: both move or neither does", passkeyWithKeyAtomicity),
+        ("50 concurrent confirmations of one form, by key, passkey or both: exactly one accepted", concurrentPasskeyForm),
+        ("concurrent assertions of one passkey verified against one sign count: exactly one committed", concurrentPasskeyCounts),
     ]
 
     static func keys(_ make: Factory) async throws {

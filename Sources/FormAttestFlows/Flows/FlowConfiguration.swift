@@ -38,6 +38,12 @@ public struct FlowConfiguration: Sendable, Hashable {
     /// `formattest evidence verify` checks it): `key_attestation_unverifiable` (428), the app
     /// attests a new key. The service sets it whenever evidence records are on. Default false.
     public var requireVerifiableKeyAttestation: Bool = false
+    /// What signatures each form needs (``FactorPolicy``). Default ``FactorPolicy/appAttestOnly``:
+    /// an App Attest assertion for every form, as before passkeys.
+    public var factorPolicy: FactorPolicy = .appAttestOnly
+    /// At most this many active passkeys per user; a registration beyond it revokes the user's
+    /// least recently used others in the same commit, as for keys. Default 10; `nil`: no limit.
+    public var maximumPasskeysPerUser: Int? = 10
 
     public init(
         formPolicy: FormPolicy = FormPolicy(),

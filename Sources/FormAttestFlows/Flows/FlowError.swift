@@ -5,6 +5,7 @@
 
 public import AppAttest
 public import FormAttestForm
+public import WebAuthn
 
 /// Why a flow rejected a request: a stable `code` (such as `nonce_mismatch`, `replay`,
 /// `timestamp_outside_window`), the ``Category`` an adapter maps to a status, and a reason.
@@ -19,6 +20,8 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
         case keyMismatch
         /// The form was signed in another session than the caller's (403).
         case callerMismatch
+        /// The form lacks a signature the factor policy requires for it (403).
+        case factorMissing
         /// The form, key or challenge was used already (409).
         case conflict
         /// A policy refused an otherwise valid request: time window, binding, challenge (422).
@@ -55,6 +58,13 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
             case receiptChanged = "receipt_changed"
             case storeCorrupt = "store_corrupt"
             case rateLimited = "rate_limited"
+            case appAttestRequired = "app_attest_required"
+            case passkeyRequired = "passkey_required"
+            case userVerificationRequired = "user_verification_required"
+            case passkeysDisabled = "passkeys_disabled"
+            case passkeyMismatch = "passkey_mismatch"
+            case passkeyRevoked = "passkey_revoked"
+            case passkeyAlreadyRegistered = "passkey_already_registered"
 
             var category: Category {
                 switch self {
@@ -66,6 +76,10 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
                 case Self.requiresReattestation, Self.keyAttestationUnverifiable: .requiresReattestation
                 case Self.storeCorrupt: .storeUnavailable
                 case Self.rateLimited: .rateLimited
+                case Self.appAttestRequired, Self.passkeyRequired, Self.userVerificationRequired: .factorMissing
+                case Self.passkeysDisabled: .policy
+                case Self.passkeyMismatch, Self.passkeyRevoked: .keyMismatch
+                case Self.passkeyAlreadyRegistered: .conflict
                 }
             }
         }
@@ -82,6 +96,8 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
         public init(_ code: StoreError.Code) { self.identifier = code.identifier }
         /// The receipt exchange's code, unchanged.
         public init(_ code: ReceiptExchangeError.Code) { self.identifier = code.identifier }
+        /// The passkey verifier's code, unchanged.
+        public init(_ code: WebAuthnError.Code) { self.identifier = code.identifier }
 
         public var description: String { self.identifier }
 
@@ -125,6 +141,21 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
         /// A budget is spent for this window (the user's assertions, checked once the key's
         /// signature verified): retry after `Retry-After` seconds.
         public static let rateLimited = Code(Own.rateLimited)
+        /// The factor policy requires an App Attest assertion for this form and the request has none.
+        public static let appAttestRequired = Code(Own.appAttestRequired)
+        /// The factor policy requires a passkey assertion for this form and the request has none.
+        public static let passkeyRequired = Code(Own.passkeyRequired)
+        /// The factor policy requires user verification (the UV flag) for this form and the
+        /// passkey assertion does not have it.
+        public static let userVerificationRequired = Code(Own.userVerificationRequired)
+        /// A passkey request to a service without passkey settings (relying party id and origins).
+        public static let passkeysDisabled = Code(Own.passkeysDisabled)
+        /// The passkey's credential id is unknown or another user's.
+        public static let passkeyMismatch = Code(Own.passkeyMismatch)
+        /// The passkey was revoked.
+        public static let passkeyRevoked = Code(Own.passkeyRevoked)
+        /// The credential id is registered already (the store's `duplicate_key` for a passkey).
+        public static let passkeyAlreadyRegistered = Code(Own.passkeyAlreadyRegistered)
     }
 
     public let code: Code
@@ -174,6 +205,21 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
         self.init(
             code: Code(error.code),
             category: Self.malformedVerifierCodes.contains(error.code) ? .malformedInput : .verificationFailed,
+            reason: error.reason
+        )
+    }
+
+    /// Codes of the passkey verifier that describe malformed input rather than a failed check.
+    private static let malformedWebAuthnCodes: Set<WebAuthnError.Code> = [
+        .responseTooLarge, .malformedResponse, .malformedClientData, .malformedAttestation, .malformedAuthenticatorData,
+        .malformedCertificate, .credentialIDTooLong, .invalidPublicKey, .unsupportedFormat,
+    ]
+
+    /// The passkey verifier's error as the flows report it (malformed input or a failed check).
+    public init(_ error: WebAuthnError) {
+        self.init(
+            code: Code(error.code),
+            category: Self.malformedWebAuthnCodes.contains(error.code) ? .malformedInput : .verificationFailed,
             reason: error.reason
         )
     }

@@ -9,6 +9,7 @@ import Crypto
 public import FormAttestForm
 public import Foundation
 import RFC3339
+public import WebAuthn
 
 /// The logic a backend runs for each signed form, independent of HTTP.
 ///
@@ -20,7 +21,10 @@ public struct FormFlows: Sendable {
     public let verifier: AppAttestVerifier
     public let store: any AttestationStore
     public let configuration: FlowConfiguration
-    private let randomBytes: @Sendable (Int) -> [UInt8]
+    /// The passkey verifier (relying party id, origins); `nil`: the service accepts no passkeys
+    /// (`passkeys_disabled`).
+    public let webAuthn: WebAuthnVerifier?
+    let randomBytes: @Sendable (Int) -> [UInt8]
     /// Results of ``checkKeyAttestation(_:)``, per process.
     let keyAttestationChecks = KeyAttestationChecks()
 
@@ -28,6 +32,7 @@ public struct FormFlows: Sendable {
         verifier: AppAttestVerifier,
         store: any AttestationStore,
         configuration: FlowConfiguration = FlowConfiguration(),
+        webAuthn: WebAuthnVerifier? = nil,
         randomBytes: @escaping @Sendable (Int) -> [UInt8] = { count in
             var generator = SystemRandomNumberGenerator()
             return (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) }
@@ -36,6 +41,7 @@ public struct FormFlows: Sendable {
         self.verifier = verifier
         self.store = store
         self.configuration = configuration
+        self.webAuthn = webAuthn
         self.randomBytes = randomBytes
     }
 
@@ -198,7 +204,8 @@ public struct FormFlows: Sendable {
         }
     }
 
-    /// Accepts a form signed by a registered key.
+    /// Accepts a form signed by a registered key (an App Attest assertion alone: a form whose
+    /// factor policy needs a passkey is refused with `passkey_required`; see ``confirm(_:now:)``).
     ///
     /// `admit`, when given, is called once the key was found for the request's user and the
     /// assertion's signature verified, before anything is stored (the late-counter rule
@@ -209,87 +216,111 @@ public struct FormFlows: Sendable {
     ) async throws(FlowError) -> AssertOutcome {
         try await self.rotating(username: request.username, now: now) { () async throws(FlowError) -> AssertOutcome in
             let form = try self.acceptedForm(request.form, prepared: request.preparedForm, username: request.username, session: request.session, now: now)
+            _ = try await self.requireFactors(form, appAttest: true, passkey: false, now: now)
             let claims = try self.formChallengeClaims(form, username: request.username)
-            // An unknown keyId and another user's keyId get the same answer: who owns a key is
-            // not for the caller to learn.
-            guard let key = try await self.load(request.keyID), Array(key.username.utf8) == Array(request.username.utf8) else {
-                throw FlowError.keyMismatch("this keyId is not registered to this user; attest a key")
-            }
-            if let revokedAt = key.revokedAt {
-                throw FlowError(code: .keyRevoked, category: .keyMismatch, reason: "this key was revoked at \(RFC3339UTC.format(revokedAt)); attest a new key")
-            }
-            if key.reattestationRequired {
-                throw FlowError.requiresReattestation("this key's signed counter went backwards once (a cloned key or a restored device); attest a new key")
-            }
-            // The policy in force now, not the one at registration: a key attested in an
-            // environment this deployment no longer accepts is refused.
-            guard self.verifier.policy.environments.contains(key.environment) else {
-                throw FlowError(
-                    code: .init(AppAttestError.Code.environmentNotAllowed),
-                    category: .verificationFailed,
-                    reason: "the key was attested in the \(key.environment.rawValue) environment, which this deployment does not accept"
-                )
-            }
-            if let maximumAge = self.configuration.maximumKeyAge, now.timeIntervalSince(key.createdAt) > maximumAge {
-                throw FlowError.requiresReattestation("the key is older than \(maximumAge) s")
-            }
-            let publicKey: P256.Signing.PublicKey
-            do {
-                publicKey = try P256.Signing.PublicKey(x963Representation: key.publicKey)
-            } catch {
-                throw FlowError(code: .storeCorrupt, category: .storeUnavailable, reason: "the stored key is not a P-256 point")
-            }
-            let verified: VerifiedAssertion
-            do throws(AppAttestError) {
-                verified = try self.verifier.verifyAssertion(
-                    request.assertion,
-                    publicKey: publicKey,
-                    clientDataHash: form.clientDataHash,
-                    previousCounter: key.counter,
-                    appID: key.appID
-                )
-            } catch where error.code == .counterNotIncreasing {
-                // The signature verified (the verifier checks it before the counter), so the
-                // key's holder signed this counter; the assertion parsed to get that far.
-                let signed = (try? AssertionObject(cborEncoded: request.assertion))?.authenticatorData.signCount ?? 0
-                try await admit?(key)
-                throw await self.lateCounter(signed, key: key, form: form, reason: error.reason, now: now)
-            } catch {
-                throw FlowError(error)
-            }
-            try await admit?(key)
-            // With evidence records on: a key whose registration cannot support one is refused
-            // before anything is committed (and after its signature verified: only its holder learns).
-            try await self.checkKeyAttestation(key)
+            let (key, verified) = try await self.verifyKeyAssertion(request.assertion, keyID: request.keyID, username: request.username, form: form, now: now, admit: admit)
             // The assertion's signals, when it carries any, become the key's last ones with its counter.
             let signals = Self.signals(verified.extensions)
-            do throws(FlowError) {
-                try await self.commit(
-                    AssertionCommit(
-                        keyID: request.keyID,
-                        counter: verified.counter,
-                        replay: ReplayRecord(formHash: form.clientDataHash, expiresAt: self.configuration.replayExpiry(for: form, now: now)),
-                        challenges: claims,
-                        now: now,
-                        signals: signals
-                    )
-                )
-            } catch where error.code == .counterNotIncreasing && self.configuration.counterRule == .tolerant {
-                // Another request (on this instance or another) advanced the counter between the
-                // read and the commit's compare-and-set. If it stored this very counter over
-                // another form, the key signed one counter twice: the tolerant rule retires it.
-                // Otherwise this is a race an honest app can lose (409, the key kept), as before.
-                guard let current = try await self.load(request.keyID), current.counter == verified.counter else { throw error }
-                throw await self.lateCounter(verified.counter, key: current, form: form, reason: error.reason, now: now)
-            }
-            var stored = key
-            stored.counter = verified.counter
-            stored.lastUsed = now
-            stored.counterFormHash = form.clientDataHash
-            stored.lastSignals = signals ?? stored.lastSignals
-            return AssertOutcome(key: stored, assertion: verified, form: form)
+            try await self.commitSigned(
+                AssertionCommit(
+                    keyID: request.keyID,
+                    counter: verified.counter,
+                    replay: ReplayRecord(formHash: form.clientDataHash, expiresAt: self.configuration.replayExpiry(for: form, now: now)),
+                    challenges: claims,
+                    now: now,
+                    signals: signals
+                ),
+                form: form,
+                now: now
+            )
+            return AssertOutcome(key: Self.advanced(key, to: verified.counter, form: form, signals: signals, now: now), assertion: verified, form: form)
         } attach: { outcome, challenge in
             outcome.nextChallenge = challenge
+        }
+    }
+
+    /// A key as stored after an accepted assertion moved it.
+    static func advanced(_ key: StoredKey, to counter: UInt32, form: SignedForm, signals: KeySignals?, now: Date) -> StoredKey {
+        var stored = key
+        stored.counter = counter
+        stored.lastUsed = now
+        stored.counterFormHash = form.clientDataHash
+        stored.lastSignals = signals ?? stored.lastSignals
+        return stored
+    }
+
+    /// Verifies an App Attest assertion over `form` with the user's registered key: the key's
+    /// state (revoked, retired, environment, age), the signature and counter, and with evidence
+    /// records on, the key's registration.
+    func verifyKeyAssertion(
+        _ assertion: [UInt8], keyID: [UInt8], username: String, form: SignedForm, now: Date,
+        admit: (@Sendable (StoredKey) async throws(FlowError) -> Void)? = nil
+    ) async throws(FlowError) -> (key: StoredKey, assertion: VerifiedAssertion) {
+        // An unknown keyId and another user's keyId get the same answer: who owns a key is
+        // not for the caller to learn.
+        guard let key = try await self.load(keyID), Array(key.username.utf8) == Array(username.utf8) else {
+            throw FlowError.keyMismatch("this keyId is not registered to this user; attest a key")
+        }
+        if let revokedAt = key.revokedAt {
+            throw FlowError(code: .keyRevoked, category: .keyMismatch, reason: "this key was revoked at \(RFC3339UTC.format(revokedAt)); attest a new key")
+        }
+        if key.reattestationRequired {
+            throw FlowError.requiresReattestation("this key's signed counter went backwards once (a cloned key or a restored device); attest a new key")
+        }
+        // The policy in force now, not the one at registration: a key attested in an
+        // environment this deployment no longer accepts is refused.
+        guard self.verifier.policy.environments.contains(key.environment) else {
+            throw FlowError(
+                code: .init(AppAttestError.Code.environmentNotAllowed),
+                category: .verificationFailed,
+                reason: "the key was attested in the \(key.environment.rawValue) environment, which this deployment does not accept"
+            )
+        }
+        if let maximumAge = self.configuration.maximumKeyAge, now.timeIntervalSince(key.createdAt) > maximumAge {
+            throw FlowError.requiresReattestation("the key is older than \(maximumAge) s")
+        }
+        let publicKey: P256.Signing.PublicKey
+        do {
+            publicKey = try P256.Signing.PublicKey(x963Representation: key.publicKey)
+        } catch {
+            throw FlowError(code: .storeCorrupt, category: .storeUnavailable, reason: "the stored key is not a P-256 point")
+        }
+        let verified: VerifiedAssertion
+        do throws(AppAttestError) {
+            verified = try self.verifier.verifyAssertion(
+                assertion,
+                publicKey: publicKey,
+                clientDataHash: form.clientDataHash,
+                previousCounter: key.counter,
+                appID: key.appID
+            )
+        } catch where error.code == .counterNotIncreasing {
+            // The signature verified (the verifier checks it before the counter), so the
+            // key's holder signed this counter; the assertion parsed to get that far.
+            let signed = (try? AssertionObject(cborEncoded: assertion))?.authenticatorData.signCount ?? 0
+            try await admit?(key)
+            throw await self.lateCounter(signed, key: key, form: form, reason: error.reason, now: now)
+        } catch {
+            throw FlowError(error)
+        }
+        try await admit?(key)
+        // With evidence records on: a key whose registration cannot support one is refused
+        // before anything is committed (and after its signature verified: only its holder learns).
+        try await self.checkKeyAttestation(key)
+        return (key, verified)
+    }
+
+    /// Commits an accepted form's signatures (App Attest, passkey or both) with its replay record.
+    func commitSigned(_ commit: AssertionCommit, form: SignedForm, now: Date) async throws(FlowError) {
+        do throws(FlowError) {
+            try await self.commit(commit)
+        } catch where error.code == .counterNotIncreasing && self.configuration.counterRule == .tolerant {
+            // Another request (on this instance or another) advanced the counter between the
+            // read and the commit's compare-and-set. If it stored this very counter over
+            // another form, the key signed one counter twice: the tolerant rule retires it.
+            // Otherwise this is a race an honest app can lose (409, the key kept), as before.
+            guard let keyID = commit.keyID, let current = try await self.load(keyID), current.counter == commit.counter else { throw error }
+            throw await self.lateCounter(commit.counter, key: current, form: form, reason: error.reason, now: now)
         }
     }
 
@@ -386,7 +417,7 @@ public struct FormFlows: Sendable {
         return try? await self.store.countKeys(username: username, .createdSince(since))
     }
 
-    private func acceptedForm(_ bytes: [UInt8], prepared: SignedForm?, username: String, session: String?, now: Date) throws(FlowError) -> SignedForm {
+    func acceptedForm(_ bytes: [UInt8], prepared: SignedForm?, username: String, session: String?, now: Date) throws(FlowError) -> SignedForm {
         try Self.checkUsername(username)
         do {
             // A form parsed with the request body stands for these bytes only while they are its own.
@@ -405,13 +436,13 @@ public struct FormFlows: Sendable {
 
     /// The request's username must follow ``Username``'s rule (the HTTP layer checks it first;
     /// this keeps every other caller to it too).
-    private static func checkUsername(_ username: String) throws(FlowError) {
+    static func checkUsername(_ username: String) throws(FlowError) {
         if let problem = Username.problem(username) {
             throw FlowError(code: .invalidRequest, category: .malformedInput, reason: problem)
         }
     }
 
-    private func formChallengeClaims(_ form: SignedForm, username: String) throws(FlowError) -> [ChallengeClaim] {
+    func formChallengeClaims(_ form: SignedForm, username: String) throws(FlowError) -> [ChallengeClaim] {
         guard let text = form.challenge else {
             if self.configuration.requireServerChallenge {
                 throw FlowError(code: .challengeRequired, category: .policy, reason: "the form must answer a server challenge")
@@ -489,7 +520,7 @@ public struct FormFlows: Sendable {
 
     /// Runs a flow and, when challenges rotate, attaches a fresh form challenge to its outcome or
     /// its error.
-    private func rotating<Outcome>(
+    func rotating<Outcome>(
         username: String,
         now: Date,
         _ flow: () async throws(FlowError) -> Outcome,

@@ -63,13 +63,35 @@ public protocol AttestationStore: Sendable {
     ///   ``StoreError/Code/replay`` or ``StoreError/Code/duplicateKey``.
     func commitRegistration(_ commit: RegistrationCommit) async throws(StoreError)
 
-    /// Accepts an assertion in one atomic step: consumes every claimed challenge, records the
-    /// form hash and advances the counter (compare-and-set, strictly greater), together with its
-    /// ``StoredKey/counterFormHash`` (the replay record's hash) and the key's
-    /// ``StoredKey/lastSignals`` when the commit carries signals, or does none of it.
+    /// Accepts a form's signatures in one atomic step: consumes every claimed challenge, records
+    /// the form hash, advances the App Attest key's counter (compare-and-set, strictly greater),
+    /// together with its ``StoredKey/counterFormHash`` (the replay record's hash) and the key's
+    /// ``StoredKey/lastSignals`` when the commit carries signals, and, when the commit carries a
+    /// passkey's assertion (``AssertionCommit/passkey``), moves that credential's sign count
+    /// (compare-and-set on the count the assertion was verified against), or does none of it.
+    /// The one replay record is what refuses a form accepted once, whichever signatures it carries.
     /// - Throws: ``StoreError/Code/challengeInvalid``, ``StoreError/Code/replay``,
-    ///   ``StoreError/Code/unknownKey`` or ``StoreError/Code/staleCounter``.
+    ///   ``StoreError/Code/unknownKey`` (no such key or passkey, or a commit with neither) or
+    ///   ``StoreError/Code/staleCounter`` (the key's counter or the passkey's sign count moved).
     func commitAssertion(_ commit: AssertionCommit) async throws(StoreError)
+
+    /// The passkey with this credential id, or `nil`.
+    func loadPasskey(credentialID: [UInt8]) async throws(StoreError) -> StoredPasskey?
+
+    /// The user's passkeys, active and revoked, oldest first (by registration time, then credential id).
+    func passkeys(username: String) async throws(StoreError) -> [StoredPasskey]
+
+    /// How many of the user's passkeys match `filter`, counted by the store without reading any
+    /// registration blob.
+    func countPasskeys(username: String, _ filter: KeyCountFilter) async throws(StoreError) -> Int
+
+    /// Registers a passkey in one atomic step: consumes every claimed challenge and inserts the
+    /// credential, or does neither. With ``PasskeyRegistrationCommit/maximumActiveCredentials``,
+    /// the user's least recently used active passkeys beyond that number (the new one counted)
+    /// are revoked at `now` in the same step.
+    /// - Throws: ``StoreError/Code/challengeInvalid`` or ``StoreError/Code/duplicateKey`` (the
+    ///   credential id is registered, to this user or another).
+    func commitPasskeyRegistration(_ commit: PasskeyRegistrationCommit) async throws(StoreError)
 }
 
 /// Which of a user's keys ``AttestationStore/countKeys(username:_:)`` counts.
@@ -81,18 +103,18 @@ public enum KeyCountFilter: Sendable, Hashable {
     /// Keys registered at or after this time, revoked ones included.
     case createdSince(Date)
 
-    /// Whether `key` is counted.
-    public func matches(_ key: StoredKey) -> Bool {
+    /// Whether `key` (an App Attest key or a passkey) is counted.
+    public func matches(_ key: some ListedCredential) -> Bool {
         switch self {
         case .all: true
-        case .active: key.revokedAt == nil && !key.reattestationRequired
+        case .active: key.isActive
         case .createdSince(let date): key.createdAt >= date
         }
     }
 }
 
-/// Where a page of a user's keys ends: the last key's registration time and keyId (keys are
-/// listed by both, in that order).
+/// Where a page of a user's keys (or passkeys) ends: the last one's registration time and keyId
+/// (or credential id): they are listed by both, in that order.
 public struct KeyPosition: Sendable, Hashable {
     public var createdAt: Date
     public var keyID: [UInt8]
@@ -102,14 +124,14 @@ public struct KeyPosition: Sendable, Hashable {
         self.keyID = keyID
     }
 
-    /// The position of `key`.
-    public init(_ key: StoredKey) {
-        self.init(createdAt: key.createdAt, keyID: key.keyID)
+    /// The position of `key` (an App Attest key or a passkey).
+    public init(_ key: some ListedCredential) {
+        self.init(createdAt: key.createdAt, keyID: key.listingID)
     }
 
     /// Whether `key` comes after this position in the listing's order.
-    public func precedes(_ key: StoredKey) -> Bool {
-        key.createdAt != self.createdAt ? key.createdAt > self.createdAt : self.keyID.lexicographicallyPrecedes(key.keyID)
+    public func precedes(_ key: some ListedCredential) -> Bool {
+        key.createdAt != self.createdAt ? key.createdAt > self.createdAt : self.keyID.lexicographicallyPrecedes(key.listingID)
     }
 }
 
@@ -226,6 +248,8 @@ public enum ChallengePurpose: String, Sendable, Hashable, Codable, CaseIterable 
     case form
     /// Attested by a pooled key for an app extension (default lifetime 30 days).
     case pool
+    /// Answered by one passkey registration (WebAuthn's server challenge; default lifetime 120 s).
+    case passkey
 }
 
 /// A challenge the server issued.
@@ -312,9 +336,12 @@ public struct RateLimitWindow: Sendable, Hashable {
     }
 }
 
-/// Everything an accepted assertion writes.
+/// Everything an accepted form's signatures write: an App Attest assertion's, a passkey
+/// assertion's, or both, with the form's one replay record.
 public struct AssertionCommit: Sendable, Hashable {
-    public var keyID: [UInt8]
+    /// The App Attest key whose counter moves; `nil` when a passkey alone signed the form.
+    public var keyID: [UInt8]?
+    /// The App Attest assertion's counter (unused without ``keyID``).
     public var counter: UInt32
     public var replay: ReplayRecord
     public var challenges: [ChallengeClaim]
@@ -322,14 +349,31 @@ public struct AssertionCommit: Sendable, Hashable {
     /// The signals the assertion carried: they become the key's ``StoredKey/lastSignals``, with
     /// the counter. `nil` (an assertion without them) leaves the stored ones as they are.
     public var signals: KeySignals?
+    /// The passkey assertion over the same form, when the request carried one: its credential's
+    /// sign count moves in the same atomic step.
+    public var passkey: PasskeyUse?
 
-    public init(keyID: [UInt8], counter: UInt32, replay: ReplayRecord, challenges: [ChallengeClaim], now: Date, signals: KeySignals? = nil) {
+    public init(
+        keyID: [UInt8]?,
+        counter: UInt32,
+        replay: ReplayRecord,
+        challenges: [ChallengeClaim],
+        now: Date,
+        signals: KeySignals? = nil,
+        passkey: PasskeyUse? = nil
+    ) {
         self.keyID = keyID
         self.counter = counter
         self.replay = replay
         self.challenges = challenges
         self.now = now
         self.signals = signals
+        self.passkey = passkey
+    }
+
+    /// A form signed by a passkey alone.
+    public init(passkey: PasskeyUse, replay: ReplayRecord, challenges: [ChallengeClaim], now: Date) {
+        self.init(keyID: nil, counter: 0, replay: replay, challenges: challenges, now: now, passkey: passkey)
     }
 }
 

@@ -9,6 +9,7 @@ public import Foundation
 /// operation, commits included, atomic.
 public actor MemoryAttestationStore: StepwiseAttestationStore {
     private var keys: [[UInt8]: StoredKey] = [:]
+    private var passkeys: [[UInt8]: StoredPasskey] = [:]
     private var challenges: [[UInt8]: (challenge: IssuedChallenge, used: Bool)] = [:]
     private var replays: [[UInt8]: Date] = [:]
     private var rateWindows: [RateLimitWindow: Int] = [:]
@@ -155,17 +156,89 @@ public actor MemoryAttestationStore: StepwiseAttestationStore {
         try self.check()
         try self.validate(commit.challenges, now: commit.now)
         try self.validateReplay(commit.replay, now: commit.now)
-        guard var key = self.keys[commit.keyID] else { throw StoreError(code: .unknownKey, reason: "no such keyId") }
-        guard key.counter < commit.counter else {
-            throw StoreError(code: .staleCounter, reason: "counter \(commit.counter) is not above the stored \(key.counter)")
+        guard commit.keyID != nil || commit.passkey != nil else {
+            throw StoreError(code: .unknownKey, reason: "the commit names neither a key nor a passkey")
+        }
+        var key: StoredKey?
+        if let keyID = commit.keyID {
+            guard var stored = self.keys[keyID] else { throw StoreError(code: .unknownKey, reason: "no such keyId") }
+            guard stored.counter < commit.counter else {
+                throw StoreError(code: .staleCounter, reason: "counter \(commit.counter) is not above the stored \(stored.counter)")
+            }
+            stored.counter = commit.counter
+            stored.lastUsed = commit.now
+            stored.counterFormHash = commit.replay.formHash
+            if let signals = commit.signals, !signals.isEmpty { stored.lastSignals = signals }
+            key = stored
+        }
+        var passkey: StoredPasskey?
+        if let use = commit.passkey {
+            guard var stored = self.passkeys[use.credentialID] else { throw StoreError(code: .unknownKey, reason: "no such passkey") }
+            guard stored.signCount == use.previousSignCount else {
+                throw StoreError(code: .staleCounter, reason: "the passkey's sign count moved from \(use.previousSignCount) to \(stored.signCount)")
+            }
+            stored.signCount = use.signCount
+            stored.backedUp = use.backedUp
+            stored.lastUsed = commit.now
+            passkey = stored
         }
         for claim in commit.challenges { self.challenges[claim.value]?.used = true }
         self.replays[commit.replay.formHash] = commit.replay.expiresAt
-        key.counter = commit.counter
-        key.lastUsed = commit.now
-        key.counterFormHash = commit.replay.formHash
-        if let signals = commit.signals, !signals.isEmpty { key.lastSignals = signals }
-        self.keys[commit.keyID] = key
+        if let key { self.keys[key.keyID] = key }
+        if let passkey { self.passkeys[passkey.credentialID] = passkey }
+    }
+
+    // MARK: - Passkeys
+
+    public func loadPasskey(credentialID: [UInt8]) throws(StoreError) -> StoredPasskey? {
+        try self.check()
+        return self.passkeys[credentialID]
+    }
+
+    public func passkeys(username: String) throws(StoreError) -> [StoredPasskey] {
+        try self.check()
+        return self.passkeys.values.filter { Array($0.username.utf8) == Array(username.utf8) }
+            .sorted { $0.createdAt != $1.createdAt ? $0.createdAt < $1.createdAt : $0.credentialID.lexicographicallyPrecedes($1.credentialID) }
+    }
+
+    public func countPasskeys(username: String, _ filter: KeyCountFilter) throws(StoreError) -> Int {
+        try self.check()
+        return self.passkeys.values.filter { Array($0.username.utf8) == Array(username.utf8) && filter.matches($0) }.count
+    }
+
+    public func passkeys(username: String, after position: KeyPosition?, limit: Int) throws(StoreError) -> [StoredPasskey] {
+        let all = try self.passkeys(username: username)
+        return Array(all.filter { passkey in position.map { $0.precedes(passkey) } ?? true }.prefix(max(limit, 0)))
+    }
+
+    public func revokePasskey(credentialID: [UInt8], at date: Date) throws(StoreError) {
+        try self.check()
+        guard let passkey = self.passkeys[credentialID] else { throw StoreError(code: .unknownKey, reason: "no such passkey") }
+        if passkey.revokedAt == nil { self.passkeys[credentialID]?.revokedAt = date }
+    }
+
+    public func commitPasskeyRegistration(_ commit: PasskeyRegistrationCommit) throws(StoreError) {
+        try self.check()
+        try self.validate(commit.challenges, now: commit.now)
+        let new = commit.passkey
+        guard self.passkeys[new.credentialID] == nil else {
+            throw StoreError(code: .duplicateKey, reason: "the credential id is registered")
+        }
+        for claim in commit.challenges { self.challenges[claim.value]?.used = true }
+        self.passkeys[new.credentialID] = new
+        if let limit = commit.maximumActiveCredentials {
+            // The new passkey stays; of the others, the most recently used stay up to the limit.
+            let others = self.passkeys.values
+                .filter { Array($0.username.utf8) == Array(new.username.utf8) && $0.revokedAt == nil && $0.credentialID != new.credentialID }
+                .sorted {
+                    if $0.lastUsed != $1.lastUsed { return $0.lastUsed > $1.lastUsed }
+                    if $0.createdAt != $1.createdAt { return $0.createdAt > $1.createdAt }
+                    return $1.credentialID.lexicographicallyPrecedes($0.credentialID)
+                }
+            for passkey in others.dropFirst(max(limit - 1, 0)) {
+                self.passkeys[passkey.credentialID]?.revokedAt = commit.now
+            }
+        }
     }
 
     public func purgeExpired(now: Date, limit: Int) throws(StoreError) -> PurgeStep {

@@ -21,6 +21,15 @@ public protocol OperationalAttestationStore: AttestationStore {
     /// position to get the next page.
     func keys(username: String, after position: KeyPosition?, limit: Int) async throws(StoreError) -> [StoredKey]
 
+    /// Revokes a passkey: every later assertion with it is refused. Idempotent: the first
+    /// revocation's time is kept.
+    /// - Throws: ``StoreError/Code/unknownKey`` when no passkey has this credential id.
+    func revokePasskey(credentialID: [UInt8], at date: Date) async throws(StoreError)
+
+    /// At most `limit` of the user's passkeys after `position` (from the first when `nil`),
+    /// ordered by registration time then credential id, as ``keys(username:after:limit:)``.
+    func passkeys(username: String, after position: KeyPosition?, limit: Int) async throws(StoreError) -> [StoredPasskey]
+
     /// Adds one request to a rate-limit window and returns the window's count after it,
     /// atomically (across instances sharing the store): two concurrent callers never both see
     /// the same count.

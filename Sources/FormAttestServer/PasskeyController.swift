@@ -1,0 +1,72 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+import FormAttestFlows
+import FormAttestResponses
+import Foundation
+import Hummingbird
+
+/// `/api/passkeys/*`: a passkey's registration for the authenticated caller. Forms signed with a
+/// passkey go to `POST /api/appattest/assert` with a `passkey` member (``AppAttestController``).
+///
+/// The caller's authentication, the storage guard and the rate limits are the App Attest
+/// endpoints': options count as a `challenge`, a registration as an `attest`.
+struct PasskeyController {
+    let flows: FormFlows
+    let rateLimiter: RateLimiter
+    let storageGuard: StorageGuard?
+    let now: @Sendable () -> Date
+
+    func addRoutes(to group: RouterGroup<AppRequestContext>) {
+        group.get("options", use: self.options)
+        group.post("register", use: self.register)
+    }
+
+    private func checkStorage(_ context: AppRequestContext) async throws {
+        guard let storageGuard = self.storageGuard else { return }
+        if await storageGuard.shortage(logger: context.logger) != nil {
+            throw APIError.insufficientStorage
+        }
+    }
+
+    private func run<T>(_ body: () async throws(FlowError) -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch {
+            throw APIError(error)
+        }
+    }
+
+    /// `GET /api/passkeys/options?username=`: a passkey challenge, the user handle and the
+    /// relying party id for `navigator.credentials.create()`.
+    @Sendable func options(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let query = try QueryParameters(request)
+        let requested = query.get("username")
+        if let requested { try APIError.checkUsername(requested) }
+        let user: String?
+        do {
+            user = try (context.identity ?? CallerIdentity(kind: .unauthenticated)).user(requested: requested)
+        } catch {
+            throw APIError(error)
+        }
+        guard let username = user else { throw APIError.invalidRequest("username is required: a passkey is registered for one user") }
+        let now = self.now()
+        try await self.checkStorage(context)
+        try await self.rateLimiter.check(endpoint: "challenge", user: username, request: request, context: context, now: now)
+        let options = try await self.run { () async throws(FlowError) in try await self.flows.passkeyRegistrationOptions(username: username, now: now) }
+        return try JSONResponse.make(PasskeyOptionsResponse(options))
+    }
+
+    /// `POST /api/passkeys/register` `{username, challenge, userHandle, credential}`.
+    @Sendable func register(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let body = try await RequestBody.read(request, context: context).acting(for: context.identity)
+        let registration = try body.decode(FormFlows.PasskeyRegistrationRequest.init(body:))
+        let now = self.now()
+        try await self.checkStorage(context)
+        try await self.rateLimiter.check(endpoint: "attest", user: registration.username, request: request, context: context, now: now)
+        let outcome = try await self.run { () async throws(FlowError) in try await self.flows.registerPasskey(registration, now: now) }
+        return try JSONResponse.make(PasskeyRegisteredResponse(outcome))
+    }
+}

@@ -1,0 +1,159 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+import CanonicalJSON
+import FormAttestFlows
+import FormAttestForm
+import FormAttestServer
+import FormAttestTestSupport
+import HTTPTypes
+import Foundation
+import Testing
+import WebAuthn
+
+/// Passkeys over HTTP, in process: the options, the registration, and `POST /api/appattest/assert`
+/// with a `passkey` member, under the factor policy `*=app-attest,transfer=app-attest+passkey-uv`
+/// (ServiceHarness's forms are transfers).
+struct PasskeyRouteTests {
+    static func text(_ value: String) -> JSONValue { .string(JSONString(value)) }
+
+    static func harness(passkeys: Bool = true) throws -> ServiceHarness {
+        var harness = try ServiceHarness()
+        if passkeys {
+            harness.configuration.passkeys = PasskeyDevice.policy()
+            harness.configuration.flows.factorPolicy = try FactorPolicy(setting: "*=app-attest,transfer=app-attest+passkey-uv")
+        }
+        return harness
+    }
+
+    static func hash(_ form: JSONValue) throws -> [UInt8] { try SignedForm(jsonBytes: form.canonicalBytes).clientDataHash }
+
+    static func json(_ bytes: [UInt8]) throws -> JSONValue { try CanonicalJSON.parse(bytes) }
+
+    /// Options, then the registration of `device` for alice: the registration's answer.
+    static func register(_ device: PasskeyDevice, _ client: ServiceHarness.Client) async throws -> ServiceHarness.Client.Answer {
+        let options = try await client.send(.get, "/api/passkeys/options?username=alice", template: "/api/passkeys/options")
+        #expect(options.status == 200, "\(String(decoding: options.body, as: UTF8.self))")
+        #expect(options.json?["challenge"]?["purpose"]?.stringValue == "passkey" && options.json?["rpId"]?.stringValue == PasskeyDevice.rpID)
+        let challenge = try #require(options.json?["challenge"]?["challenge"]?.stringValue)
+        let userHandle = try #require(options.json?["userHandle"]?.stringValue)
+        return try await client.post(
+            "/api/passkeys/register",
+            [
+                ("username", Self.text("alice")), ("challenge", Self.text(challenge)), ("userHandle", Self.text(userHandle)),
+                ("credential", try Self.json(device.register(challenge: try #require(Base64URL.decode(challenge))))),
+            ]
+        )
+    }
+
+    @Test("a passkey registered over HTTP and an App Attest key confirm a transfer together; the same form again with either factor is 409 replay")
+    func bothFactors() async throws {
+        let harness = try Self.harness()
+        try await harness.run { client in
+            var device = PasskeyDevice()
+            let registered = try await Self.register(device, client)
+            #expect(registered.status == 200, "\(String(decoding: registered.body, as: UTF8.self))")
+            #expect(registered.json?["credentialId"]?.stringValue == Base64URL.encode(device.credentialID))
+            #expect(registered.json?["transports"] == .array([Self.text("internal"), Self.text("hybrid")]))
+            let (keyID, attested) = try await ServiceHarness.register(client, form: ServiceHarness.form(action: "login"))
+            #expect(attested.status == 200)
+
+            let form = ServiceHarness.form()
+            let assertion = try await ServiceHarness.assertion(client, keyID: keyID, form: form)
+            let passkey = try Self.json(device.sign(challenge: try Self.hash(form)))
+            let both = try await client.post(
+                "/api/appattest/assert",
+                [("username", Self.text("alice")), ("keyId", Self.text(keyID)), ("assertion", Self.text(assertion)), ("passkey", passkey), ("form", form)])
+            #expect(both.status == 200, "\(String(decoding: both.body, as: UTF8.self))")
+            #expect(both.json?["factors"] == .array([Self.text("app-attest"), Self.text("passkey")]))
+            #expect(both.json?["passkey"]?["userVerified"] == .bool(true) && both.json?["keyId"]?.stringValue == keyID)
+            // The server-signed JWS states both factors: amr and the passkey claim.
+            let token = try #require(both.json?["formats"]?["serverAttestation"]?.stringValue)
+            let parts = token.split(separator: ".")
+            let claims = try CanonicalJSON.parse(try #require(Base64URL.decode(String(parts[1]))))
+            #expect(claims["amr"] == .array(["hwk", "user", "mfa"].map(Self.text)), "\(claims)")
+            #expect(claims["passkey"]?["cred_id"]?.stringValue == Base64URL.encode(device.credentialID))
+            #expect(claims["passkey"]?["uv"] == .bool(true) && claims["key_id"]?.stringValue == keyID)
+
+            // The same form again: the key alone, the passkey alone, both (new assertions each).
+            let again = try await ServiceHarness.assertion(client, keyID: keyID, form: form)
+            let keyAlone = try await client.post(
+                "/api/appattest/assert", [("username", Self.text("alice")), ("keyId", Self.text(keyID)), ("assertion", Self.text(again)), ("form", form)])
+            #expect(keyAlone.status == 409 && keyAlone.errorCode == "replay", "\(keyAlone.status) \(keyAlone.errorCode ?? "")")
+            let passkeyAlone = try await client.post(
+                "/api/appattest/assert", [("username", Self.text("alice")), ("passkey", try Self.json(device.sign(challenge: try Self.hash(form)))), ("form", form)])
+            #expect(passkeyAlone.status == 409 && passkeyAlone.errorCode == "replay", "\(passkeyAlone.status) \(passkeyAlone.errorCode ?? "")")
+        }
+        // Every answer above (options, registration, Confirmed, Asserted-path errors) as the
+        // OpenAPI document describes it.
+        try await OpenAPIConformance.check(harness.recorder)
+    }
+
+    @Test("under the passkey policy a transfer with App Attest alone is 403 passkey_required, a passkey over another form 401, a login needs App Attest alone")
+    func policyAndMismatch() async throws {
+        let harness = try Self.harness()
+        try await harness.run { client in
+            var device = PasskeyDevice()
+            #expect(try await Self.register(device, client).status == 200)
+            let (keyID, _) = try await ServiceHarness.register(client, form: ServiceHarness.form(action: "login"))
+            let transfer = ServiceHarness.form()
+            let assertion = try await ServiceHarness.assertion(client, keyID: keyID, form: transfer)
+            let alone = try await client.post(
+                "/api/appattest/assert", [("username", Self.text("alice")), ("keyId", Self.text(keyID)), ("assertion", Self.text(assertion)), ("form", transfer)])
+            #expect(alone.status == 403 && alone.errorCode == "passkey_required", "\(alone.status) \(alone.errorCode ?? "")")
+            // The passkey signed another form (the amount changed): refused, and nothing recorded.
+            let other = try Self.json(device.sign(challenge: try Self.hash(ServiceHarness.form(amount: "9999.00"))))
+            let mismatch = try await client.post(
+                "/api/appattest/assert",
+                [("username", Self.text("alice")), ("keyId", Self.text(keyID)), ("assertion", Self.text(assertion)), ("passkey", other), ("form", transfer)])
+            #expect(mismatch.status == 401 && mismatch.errorCode == "passkey_challenge_mismatch", "\(mismatch.status) \(mismatch.errorCode ?? "")")
+            #expect(try await harness.store.isFormHashRecorded(try Self.hash(transfer), now: Date()) == false)
+            // A form that is not a transfer needs App Attest alone, through the same endpoint as before.
+            let login = ServiceHarness.form(action: "login")
+            let loginAssertion = try await ServiceHarness.assertion(client, keyID: keyID, form: login)
+            let accepted = try await client.post(
+                "/api/appattest/assert", [("username", Self.text("alice")), ("keyId", Self.text(keyID)), ("assertion", Self.text(loginAssertion)), ("form", login)])
+            #expect(accepted.status == 200 && accepted.json?["factors"] == nil, "\(accepted.status)")
+            // Its JWS states the App Attest key alone, as before passkeys: no amr, no passkey claim.
+            let token = try #require(accepted.json?["formats"]?["serverAttestation"]?.stringValue)
+            let claims = try CanonicalJSON.parse(try #require(Base64URL.decode(String(token.split(separator: ".")[1]))))
+            #expect(claims["amr"] == nil && claims["passkey"] == nil && claims["key_id"]?.stringValue == keyID)
+        }
+    }
+
+    @Test("a registration is refused with its code: a used challenge 422, another origin 401, a malformed body 400; without passkey settings 422 passkeys_disabled")
+    func registrationRefusals() async throws {
+        let harness = try Self.harness()
+        try await harness.run { client in
+            let options = try await client.send(.get, "/api/passkeys/options?username=alice", template: "/api/passkeys/options")
+            let challenge = try #require(options.json?["challenge"]?["challenge"]?.stringValue)
+            let userHandle = try #require(options.json?["userHandle"]?.stringValue)
+            var foreign = PasskeyDevice()
+            foreign.origin = "https://evil.example"
+            func register(_ device: PasskeyDevice) async throws -> ServiceHarness.Client.Answer {
+                try await client.post(
+                    "/api/passkeys/register",
+                    [
+                        ("username", Self.text("alice")), ("challenge", Self.text(challenge)), ("userHandle", Self.text(userHandle)),
+                        ("credential", try Self.json(device.register(challenge: try #require(Base64URL.decode(challenge))))),
+                    ])
+            }
+            let origin = try await register(foreign)
+            #expect(origin.status == 401 && origin.errorCode == "passkey_origin_not_allowed", "\(origin.status) \(origin.errorCode ?? "")")
+            #expect(try await register(PasskeyDevice()).status == 200)
+            let used = try await register(PasskeyDevice(id: 2))
+            #expect(used.status == 422 && used.errorCode == "challenge_invalid", "\(used.status) \(used.errorCode ?? "")")
+            let malformed = try await client.post(
+                "/api/passkeys/register",
+                [("username", Self.text("alice")), ("challenge", Self.text(challenge)), ("userHandle", Self.text(userHandle)), ("credential", Self.text("x"))])
+            #expect(malformed.status == 400 && malformed.errorCode == "invalid_request", "\(malformed.status) \(malformed.errorCode ?? "")")
+        }
+        let disabled = try Self.harness(passkeys: false)
+        try await disabled.run { client in
+            let options = try await client.send(.get, "/api/passkeys/options?username=alice", template: "/api/passkeys/options")
+            #expect(options.status == 422 && options.errorCode == "passkeys_disabled", "\(options.status) \(options.errorCode ?? "")")
+        }
+    }
+}
