@@ -164,7 +164,7 @@ enum StrictModes {
         if let status = Self.status(target) {
             guard status.mode & 0o022 == 0 else {
                 throw UsageError(
-                    "\(what) \(path) is writable by other users (mode \(Self.octal(status.mode))): another user could replace its files; run chmod go-w \(path) (serve makes it 0700)."
+                    "\(what) \(path) is writable by other users (mode \(Self.octal(status.mode))): another user could replace its files; run chmod go-w \(path)\(what.hasPrefix("--data-dir") ? " (serve makes it 0700)" : "")."
                 )
             }
             guard Self.trusted(status.owner) else {
