@@ -28,7 +28,10 @@ public struct APIError: HTTPResponseError, Sendable {
     private init(status: HTTPResponse.Status, code: String, message: String, nextChallenge: IssuedChallenge? = nil, headers: HTTPFields = [:]) {
         self.status = status
         self.code = code
-        self.message = message
+        // Libraries' error descriptions (SwiftASN1's, swift-certificates') end with the source
+        // location that threw (`SwiftASN1/ObjectIdentifier.swift:41`): the client has no use for
+        // it, and it names the service's dependencies; the log keeps it (r3 F7).
+        self.message = Self.withoutSourceLocations(message)
         self.nextChallenge = nextChallenge
         self.headers = headers
     }
@@ -52,6 +55,22 @@ public struct APIError: HTTPResponseError, Sendable {
         let message = error.category == .storeUnavailable ? Self.storeUnavailableMessage : error.reason
         let headers: HTTPFields = error.retryAfter.map { [.retryAfter: String($0)] } ?? [:]
         self.init(status: status, code: error.code.identifier, message: message, nextChallenge: error.nextChallenge, headers: headers)
+    }
+
+    /// `text` without the words that are a Swift source location (`Module/File.swift:41`, with
+    /// any closing punctuation after it).
+    static func withoutSourceLocations(_ text: String) -> String {
+        guard text.contains(".swift:") else { return text }
+        return text.split(separator: " ", omittingEmptySubsequences: false).filter { !Self.isSourceLocation($0) }.joined(separator: " ")
+    }
+
+    /// `File.swift:41`, `Module/File.swift:41`, `File.swift:41)` or `File.swift:41;`.
+    static func isSourceLocation(_ word: Substring) -> Bool {
+        var core = word
+        while let last = core.last, ")],;.".contains(last) { core = core.dropLast() }
+        guard let colon = core.lastIndex(of: ":") else { return false }
+        let line = core[core.index(after: colon)...]
+        return core[..<colon].hasSuffix(".swift") && !line.isEmpty && line.allSatisfy { $0.isASCII && $0.isNumber }
     }
 
     /// Caller authentication's outcomes: 401, 403, or 503 when the identity provider's keys are

@@ -122,6 +122,10 @@ struct AppAttestController {
             Self.outcomeCounter(endpoint: endpoint, code: error.code.identifier).increment()
             // The code only: never request fields, attestation bytes or keys in logs.
             context.logger.info("rejected", metadata: ["endpoint": .string(endpoint), "code": .string(error.code.identifier)])
+            if error.reason != APIError.withoutSourceLocations(error.reason) {
+                // A library's error with its source location: the answer leaves it out (r3 F7).
+                context.logger.info("rejected: library detail", metadata: ["endpoint": .string(endpoint), "reason": .string(error.reason)])
+            }
             if error.category == .storeUnavailable {
                 // The answer says only store_unavailable; the operator needs the store's reason.
                 context.logger.error("store unavailable", metadata: ["endpoint": .string(endpoint), "reason": .string(error.reason)])
@@ -146,7 +150,7 @@ struct AppAttestController {
         }
         let now = self.now()
         try await self.checkStorage(context)
-        try await self.rateLimiter.check(endpoint: "challenge", user: username, request: request, context: context, now: now)
+        try await self.rateLimiter.check(endpoint: "challenge", user: username, pool: purpose == .pool, request: request, context: context, now: now)
         let challenge = try await self.outcome("challenge", context: context) { () async throws(FlowError) in
             try await self.flows.issueChallenge(purpose: purpose, username: username, now: now)
         }
@@ -177,7 +181,7 @@ struct AppAttestController {
         pooled.session = context.identity?.sessionID
         let now = self.now()
         try await self.checkStorage(context)
-        try await self.rateLimiter.check(endpoint: "register-pooled", user: pooled.username, request: request, context: context, now: now)
+        try await self.rateLimiter.check(endpoint: "register-pooled", user: pooled.username, pool: true, request: request, context: context, now: now)
         let result = try await self.outcome("register-pooled", context: context) { () async throws(FlowError) in
             try await self.flows.registerPooled(pooled, now: now)
         }

@@ -30,6 +30,10 @@ import Darwin
 ///   budget for such requests (`perBackendUnnamed`);
 /// - no caller authentication: the client address, and the username the request names.
 ///
+/// Pool challenges (`purpose=pool`, kept 30 days) and `register-pooled` also spend a trusted
+/// backend's pool budget (`pool`), whether or not they name a user: a backend naming a fresh
+/// user on each request would otherwise spend only its total (r3 F4).
+///
 /// A client address is an IPv4 address (/32; an IPv4-mapped IPv6 address is read as its IPv4
 /// address) or an IPv6 prefix (`ipv6Prefix` bits, /64 by default: one subscriber's allocation).
 public struct RateLimits: Sendable, Hashable {
@@ -51,13 +55,17 @@ public struct RateLimits: Sendable, Hashable {
     public var ipv6Prefix: Int
     /// `POST /api/appattest/inspect` requests per window per caller (user, backend or address).
     public var inspect: Int
+    /// Pool challenges and `register-pooled` requests together per window per backend secret,
+    /// whatever user they name.
+    public var pool: Int
 
     /// Defaults: 30 a minute per user and per address, 3000 per backend (30 naming no user),
-    /// IPv6 by /64, 60 inspections, no proxy.
+    /// IPv6 by /64, 60 inspections, 60 pool requests per backend, no proxy.
     public init(
         perUser: Int = 30, perAddress: Int = 30, window: TimeInterval = 60, trustedProxyHops: Int = 0, perBackend: Int = 3000,
-        perBackendUnnamed: Int = 30, ipv6Prefix: Int = 64, inspect: Int = 60
+        perBackendUnnamed: Int = 30, ipv6Prefix: Int = 64, inspect: Int = 60, pool: Int = 60
     ) {
+        self.pool = pool
         self.perUser = perUser
         self.perAddress = perAddress
         self.window = window
@@ -79,8 +87,13 @@ struct RateLimiter: Sendable {
 
     /// Counts this request against each of its budgets; throws 429 when one is over its limit
     /// (503 when the store cannot count: fail closed).
-    func check(endpoint: String, user: String?, request: Request, context: AppRequestContext, now: Date) async throws {
+    func check(endpoint: String, user: String?, pool: Bool = false, request: Request, context: AppRequestContext, now: Date) async throws {
         try await self.count(endpoint: endpoint, self.subjects(user: user, request: request, context: context), now: now)
+        // A pool request: the backend's pool budget too, shared by pool challenges and
+        // register-pooled, whatever user the request names.
+        if pool, context.identity?.kind == .trustedBackend {
+            try await self.count(endpoint: "pool", [("backend-pool", context.identity?.backend ?? "", self.limits.pool)], now: now)
+        }
     }
 
     /// Counts an inspection against its caller: the token's user, the backend, or the address

@@ -123,7 +123,9 @@ public struct SigningKeyDirectory: Sendable {
         // Owner-only (0700): it holds the signing keys (each file 0600).
         try FileManager.default.createDirectory(at: self.directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         try Self.writePrivate(current.pemRepresentation, to: self.currentKeyFile)
-        try Data(previous.map { $0.pemRepresentation + "\n" }.joined().utf8).write(to: self.previousKeysFile, options: .atomic)
+        // Public keys, but trusted: whoever changes this file has a key published in the JWKS.
+        // Created 0600 like the key, so that no umask leaves it open to others (r3 F1).
+        try Self.writePrivate(previous.map { $0.pemRepresentation + "\n" }.joined(), to: self.previousKeysFile)
     }
 
     /// Writes a secret readable by the owner alone: the temporary file is created 0600 before

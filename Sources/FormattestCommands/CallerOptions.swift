@@ -61,6 +61,9 @@ struct CallerOptions: ParsableArguments {
     @Option(name: .customLong("rate-limit-inspect"), help: "Inspector requests per window per caller (default 60).")
     var rateLimitInspect = 60
 
+    @Option(name: .customLong("rate-limit-pool"), help: "Pool challenges and register-pooled requests per window per backend secret (default 60).")
+    var rateLimitPool = 60
+
     func validate(devSimulator: Bool) throws {
         let chosen = [self.jwks != nil, self.secretFile != nil, self.insecureNoCallerAuth].filter { $0 }.count
         guard chosen <= 1 else {
@@ -91,6 +94,7 @@ struct CallerOptions: ParsableArguments {
         guard (1...1_000_000).contains(self.rateLimitBackendUnnamed) else { throw ValidationError("--rate-limit-backend-unnamed must be 1-1000000.") }
         guard (32...128).contains(self.rateLimitIPv6Prefix) else { throw ValidationError("--rate-limit-ipv6-prefix must be 32-128.") }
         guard (1...1_000_000).contains(self.rateLimitInspect) else { throw ValidationError("--rate-limit-inspect must be 1-1000000.") }
+        guard (1...1_000_000).contains(self.rateLimitPool) else { throw ValidationError("--rate-limit-pool must be 1-1000000.") }
     }
 
     /// A secret file's text. One that starts with a UTF-8 byte order mark is refused: the mark
@@ -117,7 +121,7 @@ struct CallerOptions: ParsableArguments {
         RateLimits(
             perUser: self.rateLimitPerUser, perAddress: self.rateLimitPerAddress, window: self.rateLimitWindow, trustedProxyHops: self.trustedProxyHops,
             perBackend: self.rateLimitPerBackend, perBackendUnnamed: self.rateLimitBackendUnnamed, ipv6Prefix: self.rateLimitIPv6Prefix,
-            inspect: self.rateLimitInspect
+            inspect: self.rateLimitInspect, pool: self.rateLimitPool
         )
     }
 

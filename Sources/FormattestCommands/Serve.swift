@@ -18,6 +18,7 @@ import Prometheus
 import ServiceLifecycle
 import SwiftASN1
 import Tracing
+import TransparencyLog
 public import X509
 
 /// `formattest serve`: the service without a development device. `--dev-simulator` is refused
@@ -110,6 +111,7 @@ public struct ServeOptions: ParsableArguments {
     @Option(name: .customLong("rate-limit-backend-unnamed"), help: ServeSettings.help("rate-limit-backend-unnamed")) var rateLimitBackendUnnamed: String?
     @Option(name: .customLong("rate-limit-ipv6-prefix"), help: ServeSettings.help("rate-limit-ipv6-prefix")) var rateLimitIPv6Prefix: String?
     @Option(name: .customLong("rate-limit-inspect"), help: ServeSettings.help("rate-limit-inspect")) var rateLimitInspect: String?
+    @Option(name: .customLong("rate-limit-pool"), help: ServeSettings.help("rate-limit-pool")) var rateLimitPool: String?
     @Option(name: .customLong("max-connections"), help: ServeSettings.help("max-connections")) var maxConnections: String?
     @Option(name: .customLong("max-connections-per-address"), help: ServeSettings.help("max-connections-per-address")) var maxConnectionsPerAddress: String?
     @Option(name: .customLong("header-timeout"), help: ServeSettings.help("header-timeout")) var headerTimeout: String?
@@ -185,6 +187,7 @@ public struct ServeOptions: ParsableArguments {
             "rate-limit-backend-unnamed": self.rateLimitBackendUnnamed.map { [$0] } ?? [],
             "rate-limit-ipv6-prefix": self.rateLimitIPv6Prefix.map { [$0] } ?? [],
             "rate-limit-inspect": self.rateLimitInspect.map { [$0] } ?? [],
+            "rate-limit-pool": self.rateLimitPool.map { [$0] } ?? [],
             "max-connections": self.maxConnections.map { [$0] } ?? [],
             "max-connections-per-address": self.maxConnectionsPerAddress.map { [$0] } ?? [],
             "header-timeout": self.headerTimeout.map { [$0] } ?? [],
@@ -234,6 +237,8 @@ public struct ServeOptions: ParsableArguments {
             logger.info("configuration file", metadata: ["path": "\(config.texts[0])", "source": "\(config.source)"])
         }
 
+        // The files that decide trust are judged before any is read (StrictModes, r3 F1).
+        try StrictModes.checkTrust(plan)
         var anchors = try InputFile.readCertificates(plan.roots, orDefault: AppAttestPolicy.appleTrustAnchors)
         var receiptAnchors = AppAttestPolicy.appleReceiptTrustAnchors
         var developmentDevice: (any DevelopmentDevice)?
@@ -512,7 +517,7 @@ struct ServePlan {
             arguments([
                 "caller-jwks", "caller-issuer", "caller-audience", "caller-user-claim", "bind-session", "caller-secret-file", "admin-secret-file",
                 "insecure-no-caller-auth", "max-keys-per-user", "rate-limit-per-user", "rate-limit-per-address", "rate-limit-window", "trusted-proxy-hops",
-                "rate-limit-per-backend", "rate-limit-backend-unnamed", "rate-limit-ipv6-prefix", "rate-limit-inspect",
+                "rate-limit-per-backend", "rate-limit-backend-unnamed", "rate-limit-ipv6-prefix", "rate-limit-inspect", "rate-limit-pool",
             ])
         )
         try self.caller.validate(devSimulator: self.devSimulator)

@@ -233,6 +233,10 @@ enum ServeSettings {
             help: "Inspector requests per window per caller (the token's user, the backend, or the address without caller authentication); a backend's count against its rate-limit-per-backend and rate-limit-backend-unnamed too"
         ),
         .init(
+            "rate-limit-pool", env: ["FORMATTEST_RATE_LIMIT_POOL"], .integer(1...1_000_000), default: "60",
+            help: "Pool challenges and register-pooled requests together per window per backend secret, whether or not they name a user (each pool challenge is kept 30 days)"
+        ),
+        .init(
             "max-connections", env: ["FORMATTEST_MAX_CONNECTIONS"], .integer(1...1_000_000), default: "1024",
             help: "Open connections per listener; at the limit new ones wait in the backlog (logged, counted); one the descriptor limit cannot hold is refused at start (the default is lowered to fit)"
         ),

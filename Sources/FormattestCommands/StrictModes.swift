@@ -30,10 +30,18 @@ import Darwin
 ///   their own in its place. A sticky world-writable directory (`/tmp`) is accepted only when the
 ///   entry below it is owned by root or the service's user and not writable by others;
 /// - one secret in both the caller and the admin secret files: the backend could then use the
-///   admin API.
+///   admin API;
+/// - a file or directory that decides trust, public but not to be changed by others, that group or
+///   others may write or another user owns: the identity provider's key set file
+///   (`--caller-jwks` as a path), the `--root` trust anchors, the previous signing keys
+///   (`signing-key.previous.pem`, published in the JWKS), `--allowed-cdhashes-file`, the packed
+///   format's attestation authority directory and its certificates, `--evidence-dir`,
+///   `--evidence-log` and `--demo-dir` (pages served to users' browsers) (r3 F1).
 ///
 /// Files reached through symbolic links (Kubernetes mounts secrets as `..data/` links) are judged
-/// by their target and the directories of the resolved path, never by the link's own mode.
+/// by their target, never by the link's own mode; the directories of the resolved path are
+/// checked, and so is every directory that holds a link on the way, from the path as given
+/// (whoever may write there could point the link elsewhere) (r3 F2).
 ///
 /// A path that does not exist yet is not refused here (the data directory is created 0700, the
 /// signing key and the SQLite file 0600); reading it later fails as before.
@@ -56,6 +64,49 @@ enum StrictModes {
         guard let pointer = realpath(path, nil) else { return nil }
         defer { free(pointer) }
         return String(cString: pointer)
+    }
+
+    /// The mode and owner of `path` itself, a symbolic link not followed (its own mode says nothing).
+    static func linkStatus(_ path: String) -> (mode: Int, owner: uid_t, isLink: Bool)? {
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
+            let permissions = (attributes[.posixPermissions] as? NSNumber)?.intValue,
+            let owner = (attributes[.ownerAccountID] as? NSNumber)?.uint32Value
+        else { return nil }
+        return (permissions & 0o7777, uid_t(owner), attributes[.type] as? FileAttributeType == .typeSymbolicLink)
+    }
+
+    /// Every symbolic link met while resolving `path` (absolute), as the path of the link with
+    /// the directories above it resolved: the directory holding each must be as safe as the
+    /// file's own. At most 40 links (the kernel's own bound); a loop fails later, at `realpath`.
+    static func links(_ path: String) -> [String] {
+        var pending = URL(fileURLWithPath: path).path.split(separator: "/").map(String.init)
+        var current = "/"
+        var found: [String] = []
+        while !pending.isEmpty && found.count < 40 {
+            let name = pending.removeFirst()
+            if name.isEmpty || name == "." { continue }
+            if name == ".." {
+                current = Self.parent(current)
+                continue
+            }
+            let candidate = current == "/" ? "/" + name : current + "/" + name
+            if let target = try? FileManager.default.destinationOfSymbolicLink(atPath: candidate) {
+                found.append(candidate)
+                if target.hasPrefix("/") { current = "/" }
+                pending = target.split(separator: "/").map(String.init) + pending
+            } else {
+                current = candidate
+            }
+        }
+        return found
+    }
+
+    /// The directories of the resolved path and those holding each link on the way to it.
+    static func checkPaths(given path: String, resolved target: String, _ what: String) throws {
+        for link in Self.links(URL(fileURLWithPath: path).standardizedFileURL.path) {
+            try Self.checkPath(link, what)
+        }
+        try Self.checkPath(target, what)
     }
 
     static func octal(_ mode: Int) -> String {
@@ -93,7 +144,7 @@ enum StrictModes {
                     }
                     // /tmp: others may create entries, but not rename or remove this one, so it
                     // is safe while this entry is the service's own and closed to others.
-                    if let below = Self.status(child), !Self.trusted(below.owner) || below.mode & 0o022 != 0 {
+                    if let below = Self.linkStatus(child), !Self.trusted(below.owner) || (!below.isLink && below.mode & 0o022 != 0) {
                         throw UsageError(
                             "\(what): \(child), below the shared directory \(directory), is owned by uid \(below.owner) with mode \(Self.octal(below.mode)): it must be owned by root or the service's user and not writable by others; run chmod go-w \(child)."
                         )
@@ -113,7 +164,7 @@ enum StrictModes {
         if let status = Self.status(target) {
             guard status.mode & 0o022 == 0 else {
                 throw UsageError(
-                    "\(what) \(path) is writable by other users (mode \(Self.octal(status.mode))): another user could replace its files; run chmod go-w \(path) (serve makes it 0700)."
+                    "\(what) \(path) is writable by other users (mode \(Self.octal(status.mode))): another user could replace its files; run chmod go-w \(path)\(what.hasPrefix("--data-dir") ? " (serve makes it 0700)" : "")."
                 )
             }
             guard Self.trusted(status.owner) else {
@@ -122,7 +173,23 @@ enum StrictModes {
                 )
             }
         }
-        try Self.checkPath(target, what)
+        try Self.checkPaths(given: absolute, resolved: target, what)
+    }
+
+    /// Refuses a file that decides trust (public, but not to be changed by others) that group or
+    /// others may write or another user owns, and unsafe directories above it and its links.
+    static func checkTrustFile(_ path: String, _ what: String) throws {
+        guard let target = Self.resolved(path), let status = Self.status(target) else { return }
+        let shown = target == URL(fileURLWithPath: path).standardizedFileURL.path ? path : "\(path) (-> \(target))"
+        guard status.mode & 0o022 == 0 else {
+            throw UsageError(
+                "\(what) \(shown) is writable by other users (mode \(Self.octal(status.mode))): another user could change whom the service trusts; run chmod go-w \(target)."
+            )
+        }
+        guard Self.trusted(status.owner) else {
+            throw UsageError("\(what) \(shown) is owned by uid \(status.owner), neither root nor the service's user; run chown to the service's user.")
+        }
+        try Self.checkPaths(given: path, resolved: target, what)
     }
 
     /// Refuses a key or secret file that group or others may read or write, or another user
@@ -138,7 +205,7 @@ enum StrictModes {
         guard Self.trusted(status.owner) else {
             throw UsageError("\(what) \(shown) is owned by uid \(status.owner), neither root nor the service's user; run chown to the service's user.")
         }
-        try Self.checkPath(target, what)
+        try Self.checkPaths(given: path, resolved: target, what)
     }
 
     /// Refuses an existing SQLite store file, or its `-wal`/`-shm`, that group or others may read
@@ -154,7 +221,7 @@ enum StrictModes {
             guard Self.trusted(status.owner) else {
                 throw UsageError("--store: the SQLite file \(name) is owned by uid \(status.owner), neither root nor the service's user; run chown to the service's user.")
             }
-            try Self.checkPath(target, "--store: the SQLite file")
+            try Self.checkPaths(given: name, resolved: target, "--store: the SQLite file")
         }
     }
 
@@ -174,7 +241,22 @@ enum StrictModes {
         guard Self.trusted(status.owner) else {
             throw UsageError("--config: the configuration file \(path) is owned by uid \(status.owner), neither root nor the service's user; run chown to the service's user.")
         }
-        try Self.checkPath(target, "--config: the configuration file")
+        try Self.checkPaths(given: path, resolved: target, "--config: the configuration file")
+    }
+
+    /// The files and directories that decide whom the service trusts or what it serves (r3 F1).
+    static func checkTrust(_ plan: ServePlan) throws {
+        if let jwks = plan.caller.jwks, !jwks.lowercased().hasPrefix("https://"), !jwks.lowercased().hasPrefix("http://") {
+            try Self.checkTrustFile(jwks, "--caller-jwks: the identity provider's key set")
+        }
+        for root in plan.roots { try Self.checkTrustFile(root, "--root: the trust anchor") }
+        if plan.signing.signingKeyPath == nil {
+            try Self.checkTrustFile(plan.signing.keyDirectory.previousKeysFile.path, "--data-dir: the previous signing keys (published in the JWKS)")
+        }
+        if let path = plan.signalPolicy.allowedCDHashesFile { try Self.checkTrustFile(path, "--allowed-cdhashes-file: the allowed CDHashes") }
+        if let directory = plan.evidence?.archiveDirectory { try Self.checkDirectory(directory, "--evidence-dir: the evidence directory") }
+        if let directory = plan.evidence?.log?.directory { try Self.checkDirectory(directory, "--evidence-log: the evidence log's directory") }
+        if let directory = plan.demoDirectory { try Self.checkDirectory(directory, "--demo-dir: the demo pages' directory") }
     }
 
     /// Every check of `serve`'s files, and the secret shared between caller and admin files.
@@ -194,6 +276,10 @@ enum StrictModes {
             try Self.checkSecretFile(plan.signing.keyDirectory.currentKeyFile.path, "--data-dir: the signing key")
         }
         if let authority = plan.packed.directory {
+            try Self.checkDirectory(authority, "--attestation-ca: the authority's directory")
+            for name in ["root.pem", "attestation.pem"] {
+                try Self.checkTrustFile(URL(fileURLWithPath: authority).appendingPathComponent(name).path, "--attestation-ca: the authority's certificate")
+            }
             for name in ["root-key.pem", "attestation-key.pem"] {
                 try Self.checkSecretFile(URL(fileURLWithPath: authority).appendingPathComponent(name).path, "--attestation-ca: the authority's key")
             }

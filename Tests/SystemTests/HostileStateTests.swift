@@ -24,8 +24,9 @@ struct HostileStateTests {
         let port: Int
         let files: TemporaryFiles
 
-        init(_ extra: [String], logLevel: String = "warning") throws {
-            self.files = try TemporaryFiles()
+        /// `files`: another instance's, to share its store and data directory.
+        init(_ extra: [String], logLevel: String = "warning", files: TemporaryFiles? = nil) throws {
+            self.files = try files ?? TemporaryFiles()
             self.port = Formattest.freePort()
             self.server = try Formattest.start(
                 [
@@ -37,6 +38,12 @@ struct HostileStateTests {
         }
 
         func stop() { _ = self.server.terminate(within: 10) }
+
+        /// Stops the service and returns what it logged.
+        func stopAndLog() -> String {
+            _ = self.server.terminate(within: 10)
+            return self.server.finish().stderr
+        }
 
         func send(_ method: String, _ path: String, _ body: [String: Any]? = nil, bearer: String? = nil) async throws -> (Int, [String: Any]) {
             let (status, object, _) = try await self.exchange(method, path, body, bearer: bearer)
@@ -85,6 +92,51 @@ struct HostileStateTests {
         }
 
         func code(_ answer: [String: Any]) -> String? { (answer["error"] as? [String: Any])?["code"] as? String }
+    }
+
+    /// `object` (an attestation object's CBOR) with its receipt's byte string replaced by the
+    /// five bytes of a DER INTEGER, `30 03 02 01 00`: not a CMS SignedData. The receipt is outside
+    /// the attestation's signature, so the key still registers where receipts are not required.
+    static func withGarbageReceipt(_ object: [UInt8]) throws -> [UInt8] {
+        let name = [0x67] + Array("receipt".utf8)
+        let start = try #require((0...(object.count - name.count)).first { Array(object[$0..<$0 + name.count]) == name }) + name.count
+        var length = 0
+        var header = 1
+        switch object[start] {
+        case 0x40...0x57: length = Int(object[start] - 0x40)
+        case 0x58: (length, header) = (Int(object[start + 1]), 2)
+        case 0x59: (length, header) = (Int(object[start + 1]) << 8 | Int(object[start + 2]), 3)
+        case 0x5A: (length, header) = (object[(start + 1)...(start + 4)].reduce(0) { $0 << 8 | Int($1) }, 5)
+        default: Issue.record("the receipt is not a byte string")
+        }
+        return Array(object[..<start]) + [0x45, 0x30, 0x03, 0x02, 0x01, 0x00] + Array(object[(start + header + length)...])
+    }
+
+    @Test("r3 F7: a refusal from a library's error (SwiftASN1) carries no source location in its message; the log keeps it")
+    func noSourceLocationsInMessages() async throws {
+        // Instance A, receipts not required, registers a key whose attestation carries a garbage receipt.
+        let first = try Service([])
+        defer { first.stop() }
+        try #require(Formattest.waitForListener(port: first.port, process: first.server.process))
+        let form = Service.form("1.00")
+        let (_, simulated) = try await first.send("POST", "/api/dev/simulate", ["action": "attest", "form": form])
+        let keyID = try #require(simulated["keyId"] as? String)
+        let text = try #require(simulated["attestationObject"] as? String).replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        let object = try #require(Data(base64Encoded: text + String(repeating: "=", count: (4 - text.count % 4) % 4)))
+        let garbage = Data(try Self.withGarbageReceipt(Array(object))).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        let (registered, answer) = try await first.send(
+            "POST", "/api/appattest/attest", ["username": "alice", "keyId": keyID, "attestationObject": garbage, "form": form])
+        #expect(registered == 200, "\(answer)")
+        // Instance B, on the same store with evidence records: the key's receipt is parsed, and refused.
+        let second = try Service(["--evidence-dir", first.files.directory.path], logLevel: "info", files: first.files)
+        try #require(Formattest.waitForListener(port: second.port, process: second.server.process))
+        let (status, refused) = try await second.send("POST", "/api/appattest/assert", try await first.signed(keyID, amount: "2.00"))
+        let message = ((refused["error"] as? [String: Any])?["message"] as? String) ?? ""
+        #expect(status == 428 && second.code(refused) == "key_attestation_unverifiable", "\(status) \(refused)")
+        #expect(message.contains("receipt") && !message.contains(".swift:"), "\(message)")
+        let log = second.stopAndLog()
+        #expect(log.contains("rejected: library detail") && log.contains(".swift:"), "\(log)")
     }
 
     @Test("class 12: forms delivered in the opposite order: 409 counter_out_of_order and the key signs on; --counter-rule strict retires it")

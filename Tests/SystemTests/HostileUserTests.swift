@@ -167,6 +167,51 @@ struct HostileUserTests {
         }
     }
 
+    @Test("r3 F5: an EC and an RSA key under one kid are both kept, the token's alg choosing; two keys of one type under one kid are dropped and logged")
+    func sameKidKeyTypes() async throws {
+        let provider = try TestIdentityProvider()
+        let own = try #require(try JSONSerialization.jsonObject(with: Data(try provider.jwks())) as? [String: Any])
+        var keys = try #require(own["keys"] as? [[String: Any]])
+        // The provider's EC (ec1) and RSA (rsa1) keys, published under one kid, as during a migration.
+        for index in keys.indices where keys[index]["kid"] as? String == "ec1" || keys[index]["kid"] as? String == "rsa1" {
+            keys[index]["kid"] = "2026-11"
+        }
+        // Its Ed25519 key twice under one kid (the second another key): a token cannot tell them apart.
+        let ed = try #require(keys.first { $0["kid"] as? String == "ed1" })
+        var other = ed
+        other["x"] = "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"
+        keys.append(other)
+        let files = try TemporaryFiles()
+        let jwks = try files.write(try JSONSerialization.data(withJSONObject: ["keys": keys], options: [.sortedKeys]), named: "jwks.json")
+        let service = try Service(
+            ["--store", "memory", "--caller-jwks", jwks, "--caller-issuer", TestIdentityProvider.issuer, "--caller-audience", TestIdentityProvider.audience],
+            files: files
+        )
+        func status(_ token: String) throws -> (Int, String?) {
+            let answer = try Self.exchange(service.port, "/api/appattest/challenge", headers: [("Authorization", "Bearer \(token)")])
+            return (answer.status, Self.code(answer.body))
+        }
+        let es256 = try status(try provider.token(TestIdentityProvider.claims(), signer: .es256, kid: "2026-11"))
+        #expect(es256.0 == 200, "\(es256)")
+        let rs256 = try status(try provider.token(TestIdentityProvider.claims(), signer: .rs256, kid: "2026-11"))
+        #expect(rs256.0 == 200, "\(rs256)")
+        // The same kid, ES256, with a signature over other bytes (the header naming kid ec1): the
+        // EC key is the one chosen, and it refuses.
+        let honest = try provider.token(TestIdentityProvider.claims(), signer: .es256, kid: "2026-11").split(separator: ".")
+        let elsewhere = try provider.token(TestIdentityProvider.claims(), signer: .es256).split(separator: ".")
+        let forged = try status([honest[0], honest[1], elsewhere[2]].joined(separator: "."))
+        #expect(forged.0 == 401 && forged.1 == "unauthenticated", "\(forged)")
+        // EdDSA under the kid of the EC and RSA keys: no OKP key there.
+        let mismatched = try status(try provider.token(TestIdentityProvider.claims(), signer: .eddsa, kid: "2026-11"))
+        #expect(mismatched.0 == 401 && mismatched.1 == "unauthenticated", "\(mismatched)")
+        // The two Ed25519 keys under ed1: both dropped.
+        let ambiguous = try status(try provider.token(TestIdentityProvider.claims(), signer: .eddsa))
+        #expect(ambiguous.0 == 401 && ambiguous.1 == "unauthenticated", "\(ambiguous)")
+        let log = service.stop()
+        #expect(log.components(separatedBy: "another OKP key of the set has this kid").count - 1 == 2, "\(log)")
+        #expect(!log.contains("kid=2026-11"), "\(log)")
+    }
+
     @Test("3: a key set that cannot be read is logged and counted; requests fail closed (503), never silently")
     func refreshFailureCounted() async throws {
         let files = try TemporaryFiles()
@@ -290,6 +335,33 @@ struct HostileUserTests {
             named.append(try Self.exchange(service.port, "/api/appattest/challenge?username=user\(index)", headers: bearer).status)
         }
         #expect(named == [200, 200, 429], "named users under the backend's total: \(named)")
+        _ = service.stop()
+    }
+
+    @Test("r3 F4: a backend's pool challenges spend its pool budget whether or not they name a user; form challenges do not")
+    func poolBudgetPerBackend() async throws {
+        let files = try TemporaryFiles()
+        let secretFile = try files.writeSecret(Self.secret, named: "backend-secret")
+        let service = try Service(
+            [
+                "--store", "memory", "--caller-secret-file", secretFile, "--rate-limit-pool", "3", "--rate-limit-backend-unnamed", "100",
+                "--rate-limit-per-backend", "100", "--rate-limit-per-user", "100",
+            ],
+            files: files
+        )
+        let bearer = [("Authorization", "Bearer \(Self.secret)")]
+        // A fresh user on every pool challenge (the red team's flood): the pool budget still holds.
+        var named: [Int] = []
+        for _ in 0..<3 {
+            named.append(try Self.exchange(service.port, "/api/appattest/challenge?purpose=pool&username=u\(UUID().uuidString.prefix(8))", headers: bearer).status)
+        }
+        let unnamed = try Self.exchange(service.port, "/api/appattest/challenge?purpose=pool", headers: bearer)
+        #expect(named == [200, 200, 200] && unnamed.status == 429 && Self.code(unnamed.body) == "rate_limited", "\(named) \(unnamed)")
+        let another = try Self.exchange(service.port, "/api/appattest/challenge?purpose=pool&username=fresh", headers: bearer)
+        #expect(another.status == 429, "\(another)")
+        // The same backend's form challenges are not pool requests: still served.
+        let form = try Self.exchange(service.port, "/api/appattest/challenge?username=fresh", headers: bearer)
+        #expect(form.status == 200, "\(form)")
         _ = service.stop()
     }
 
@@ -552,6 +624,100 @@ struct HostileUserTests {
         #expect(line.contains("headerTimeout=5.0 seconds"), "\(line)")
     }
 
+    @Test("r3 F1: the files and directories that decide trust (key set, roots, previous keys, CDHashes, evidence, demo pages) are refused writable by others; the previous keys are created 0600")
+    func strictTrustFiles() async throws {
+        // One deployment with every such file, each safe (public files 0644, directories 0700/0755).
+        let (files, caller, _) = try Self.prepared()
+        let data = files.directory.appendingPathComponent("data").path
+        #expect(try await Formattest.run(["keys", "generate", "--data-dir", data]).status == 0)
+        #expect(try await Formattest.run(["keys", "generate", "--data-dir", data]).status == 0)
+        let previous = files.directory.appendingPathComponent("data/signing-key.previous.pem").path
+        // Written by the rotation as the key is: readable by the service's user alone.
+        #expect(StrictModesProbe.mode(previous) == 0o600)
+        let appleRoot = try Data(contentsOf: RealSample.fixturesDirectory.appendingPathComponent("appattest/apple-app-attestation-root-ca.pem"))
+        let root = try files.write(appleRoot, named: "root.pem")
+        let cdhashes = try files.write(#"{"1": ["\#(String(repeating: "a", count: 64))"]}"#, named: "cdhashes.json")
+        let evidence = files.directory.appendingPathComponent("evidence").path
+        let demo = files.directory.appendingPathComponent("demo").path
+        try FileManager.default.createDirectory(atPath: evidence, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        try FileManager.default.createDirectory(atPath: demo, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o755])
+        _ = try files.write("<html></html>", named: "demo/appattest-demo.html")
+        for path in [root, cdhashes] { try Self.chmod(path, 0o644) }
+        try Self.chmod(previous, 0o644)  // an earlier release's file: public, not writable by others: accepted
+        let arguments = [
+            "--caller-secret-file", caller, "--root", root, "--allowed-cdhashes-file", cdhashes, "--evidence-dir", evidence, "--demo-dir", demo,
+        ]
+        let started = try await Self.serve(files, arguments)
+        #expect(started.status != 2, "\(started.stderr)")
+
+        // Each one made writable by others, alone: refused, naming it, its mode and the fix.
+        for (path, mode, option) in [
+            (previous, 0o666, "previous signing keys"), (root, 0o664, "--root"), (cdhashes, 0o646, "--allowed-cdhashes-file"),
+            (evidence, 0o777, "--evidence-dir"), (demo, 0o775, "--demo-dir"),
+        ] {
+            let safe = try #require(StrictModesProbe.mode(path))
+            try Self.chmod(path, mode)
+            let refused = try await Self.serve(files, arguments)
+            #expect(refused.status == 2 && refused.stderr.contains(option) && refused.stderr.contains(String(mode, radix: 8)), "\(option): \(refused.stderr)")
+            #expect(refused.stderr.contains("chmod go-w"), "\(refused.stderr)")
+            try Self.chmod(path, safe)
+        }
+
+        // The identity provider's key set as a file (the red team's attacker could add a key).
+        let (keyed, _, _) = try Self.prepared()
+        let jwks = try keyed.write(
+            #"{"keys":[{"kty":"EC","crv":"P-256","kid":"k1","use":"sig","x":"f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU","y":"x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"}]}"#,
+            named: "jwks.json")
+        try Self.chmod(jwks, 0o666)
+        let provider = ["--caller-jwks", jwks, "--caller-issuer", "https://idp.example", "--caller-audience", "formattest"]
+        let refused = try await Self.serve(keyed, provider)
+        #expect(refused.status == 2 && refused.stderr.contains("--caller-jwks") && refused.stderr.contains("0666"), "\(refused.stderr)")
+        try Self.chmod(jwks, 0o644)
+        let accepted = try await Self.serve(keyed, provider)
+        #expect(accepted.status != 2, "\(accepted.stderr)")
+    }
+
+    @Test("r3 F2: a file reached through a symbolic link is refused when a directory holding a link on its path (as given) is writable by others")
+    func strictLinkDirectories() async throws {
+        // The secret itself safe, in a 0700 directory; the link to it in a 0777 (not sticky) one.
+        let (files, _, _) = try Self.prepared()
+        let safe = files.directory.appendingPathComponent("safe")
+        let open = files.directory.appendingPathComponent("open")
+        try FileManager.default.createDirectory(at: safe, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        try FileManager.default.createDirectory(at: open, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        let secret = try files.writeSecret(Self.secret, named: "safe/caller-secret")
+        let link = open.appendingPathComponent("caller-secret").path
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: secret)
+        // The control: the link's directory 0700: it starts.
+        let started = try await Self.serve(files, ["--caller-secret-file", link])
+        #expect(started.status != 2, "\(started.stderr)")
+        try Self.chmod(open.path, 0o777)
+        let refused = try await Self.serve(files, ["--caller-secret-file", link])
+        #expect(refused.status == 2 && refused.stderr.contains("the directory \(open.path)") && refused.stderr.contains("0777"), "\(refused.stderr)")
+
+        // The data directory itself a link placed in that directory.
+        let real = files.directory.appendingPathComponent("real")
+        try FileManager.default.createDirectory(at: real, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        let dataLink = open.appendingPathComponent("data").path
+        try FileManager.default.createSymbolicLink(atPath: dataLink, withDestinationPath: real.path)
+        let data = try await Self.serve(files, ["--caller-secret-file", secret, "--data-dir", dataLink])
+        #expect(data.status == 2 && data.stderr.contains("--data-dir") && data.stderr.contains("the directory \(open.path)"), "\(data.stderr)")
+        try Self.chmod(open.path, 0o700)
+        let dataSafe = try await Self.serve(files, ["--caller-secret-file", secret, "--data-dir", dataLink])
+        #expect(dataSafe.status != 2, "\(dataSafe.stderr)")
+
+        // A link in a sticky shared directory (as /tmp) owned by another user: that user may
+        // point it elsewhere: refused even though its target is safe.
+        if geteuid() == 0 {
+            try Self.chmod(open.path, 0o1777)
+            let foreign = open.appendingPathComponent("foreign-secret").path
+            try FileManager.default.createSymbolicLink(atPath: foreign, withDestinationPath: secret)
+            try #require(lchown(foreign, 65534, 65534) == 0)
+            let sticky = try await Self.serve(files, ["--caller-secret-file", foreign])
+            #expect(sticky.status == 2 && sticky.stderr.contains("uid 65534"), "\(sticky.stderr)")
+        }
+    }
+
     // MARK: - 7. Connections
 
     @Test("7: at the descriptor limit accept(2) fails: each failure is counted (formattest_accept_errors_total) and logged, at most a line a second with a count")
@@ -634,5 +800,12 @@ struct HostileUserTests {
         close(held[1])
         close(waiting)
         #expect(capped.stop().contains("connection limit reached"))
+    }
+}
+
+/// The mode bits of a file, as the tests read it.
+enum StrictModesProbe {
+    static func mode(_ path: String) -> Int? {
+        ((try? FileManager.default.attributesOfItem(atPath: path))?[.posixPermissions] as? NSNumber).map { $0.intValue & 0o7777 }
     }
 }

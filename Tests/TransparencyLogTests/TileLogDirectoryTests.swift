@@ -111,7 +111,7 @@ struct TileLogDirectoryTests {
         ] {
             let path = fixture.path(relative + ".partial")
             try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-            if !FileManager.default.fileExists(atPath: path) { FileManager.default.createFile(atPath: path, contents: nil) }
+            if !FileManager.default.fileExists(atPath: path) { _ = FileManager.default.createFile(atPath: path, contents: nil) }
             let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
             try handle.seekToEnd()
             try handle.write(contentsOf: Data(repeating: 0xEE, count: 333))

@@ -14,6 +14,11 @@ import JWTKit
 ///
 /// The set is read with the strict RFC 8785 parser (duplicate members refused); each kept key is
 /// handed to jwt-kit as the canonical bytes of that one key.
+///
+/// Keys are told apart by `kid` and key type: a provider may publish an EC and an RSA key under
+/// one `kid` (RFC 7517 §4.5 asks only that keys of one type differ by kid), and a token's `alg`
+/// names the type. Only keys a token could not tell apart (one `kid`, one type) are dropped, each
+/// with its reason (r3 F5).
 struct IdentityProviderKeySet {
     /// A key kept: its `kid`, the JWK as jwt-kit reads it, its type and its `alg` when it names one.
     struct Key {
@@ -21,6 +26,14 @@ struct IdentityProviderKeySet {
         let jwk: JWK
         let type: JWK.KeyType
         let algorithm: String?
+
+        var index: Index { Index(kid: self.kid, type: self.type.rawValue) }
+    }
+
+    /// What tells a key from the others: its `kid` and its key type (the token's `alg` names the type).
+    struct Index: Hashable {
+        let kid: String
+        let type: String
     }
 
     /// A key skipped, by its `kid` when it has one, and why.
@@ -54,16 +67,21 @@ struct IdentityProviderKeySet {
         }
         var keys: [Key] = []
         var skipped: [Skipped] = []
-        var seen: Set<String> = []
+        var seen: Set<Index> = []
+        var ambiguous: Set<Index> = []
         for entry in entries {
             switch Self.read(entry) {
             case .failure(let skip):
                 skipped.append(skip)
             case .success(let key):
-                guard seen.insert(key.kid).inserted else {
-                    // Two keys under one kid: neither can be told from the other by a token.
-                    skipped.append(Skipped(kid: key.kid, reason: "another key of the set has this kid"))
-                    keys.removeAll { $0.kid == key.kid }
+                guard seen.insert(key.index).inserted else {
+                    // Two keys of one type under one kid: a token cannot tell them apart.
+                    if ambiguous.insert(key.index).inserted {
+                        // The first of them, kept until now, goes too.
+                        skipped.append(Skipped(kid: key.kid, reason: "another \(key.type.rawValue) key of the set has this kid"))
+                    }
+                    skipped.append(Skipped(kid: key.kid, reason: "another \(key.type.rawValue) key of the set has this kid"))
+                    keys.removeAll { $0.index == key.index }
                     continue
                 }
                 keys.append(key)

@@ -56,8 +56,11 @@ public actor IdentityProviderVerifier {
     private let configuration: Configuration
     private let source: KeySetSource
     private let now: @Sendable () -> Date
-    private var keys = JWTKeyCollection()
-    private var keyTypes: [String: (type: JWK.KeyType, algorithm: String?)] = [:]
+    /// One collection per key type: jwt-kit holds one key per kid, and a provider may publish an
+    /// EC and an RSA key under one kid (r3 F5). The token's alg chooses the collection.
+    private var keys: [String: JWTKeyCollection] = [:]
+    /// Each key held, by kid and type, with the alg it names, if any.
+    private var keyAlgorithms: [IdentityProviderKeySet.Index: String?] = [:]
     private var lastFetch: Date?
     private let logger: Logger
 
@@ -86,17 +89,19 @@ public actor IdentityProviderVerifier {
             Counter(label: "formattest_caller_jwks_refreshes_total", dimensions: [("outcome", "failed")]).increment()
             self.logger.error(
                 "the identity provider's key set could not be refreshed; the keys already held stay in use",
-                metadata: ["error": "\(error)", "keysHeld": "\(self.keyTypes.count)"]
+                metadata: ["error": "\(error)", "keysHeld": "\(self.keyAlgorithms.count)"]
             )
             throw error
         }
-        let collection = JWTKeyCollection()
-        var types: [String: (type: JWK.KeyType, algorithm: String?)] = [:]
+        var collections: [String: JWTKeyCollection] = [:]
+        var types: [IdentityProviderKeySet.Index: String?] = [:]
         var skipped = set.skipped
         for key in set.keys {
             do {
+                let collection = collections[key.type.rawValue] ?? JWTKeyCollection()
                 try await collection.add(jwk: key.jwk)
-                types[key.kid] = (key.type, key.algorithm)
+                collections[key.type.rawValue] = collection
+                types[key.index] = key.algorithm
             } catch {
                 skipped.append(.init(kid: key.kid, reason: "jwt-kit refused the key"))
             }
@@ -111,8 +116,8 @@ public actor IdentityProviderVerifier {
             throw IdentityProviderKeySet.Refused(description: "the key set holds no usable key")
         }
         Counter(label: "formattest_caller_jwks_refreshes_total", dimensions: [("outcome", "ok")]).increment()
-        self.keys = collection
-        self.keyTypes = types
+        self.keys = collections
+        self.keyAlgorithms = types
     }
 
     /// Verifies `token`, or throws 401 `unauthenticated` (503 when the key set cannot be had).
@@ -130,13 +135,17 @@ public actor IdentityProviderVerifier {
         // RFC 7515 §4.1.11: a critical extension the recipient does not understand makes the
         // token invalid. This verifier understands none.
         guard header["crit"] == nil else { throw .unauthenticated("the token names critical header extensions") }
-        if self.keyTypes[kid] == nil { try await self.refreshForUnknownKey() }
-        guard let known = self.keyTypes[kid] else { throw .unauthenticated("the token's kid is not a key of the identity provider") }
-        guard known.type == keyType, known.algorithm == nil || known.algorithm == algorithm else {
+        let index = IdentityProviderKeySet.Index(kid: kid, type: keyType.rawValue)
+        if !self.keyAlgorithms.keys.contains(where: { $0.kid == kid }) { try await self.refreshForUnknownKey() }
+        guard self.keyAlgorithms.keys.contains(where: { $0.kid == kid }) else {
+            throw .unauthenticated("the token's kid is not a key of the identity provider")
+        }
+        // The kid is known; a key of the alg's type under it, and naming no other alg.
+        guard let named = self.keyAlgorithms[index], named == nil || named == algorithm, let collection = self.keys[keyType.rawValue] else {
             throw .unauthenticated("the token's alg does not fit its key")
         }
         do {
-            _ = try await self.keys.verify(token, as: SignatureOnly.self)
+            _ = try await collection.verify(token, as: SignatureOnly.self)
         } catch {
             throw .unauthenticated("the token's signature does not verify")
         }
@@ -144,7 +153,7 @@ public actor IdentityProviderVerifier {
     }
 
     private func refreshForUnknownKey() async throws(CallerAuthenticationError) {
-        if let last = self.lastFetch, self.now().timeIntervalSince(last) < self.configuration.refreshInterval, !self.keyTypes.isEmpty {
+        if let last = self.lastFetch, self.now().timeIntervalSince(last) < self.configuration.refreshInterval, !self.keyAlgorithms.isEmpty {
             return  // refreshed recently: the kid is simply unknown
         }
         if let last = self.lastFetch, self.now().timeIntervalSince(last) < self.configuration.refreshInterval {
@@ -154,7 +163,7 @@ public actor IdentityProviderVerifier {
         do {
             try await self.refresh()
         } catch {
-            if self.keyTypes.isEmpty {
+            if self.keyAlgorithms.isEmpty {
                 throw CallerAuthenticationError(code: .identityProviderUnavailable, reason: "the identity provider's keys are unavailable")
             }
             // The set we have stays in use; the kid is unknown to it.
