@@ -62,7 +62,8 @@ say "the same, killed with SIGKILL once half the records are out, then run again
 "$binary" wrap --batch "$work/in-$lines.jsonl" --out "$work/resumed.jsonl" --root "$work/root.pem" > /dev/null &
 pid=$!
 while kill -0 "$pid" 2>/dev/null; do
-    done_lines=$(wc -l < "$work/resumed.jsonl" 2>/dev/null || echo 0)
+    done_lines=0
+    [ -f "$work/resumed.jsonl" ] && done_lines=$(wc -l < "$work/resumed.jsonl")
     [ "$done_lines" -ge $((lines / 2)) ] && break
     sleep 0.05
 done
