@@ -16,9 +16,6 @@
 set -euo pipefail
 level="$1"
 shift
-setsid "$@" <&0 &
-pid=$!
-echo "$level" > "/proc/$pid/autogroup" || echo "high-priority: could not set the group's niceness" >&2
-status=0
-wait "$pid" || status=$?
-exit "$status"
+# The new session sets its own group's niceness, then becomes CMD (from outside, the write could
+# land before setsid ran, on the caller's group).
+exec setsid --wait bash -c 'echo "$0" > /proc/self/autogroup || exit 125; exec "$@"' "$level" "$@"
