@@ -387,6 +387,9 @@ let package = Package(
                 "FormAttestTokens",
                 "FormAttestEvidence",
                 "FormAttestServer",
+                // `simulate backlog`: each store's bulk path (insertBacklog).
+                "SQLiteAttestStore",
+                "MongoAttestStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),

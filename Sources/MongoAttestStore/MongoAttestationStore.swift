@@ -183,9 +183,7 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
     }
 
     public func countRequest(in window: RateLimitWindow) async throws(StoreError) -> Int {
-        // _id: the window's id, then its start (ms since 1970, 8 bytes big-endian).
-        let milliseconds = UInt64(bitPattern: Int64((window.start.timeIntervalSince1970 * 1000).rounded(.down)))
-        let id = window.id + (0..<8).map { UInt8(truncatingIfNeeded: milliseconds >> (56 - 8 * $0)) }
+        let id = Self.windowID(window)
         return try await self.run { () throws -> Int in
             do {
                 return try self.incrementWindow(id, expiresAt: window.expiresAt)
@@ -195,6 +193,12 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
                 return try self.incrementWindow(id, expiresAt: window.expiresAt)
             }
         }
+    }
+
+    /// A rate-limit window's _id: the window's id, then its start (ms since 1970, 8 bytes big-endian).
+    private static func windowID(_ window: RateLimitWindow) -> [UInt8] {
+        let milliseconds = UInt64(bitPattern: Int64((window.start.timeIntervalSince1970 * 1000).rounded(.down)))
+        return window.id + (0..<8).map { UInt8(truncatingIfNeeded: milliseconds >> (56 - 8 * $0)) }
     }
 
     /// One findAndModify with upsert: the increment and the read are one atomic step on one
@@ -240,14 +244,7 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
                         (
                             "documents",
                             .array([
-                                .document([
-                                    ("_id", .binary(challenge.value)),
-                                    ("purpose", .string(challenge.purpose.rawValue)),
-                                    ("username", challenge.username.map(BSONValue.string) ?? .null),
-                                    ("issuedAt", .date(challenge.issuedAt)),
-                                    ("expiresAt", .date(challenge.expiresAt)),
-                                    ("used", .bool(false)),
-                                ])
+                                Self.challengeDocument(challenge)
                             ])
                         ),
                     ])
@@ -256,6 +253,18 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
                 throw StoreError(code: .duplicateChallenge, reason: "the challenge value was issued before")
             }
         }
+    }
+
+    /// A new challenge's document (the challenges collection's one shape).
+    private static func challengeDocument(_ challenge: IssuedChallenge) -> BSONValue {
+        .document([
+            ("_id", .binary(challenge.value)),
+            ("purpose", .string(challenge.purpose.rawValue)),
+            ("username", challenge.username.map(BSONValue.string) ?? .null),
+            ("issuedAt", .date(challenge.issuedAt)),
+            ("expiresAt", .date(challenge.expiresAt)),
+            ("used", .bool(false)),
+        ])
     }
 
     public func consumeChallenge(_ claim: ChallengeClaim, now: Date) async throws(StoreError) {
@@ -766,6 +775,69 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
         )
     }
 
+    /// Benchmarks and tests only (`formattest-dev simulate backlog`): stores `keys`,
+    /// `replayRecords`, `challenges` and one request in each of `rateLimitWindows`, as the
+    /// documents ``insertKey(_:)``, ``recordFormHash(_:now:)``, ``issueChallenge(_:)`` and
+    /// ``countRequest(in:)`` write (built by the same functions), with one ordered `insert`
+    /// command (insertMany) per ``backlogCommandSize`` documents instead of one command a row.
+    /// Rows must be new: a duplicate `_id` stops the batch there with the single write's error
+    /// (the documents before it stay: no transaction spans a batch here). The replay records
+    /// carry no commit id (none is ever compensated).
+    package func insertBacklog(
+        keys: [StoredKey] = [],
+        replayRecords: [ReplayRecord] = [],
+        challenges: [IssuedChallenge] = [],
+        rateLimitWindows: [RateLimitWindow] = [],
+        now: Date
+    ) async throws(StoreError) {
+        try await self.run { () throws in
+            try self.insertMany(
+                self.keys,
+                keys.map { .document(Self.keyFields($0)) },
+                duplicate: StoreError(code: .duplicateKey, reason: "the keyId is registered")
+            )
+            try self.insertMany(
+                self.formHashes,
+                replayRecords.map { .document([("_id", .binary($0.formHash)), ("expiresAt", .date($0.expiresAt))]) },
+                duplicate: StoreError(code: .replay, reason: "this form was accepted before")
+            )
+            try self.insertMany(
+                self.challenges,
+                challenges.map(Self.challengeDocument),
+                duplicate: StoreError(code: .duplicateChallenge, reason: "the challenge value was issued before")
+            )
+            try self.insertMany(
+                self.rateLimits,
+                rateLimitWindows.map {
+                    .document([("_id", .binary(Self.windowID($0))), ("count", .int64(1)), ("expiresAt", .date($0.expiresAt))])
+                },
+                duplicate: StoreError(code: .unavailable, reason: "the rate-limit window was stored before")
+            )
+        }
+    }
+
+    /// Documents per `insert` command of ``insertBacklog(keys:replayRecords:challenges:rateLimitWindows:now:)``:
+    /// a key with its registration blobs is about 7 KB, so 500 stay far below MongoDB's 16 MB command.
+    package static let backlogCommandSize = 500
+
+    private func insertMany(_ collection: String, _ documents: [BSONValue], duplicate: StoreError) throws {
+        var start = 0
+        while start < documents.count {
+            let end = min(start + Self.backlogCommandSize, documents.count)
+            let command = BSONValue.document([
+                ("insert", .string(collection)), ("documents", .array(Array(documents[start..<end]))), ("ordered", .bool(true)),
+            ])
+            // A plain catch, as in insertKeyDocument (Swift 6.3.1's SILGen and `catch where`).
+            do {
+                _ = try self.pool.command(command)
+            } catch {
+                guard error.isDuplicateKey else { throw error }
+                throw duplicate
+            }
+            start = end
+        }
+    }
+
     /// Tests only: inserts `key` with `environment` as its stored environment, past the
     /// collection's validator: a document FormAttest itself never writes, to show that reading it
     /// back fails closed.
@@ -774,18 +846,7 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
     }
 
     private func insertKeyDocument(_ key: StoredKey, storingEnvironmentAs rawEnvironment: String? = nil) throws {
-        var fields: [(String, BSONValue)] = [
-            ("_id", .binary(key.keyID)), ("username", .string(key.username)), ("publicKey", .binary(key.publicKey)),
-            ("counter", .int64(Int64(key.counter))), ("appId", .string(key.appID)),
-            ("environment", .string(rawEnvironment ?? key.environment.rawValue)),
-            ("receipt", .binary(key.receipt)), ("createdAt", .date(key.createdAt)), ("lastUsed", .date(key.lastUsed)),
-            ("reattestationRequired", .bool(key.reattestationRequired)),
-        ] + Self.optionalDate("revokedAt", key.revokedAt)
-        if let signals = key.lastSignals.flatMap(Self.signalsDocument) { fields.append(("lastSignals", signals)) }
-        if let attestation = key.attestation {
-            fields.append(("attestation", .document([("object", .binary(attestation.object)), ("clientDataHash", .binary(attestation.clientDataHash))])))
-        }
-        if let hash = key.counterFormHash { fields.append(("counterFormHash", .binary(hash))) }
+        let fields = Self.keyFields(key, storingEnvironmentAs: rawEnvironment)
         let command = BSONValue.document(
             [("insert", .string(self.keys)), ("documents", .array([.document(fields)]))]
                 + (rawEnvironment == nil ? [] : [("bypassDocumentValidation", .bool(true))])
@@ -798,6 +859,23 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
             guard error.isDuplicateKey else { throw error }
             throw StoreError(code: .duplicateKey, reason: "the keyId is registered")
         }
+    }
+
+    /// A key's document (the keys collection's one shape).
+    private static func keyFields(_ key: StoredKey, storingEnvironmentAs rawEnvironment: String? = nil) -> [(String, BSONValue)] {
+        var fields: [(String, BSONValue)] = [
+            ("_id", .binary(key.keyID)), ("username", .string(key.username)), ("publicKey", .binary(key.publicKey)),
+            ("counter", .int64(Int64(key.counter))), ("appId", .string(key.appID)),
+            ("environment", .string(rawEnvironment ?? key.environment.rawValue)),
+            ("receipt", .binary(key.receipt)), ("createdAt", .date(key.createdAt)), ("lastUsed", .date(key.lastUsed)),
+            ("reattestationRequired", .bool(key.reattestationRequired)),
+        ] + Self.optionalDate("revokedAt", key.revokedAt)
+        if let signals = key.lastSignals.flatMap(Self.signalsDocument) { fields.append(("lastSignals", signals)) }
+        if let attestation = key.attestation {
+            fields.append(("attestation", .document([("object", .binary(attestation.object)), ("clientDataHash", .binary(attestation.clientDataHash))])))
+        }
+        if let hash = key.counterFormHash { fields.append(("counterFormHash", .binary(hash))) }
+        return fields
     }
 
     private func casCounter(keyID: [UInt8], to counter: UInt32, at date: Date, formHash: [UInt8]?, signals: KeySignals? = nil) throws -> Bool {

@@ -320,18 +320,7 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
     }
 
     public func countRequest(in window: RateLimitWindow) async throws(StoreError) -> Int {
-        try await self.write { db in
-            // One statement: the increment and the read are one atomic step.
-            try Int.fetchOne(
-                db,
-                sql: """
-                    INSERT INTO rate_limits (id, window_start, count, expires_at) VALUES (?, ?, 1, ?)
-                    ON CONFLICT (id, window_start) DO UPDATE SET count = count + 1
-                    RETURNING count
-                    """,
-                arguments: [Data(window.id), window.start.timeIntervalSince1970, window.expiresAt.timeIntervalSince1970]
-            ) ?? Int.max
-        }
+        try await self.write { db in try Self.count(window, db) }
     }
 
     public func replaceReceipt(keyID: [UInt8], previous: [UInt8], with receipt: [UInt8]) async throws(StoreError) -> Bool {
@@ -349,19 +338,7 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
     }
 
     public func issueChallenge(_ challenge: IssuedChallenge) async throws(StoreError) {
-        try await self.write { db in
-            do {
-                try db.execute(
-                    sql: "INSERT INTO challenges (value, purpose, username, issued_at, expires_at) VALUES (?, ?, ?, ?, ?)",
-                    arguments: [
-                        Data(challenge.value), challenge.purpose.rawValue, challenge.username,
-                        challenge.issuedAt.timeIntervalSince1970, challenge.expiresAt.timeIntervalSince1970,
-                    ]
-                )
-            } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
-                throw StoreError(code: .duplicateChallenge, reason: "the challenge value was issued before")
-            }
-        }
+        try await self.write { db in try Self.issue(challenge, db) }
     }
 
     public func consumeChallenge(_ claim: ChallengeClaim, now: Date) async throws(StoreError) {
@@ -597,27 +574,57 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
         }
     }
 
+    /// Benchmarks and tests only (`formattest-dev simulate backlog`): stores `keys`,
+    /// `replayRecords`, `challenges` and one request in each of `rateLimitWindows` through the
+    /// statements of ``insertKey(_:)``, ``recordFormHash(_:now:)``, ``issueChallenge(_:)`` and
+    /// ``countRequest(in:)`` (this file is the one place that knows the schema), each prepared
+    /// once, in one transaction with one fsync: a batch of 100,000 rows costs one commit, not
+    /// 100,000 group commits. It holds the writer for the whole batch, so it is not for a store
+    /// a service is using. All or nothing: a row the store refuses (a keyId registered before, an
+    /// unexpired form hash, a challenge issued before) rolls the batch back and throws its error.
+    package func insertBacklog(
+        keys: [StoredKey] = [],
+        replayRecords: [ReplayRecord] = [],
+        challenges: [IssuedChallenge] = [],
+        rateLimitWindows: [RateLimitWindow] = [],
+        now: Date
+    ) async throws(StoreError) {
+        try await self.write { db in
+            // The batch's pages stay in memory (up to 256 MiB) instead of being spilled to the WAL
+            // and read back every 2 MB (SQLite's default cache); the writer's own size is restored.
+            let cacheSize = try Int.fetchOne(db, sql: "PRAGMA cache_size") ?? -2000
+            try db.execute(sql: "PRAGMA cache_size = -262144")
+            defer { try? db.execute(sql: "PRAGMA cache_size = \(cacheSize)") }
+            for key in keys { try Self.insert(key, db) }
+            for record in replayRecords { try Self.record(record, now: now, db) }
+            for challenge in challenges { try Self.issue(challenge, db) }
+            for window in rateLimitWindows { _ = try Self.count(window, db) }
+        }
+    }
+
     // MARK: - Statements (each runs inside the caller's transaction)
 
     private static func insert(_ key: StoredKey, _ db: Database) throws {
         do {
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     INSERT INTO keys (key_id, username, public_key, counter, app_id, environment, created_at, last_used,
                         reattestation_required, revoked_at, validation_category, bundle_version, cd_hash, cd_hash_type, counter_form_hash)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """,
+                    """
+            ).execute(
                 arguments: [
                     Data(key.keyID), key.username, Data(key.publicKey), Int64(key.counter), key.appID, key.environment.rawValue,
                     key.createdAt.timeIntervalSince1970, key.lastUsed.timeIntervalSince1970,
                     key.reattestationRequired, key.revokedAt?.timeIntervalSince1970,
                 ] + Self.signalArguments(key.lastSignals) + [key.counterFormHash.map { Data($0) }]
             )
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     INSERT INTO key_registrations (key_id, receipt, attestation_object, attestation_client_data_hash)
                     VALUES (?, ?, ?, ?)
-                    """,
+                    """
+            ).execute(
                 arguments: [
                     Data(key.keyID), Data(key.receipt), key.attestation.map { Data($0.object) }, key.attestation.map { Data($0.clientDataHash) },
                 ]
@@ -655,6 +662,33 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
                 ? StoreError(code: .staleCounter, reason: "counter \(counter) is not above the stored one")
                 : StoreError(code: .unknownKey, reason: "no such keyId")
         }
+    }
+
+    private static func issue(_ challenge: IssuedChallenge, _ db: Database) throws {
+        do {
+            try db.cachedStatement(sql: "INSERT INTO challenges (value, purpose, username, issued_at, expires_at) VALUES (?, ?, ?, ?, ?)").execute(
+                arguments: [
+                    Data(challenge.value), challenge.purpose.rawValue, challenge.username,
+                    challenge.issuedAt.timeIntervalSince1970, challenge.expiresAt.timeIntervalSince1970,
+                ]
+            )
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
+            throw StoreError(code: .duplicateChallenge, reason: "the challenge value was issued before")
+        }
+    }
+
+    private static func count(_ window: RateLimitWindow, _ db: Database) throws -> Int {
+        // One statement: the increment and the read are one atomic step.
+        try Int.fetchOne(
+            db.cachedStatement(
+                sql: """
+                    INSERT INTO rate_limits (id, window_start, count, expires_at) VALUES (?, ?, 1, ?)
+                    ON CONFLICT (id, window_start) DO UPDATE SET count = count + 1
+                    RETURNING count
+                    """
+            ),
+            arguments: [Data(window.id), window.start.timeIntervalSince1970, window.expiresAt.timeIntervalSince1970]
+        ) ?? Int.max
     }
 
     private static func consume(_ claim: ChallengeClaim, now: Date, _ db: Database) throws {

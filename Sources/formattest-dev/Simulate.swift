@@ -8,11 +8,13 @@ import AppAttestSimulator
 import ArgumentParser
 import CanonicalJSON
 import Crypto
+import FormAttestFlows
 import FormAttestForm
 import FormattestCommands
-import FormAttestFlows
 import Foundation
+import MongoAttestStore
 import RFC3339
+import SQLiteAttestStore
 import SwiftASN1
 
 /// Runs the real flows against a real store with a simulated device, from a separate process:
@@ -56,10 +58,11 @@ struct Simulate: AsyncParsableCommand {
         }
 
         func form() throws -> [UInt8] {
-            let stamp = try self.timestamp.map { text -> String in
-                guard RFC3339UTC.parse(text) != nil else { throw UsageError("--timestamp must be RFC 3339 UTC") }
-                return text
-            } ?? RFC3339UTC.format(Date())
+            let stamp =
+                try self.timestamp.map { text -> String in
+                    guard RFC3339UTC.parse(text) != nil else { throw UsageError("--timestamp must be RFC 3339 UTC") }
+                    return text
+                } ?? RFC3339UTC.format(Date())
             return DemoTransferForm.bytes(username: self.username, amount: self.amount, timestamp: stamp, nonce: self.nonce)
         }
     }
@@ -181,7 +184,8 @@ struct Simulate: AsyncParsableCommand {
                         FormFlows.AttestRequest(
                             username: user,
                             keyID: key.keyID,
-                            attestationObject: try device.attest(key, clientDataHash: try SignedForm(jsonBytes: registration).clientDataHash, at: now),
+                            attestationObject: try device.attest(
+                                key, clientDataHash: try SignedForm(jsonBytes: registration).clientDataHash, at: now),
                             form: registration
                         ),
                         now: now
@@ -215,22 +219,37 @@ struct Simulate: AsyncParsableCommand {
     }
 
     /// Fills a store with what months of traffic leave behind, fast: registered keys, and expired
-    /// replay records and challenges that the service's purge has not deleted yet. For the
-    /// sustained-operation benchmarks and tests (docs/performance.md).
+    /// replay records, challenges and rate-limit windows that the service's purge has not deleted
+    /// yet. For the sustained-operation benchmarks and tests (docs/performance.md).
     ///
-    /// Key `i` is the simulated device's key `i` (`--seed`), registered to user `backlog-i`, so
-    /// that a load generator can sign with it. To stay fast at millions of keys, every key row
-    /// carries key 0's attestation object and receipt (real ones, of real size): the keys assert,
-    /// but an evidence record of one of them would not verify. Forms and challenges are random
-    /// 32-byte values that expired within the hour before now.
+    /// Rows go in batches of `--batch` through the store's own bulk path
+    /// (`insertBacklog`: on SQLite the per-row statements prepared once, one transaction and one
+    /// fsync a batch; on MongoDB one ordered `insert` command per 500 documents), not one group
+    /// commit a row. Not for a store a running service is using: each batch holds the writer.
+    ///
+    /// Key `i` below `--signing-keys` (default: every key) is the simulated device's key `i`
+    /// (`--seed`), registered to user `backlog-i`, so that a load generator can sign with it.
+    /// To stay fast at millions of keys, every such row carries key 0's attestation object and
+    /// receipt (real ones, of real size): the keys assert, but an evidence record of one of them
+    /// would not verify. Keys from `--signing-keys` on are fillers that never sign: a keyId that
+    /// is a SHA-256 value like a real one (so the indexes have the real shape), key 0's public
+    /// key, and with `--filler-blobs small` a 64-byte receipt and no attestation object, so that
+    /// 10^7 keys fit a disk (about 8.4 KB a key with full blobs). Forms, challenges and windows
+    /// are 32-byte values that expired within the hour before now.
     struct Backlog: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Fill a store with registered simulated keys and expired replay records and challenges."
+            abstract: "Fill a store with registered simulated keys and expired replay records, challenges and rate-limit windows."
         )
         @OptionGroup var storeOptions: StoreOptions
 
         @Option(help: "Registered keys (key i of the device, user backlog-i).")
         var keys = 0
+        @Option(name: .customLong("signing-keys"), help: "Keys 0..<N that can sign (the device's own); the rest are fillers. Default: every key.")
+        var signingKeys: Int?
+        @Option(
+            name: .customLong("filler-blobs"),
+            help: "full: fillers carry key 0's real receipt and attestation; small: a 64-byte receipt, no attestation.")
+        var fillerBlobs: FillerBlobs = .full
         @Option(name: .customLong("expired-forms"), help: "Expired replay records (accepted forms whose window has passed).")
         var expiredForms = 0
         @Option(help: "Expired challenges.")
@@ -239,12 +258,17 @@ struct Simulate: AsyncParsableCommand {
         var rateWindows = 0
         @Option var seed: UInt64 = 1
         @Option(name: .customLong("app-id")) var appID = "ABCDE12345.com.formattest.demo"
-        @Option(help: "Writes in flight at once (the store groups them into transactions).")
-        var concurrency = 1024
+        @Option(help: "Rows a transaction (SQLite) or a call (MongoDB: in commands of 500 documents).")
+        var batch = 50_000
+
+        enum FillerBlobs: String, ExpressibleByArgument, CaseIterable {
+            case full, small
+        }
 
         /// What the command prints.
         struct Summary: Encodable {
             var keys: Int
+            var signingKeys: Int
             var expiredForms: Int
             var challenges: Int
             var rateWindows: Int
@@ -255,33 +279,39 @@ struct Simulate: AsyncParsableCommand {
             guard self.keys >= 0, self.expiredForms >= 0, self.challenges >= 0, self.rateWindows >= 0 else {
                 throw ValidationError("--keys, --expired-forms, --challenges and --rate-windows take counts (0 or more)")
             }
-            guard (1...100_000).contains(self.concurrency) else { throw ValidationError("--concurrency takes 1 to 100000") }
+            if let signingKeys = self.signingKeys, !(0...self.keys).contains(signingKeys) {
+                throw ValidationError("--signing-keys takes 0 to --keys")
+            }
+            guard (1...1_000_000).contains(self.batch) else { throw ValidationError("--batch takes 1 to 1000000") }
         }
 
         func run() async throws {
-            guard let store = try await self.storeOptions.open() as? any StepwiseAttestationStore else {
-                throw UsageError("this store cannot insert keys directly")
-            }
+            let store = try await BacklogStore(try await self.storeOptions.open())
             let started = ContinuousClock.now
             let now = Date()
-            if self.keys > 0 { try await self.registerKeys(store, now: now) }
-            try await Self.inParallel(count: self.expiredForms, width: self.concurrency) { index throws(StoreError) in
-                try await store.recordFormHash(ReplayRecord(formHash: Self.value("form", index), expiresAt: Self.expiry(index, now: now)), now: now)
+            let signingKeys = self.signingKeys ?? self.keys
+            if self.keys > 0 { try await self.registerKeys(store, signing: signingKeys, now: now) }
+            for range in Self.batches(self.expiredForms, self.batch) {
+                try await store.insert(
+                    replayRecords: range.map { ReplayRecord(formHash: Self.value("form", $0), expiresAt: Self.expiry($0, now: now)) }, now: now)
             }
-            try await Self.inParallel(count: self.challenges, width: self.concurrency) { index throws(StoreError) in
-                try await store.issueChallenge(
-                    IssuedChallenge(
-                        value: Self.value("challenge", index),
-                        purpose: .form,
-                        username: nil,
-                        issuedAt: now.addingTimeInterval(-7200),
-                        expiresAt: Self.expiry(index, now: now)
-                    )
+            for range in Self.batches(self.challenges, self.batch) {
+                try await store.insert(
+                    challenges: range.map {
+                        IssuedChallenge(
+                            value: Self.value("challenge", $0), purpose: .form, username: nil, issuedAt: now.addingTimeInterval(-7200),
+                            expiresAt: Self.expiry($0, now: now)
+                        )
+                    },
+                    now: now
                 )
             }
-            try await Self.inParallel(count: self.rateWindows, width: self.concurrency) { index throws(StoreError) in
-                _ = try await store.countRequest(
-                    in: RateLimitWindow(id: Self.value("window", index), start: now.addingTimeInterval(-7200), expiresAt: Self.expiry(index, now: now))
+            for range in Self.batches(self.rateWindows, self.batch) {
+                try await store.insert(
+                    rateLimitWindows: range.map {
+                        RateLimitWindow(id: Self.value("window", $0), start: now.addingTimeInterval(-7200), expiresAt: Self.expiry($0, now: now))
+                    },
+                    now: now
                 )
             }
             await store.shutdown()
@@ -289,6 +319,7 @@ struct Simulate: AsyncParsableCommand {
             let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
             let summary = Summary(
                 keys: self.keys,
+                signingKeys: signingKeys,
                 expiredForms: self.expiredForms,
                 challenges: self.challenges,
                 rateWindows: self.rateWindows,
@@ -297,7 +328,7 @@ struct Simulate: AsyncParsableCommand {
             print(try JSONOutput.string(summary))
         }
 
-        private func registerKeys(_ store: any StepwiseAttestationStore, now: Date) async throws {
+        private func registerKeys(_ store: BacklogStore, signing: Int, now: Date) async throws {
             let authority = try SimulatedAttestationAuthority()
             let device = SimulatedDevice(authority: authority, appID: self.appID, seed: self.seed)
             let verifier = try AppAttestVerifier(policy: authority.policy(appIDs: [self.appID]))
@@ -305,24 +336,72 @@ struct Simulate: AsyncParsableCommand {
             let clientDataHash = Self.value("registration", 0)
             let object = try device.attest(template, clientDataHash: clientDataHash, at: now)
             let attested = try await verifier.verifyAttestation(object, keyID: template.keyID, clientDataHash: clientDataHash, at: now)
-            let keys = self.keys
-            let appID = self.appID
-            try await Self.inParallel(count: keys, width: self.concurrency) { index throws(StoreError) in
-                let key = device.key(index)
-                try await store.insertKey(
-                    StoredKey(
-                        keyID: key.keyID,
-                        username: "backlog-\(index)",
-                        publicKey: Array(key.publicKey.x963Representation),
-                        counter: 0,
-                        appID: appID,
-                        environment: attested.environment,
-                        receipt: attested.receipt,
-                        createdAt: now,
-                        lastUsed: now,
-                        attestation: KeyAttestation(object: object, clientDataHash: clientDataHash)
-                    )
+            let small = self.fillerBlobs == .small
+            let rows = KeyRowMaker(
+                appID: self.appID,
+                environment: attested.environment,
+                receipt: attested.receipt,
+                attestation: KeyAttestation(object: object, clientDataHash: clientDataHash),
+                fillerPublicKey: Array(template.publicKey.x963Representation),
+                fillerReceipt: small ? Self.value("receipt-a", 0) + Self.value("receipt-b", 0) : attested.receipt,
+                fillerAttestation: small ? nil : KeyAttestation(object: object, clientDataHash: clientDataHash),
+                now: now
+            )
+            for range in Self.batches(self.keys, self.batch) {
+                // The device's keys cost a P-256 point multiplication each: derived on every core.
+                let signers = try await Self.onEveryCore(range.clamped(to: 0..<signing)) { index in rows.signer(index, device.key(index)) }
+                let fillers = range.clamped(to: signing..<max(signing, self.keys)).map(rows.filler)
+                try await store.insert(keys: signers + fillers, now: now)
+            }
+        }
+
+        /// The rows of registered keys: the device's own (they sign), and fillers (they never do).
+        struct KeyRowMaker: Sendable {
+            let appID: String
+            let environment: AppAttestEnvironment
+            let receipt: [UInt8]
+            let attestation: KeyAttestation
+            let fillerPublicKey: [UInt8]
+            let fillerReceipt: [UInt8]
+            let fillerAttestation: KeyAttestation?
+            let now: Date
+
+            func signer(_ index: Int, _ key: SimulatedKey) -> StoredKey {
+                self.row(
+                    index, keyID: key.keyID, publicKey: Array(key.publicKey.x963Representation), receipt: self.receipt, attestation: self.attestation)
+            }
+
+            func filler(_ index: Int) -> StoredKey {
+                self.row(
+                    index, keyID: Backlog.value("filler-key", index), publicKey: self.fillerPublicKey, receipt: self.fillerReceipt,
+                    attestation: self.fillerAttestation)
+            }
+
+            private func row(_ index: Int, keyID: [UInt8], publicKey: [UInt8], receipt: [UInt8], attestation: KeyAttestation?) -> StoredKey {
+                StoredKey(
+                    keyID: keyID, username: "backlog-\(index)", publicKey: publicKey, counter: 0, appID: self.appID,
+                    environment: self.environment, receipt: receipt, createdAt: self.now, lastUsed: self.now, attestation: attestation
                 )
+            }
+        }
+
+        /// `0..<count` in consecutive ranges of at most `size`.
+        static func batches(_ count: Int, _ size: Int) -> [Range<Int>] {
+            stride(from: 0, to: count, by: size).map { $0..<min($0 + size, count) }
+        }
+
+        /// `body` over `range`, split over the machine's cores; the results in order.
+        static func onEveryCore<T: Sendable>(_ range: Range<Int>, _ body: @escaping @Sendable (Int) -> T) async throws -> [T] {
+            guard !range.isEmpty else { return [] }
+            let parts = Self.batches(
+                range.count, (range.count + ProcessInfo.processInfo.activeProcessorCount - 1) / ProcessInfo.processInfo.activeProcessorCount)
+            return try await withThrowingTaskGroup(of: (Int, [T]).self) { group in
+                for (position, part) in parts.enumerated() {
+                    group.addTask { (position, part.map { body(range.lowerBound + $0) }) }
+                }
+                var results = [[T]](repeating: [], count: parts.count)
+                for try await (position, values) in group { results[position] = values }
+                return results.flatMap { $0 }
             }
         }
 
@@ -335,27 +414,41 @@ struct Simulate: AsyncParsableCommand {
         static func expiry(_ index: Int, now: Date) -> Date {
             now.addingTimeInterval(-1 - Double(index % 3600))
         }
+    }
 
-        /// Runs `body` for 0..<count with at most `width` calls in flight.
-        static func inParallel(
-            count: Int,
-            width: Int,
-            _ body: @escaping @Sendable (Int) async throws(StoreError) -> Void
-        ) async throws {
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                var next = 0
-                while next < min(width, count) {
-                    let index = next
-                    group.addTask { try await body(index) }
-                    next += 1
-                }
-                while try await group.next() != nil {
-                    guard next < count else { continue }
-                    let index = next
-                    group.addTask { try await body(index) }
-                    next += 1
-                }
+    /// The bulk path of the two stores (`insertBacklog`); the in-memory store has none.
+    struct BacklogStore: Sendable {
+        private let sqlite: SQLiteAttestationStore?
+        private let mongo: MongoAttestationStore?
+
+        init(_ store: any OperationalAttestationStore) async throws {
+            self.sqlite = store as? SQLiteAttestationStore
+            self.mongo = store as? MongoAttestationStore
+            guard self.sqlite != nil || self.mongo != nil else {
+                await store.shutdown()
+                throw UsageError("simulate backlog fills a SQLite or MongoDB store, not the in-memory one")
             }
+        }
+
+        func insert(
+            keys: [StoredKey] = [],
+            replayRecords: [ReplayRecord] = [],
+            challenges: [IssuedChallenge] = [],
+            rateLimitWindows: [RateLimitWindow] = [],
+            now: Date
+        ) async throws(StoreError) {
+            if let sqlite {
+                try await sqlite.insertBacklog(
+                    keys: keys, replayRecords: replayRecords, challenges: challenges, rateLimitWindows: rateLimitWindows, now: now)
+            } else if let mongo {
+                try await mongo.insertBacklog(
+                    keys: keys, replayRecords: replayRecords, challenges: challenges, rateLimitWindows: rateLimitWindows, now: now)
+            }
+        }
+
+        func shutdown() async {
+            await self.sqlite?.shutdown()
+            await self.mongo?.shutdown()
         }
     }
 

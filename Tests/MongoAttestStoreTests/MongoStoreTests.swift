@@ -72,4 +72,34 @@ struct MongoStoreTests {
         await StoreContract.expect(.unavailable) { _ = try await store.loadKey(keyID: StoreContract.key(2).keyID) }
         await StoreContract.expect(.unavailable) { _ = try await store.keys(username: "alice") }
     }
+
+    @Test("a backlog batch (insert commands of 500 documents) writes what single writes would: keys, live records, challenges, windows")
+    func backlogBatch() async throws {
+        let store = try await MongoTestServer.freshStore()
+        let now = Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down))
+        func id(_ kind: UInt8, _ index: Int) -> [UInt8] { [kind, UInt8(index >> 8), UInt8(index & 0xFF)] + [UInt8](repeating: 0x3C, count: 29) }
+        let keys = (0..<3).map {
+            StoredKey(
+                keyID: id(1, $0), username: "backlog-\($0)", publicKey: [0x04] + [UInt8](repeating: UInt8($0), count: 64), counter: 0,
+                appID: "ABCDE12345.com.example", environment: .production, receipt: [UInt8](repeating: 7, count: 2_710), createdAt: now,
+                lastUsed: now, attestation: KeyAttestation(object: [UInt8](repeating: 9, count: 4_244), clientDataHash: id(8, $0))
+            )
+        }
+        // More records than one command holds, so that the batch spans two commands.
+        let records = (0..<(MongoAttestationStore.backlogCommandSize + 20)).map {
+            ReplayRecord(formHash: id(2, $0), expiresAt: now.addingTimeInterval(3600))
+        }
+        let challenge = IssuedChallenge(value: id(3, 0), purpose: .form, username: nil, issuedAt: now, expiresAt: now.addingTimeInterval(600))
+        let window = RateLimitWindow(id: id(4, 0), start: now, expiresAt: now.addingTimeInterval(60))
+        try await store.insertBacklog(keys: keys, replayRecords: records, challenges: [challenge], rateLimitWindows: [window], now: now)
+
+        #expect(try await store.loadKey(keyID: keys[2].keyID) == keys[2])
+        #expect(try await store.isFormHashRecorded(records[records.count - 1].formHash, now: now))
+        await StoreContract.expect(.replay) { try await store.recordFormHash(records[7], now: now) }
+        try await store.consumeChallenge(ChallengeClaim(value: challenge.value, purpose: .form, username: nil), now: now)
+        #expect(try await store.countRequest(in: window) == 2)
+
+        // A key registered before stops the batch with the single write's error.
+        await StoreContract.expect(.duplicateKey) { try await store.insertBacklog(keys: [keys[0]], now: now) }
+    }
 }

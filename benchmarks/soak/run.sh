@@ -6,7 +6,10 @@
 #
 # usage: benchmarks/soak/run.sh [SECONDS] [RATE]       RATE 0 (default): saturation
 # environment: FORMATTEST_BINARY (a built release formattest; the formattest-dev beside it is used),
-#   FORMATTEST_SOAK_KEYS (registered keys, default 64), FORMATTEST_SOAK_BACKLOG (expired replay
+#   FORMATTEST_SOAK_KEYS (the keys that sign, default 64), FORMATTEST_SOAK_STORE_KEYS (keys in the
+#   store, default FORMATTEST_SOAK_KEYS: the rest are fillers that never sign),
+#   FORMATTEST_SOAK_FILLER_BLOBS (full, the default: the fillers carry real-size registration
+#   blobs; small: 64 bytes, so that 10^7 keys fit the disk), FORMATTEST_SOAK_BACKLOG (expired replay
 #   records to start with, default 0), FORMATTEST_SOAK_CONNECTIONS (default 4),
 #   FORMATTEST_SOAK_WINDOW (seconds per reported line, default 60), FORMATTEST_SOAK_FORM_MAX_AGE
 #   (the form window in seconds, default 60), FORMATTEST_SOAK_OUT (the JSON lines, default
@@ -21,6 +24,8 @@ root="$(cd "$here/../.." && pwd)"
 seconds="${1:-600}"
 rate="${2:-0}"
 keys="${FORMATTEST_SOAK_KEYS:-64}"
+store_keys="${FORMATTEST_SOAK_STORE_KEYS:-$keys}"
+filler_blobs="${FORMATTEST_SOAK_FILLER_BLOBS:-full}"
 backlog="${FORMATTEST_SOAK_BACKLOG:-0}"
 connections="${FORMATTEST_SOAK_CONNECTIONS:-4}"
 window="${FORMATTEST_SOAK_WINDOW:-60}"
@@ -42,8 +47,9 @@ server=""
 trap '[ -n "$server" ] && kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
 database="$work/store.sqlite"
 
-say "filling the store: $keys keys, $backlog expired replay records"
-"$dev_binary" simulate backlog --store "sqlite:$database" --keys "$keys" --expired-forms "$backlog" >&2
+say "filling the store: $store_keys keys ($keys signing, fillers' blobs $filler_blobs), $backlog expired replay records"
+"$dev_binary" simulate backlog --store "sqlite:$database" --keys "$store_keys" --signing-keys "$keys" --filler-blobs "$filler_blobs" \
+    --expired-forms "$backlog" >&2
 "$dev_binary" simulate root > "$work/root.pem"
 
 "$binary" serve --port "$port" --store "sqlite:$database" --root "$work/root.pem" --data-dir "$work" \
