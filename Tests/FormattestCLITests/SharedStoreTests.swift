@@ -14,7 +14,11 @@ struct SharedStoreTests {
     }
 
     static func outcome(_ result: Formattest.Result) throws -> (accepted: Bool, code: String?) {
-        let json = try result.jsonObject()
+        // A command that printed no JSON failed: say how (its exit and stderr), not only that.
+        guard let json = try? result.jsonObject() else {
+            Issue.record("no JSON answer (exit \(result.status)): stdout \(result.stdout.debugDescription), stderr \(result.stderr)")
+            return (false, nil)
+        }
         return (json["accepted"] as? Bool ?? false, json["code"] as? String)
     }
 
