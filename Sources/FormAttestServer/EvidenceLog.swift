@@ -44,6 +44,19 @@ actor EvidenceLog {
         func with<Result>(_ body: (TileLogDirectory) throws -> Result) rethrows -> Result {
             try self.lock.withLock { try body(self.log) }
         }
+
+        /// The size of the checkpoint last written beside the log (under the lock: writes of
+        /// two concurrent signings never go backwards).
+        private var writtenSize: UInt64?
+
+        /// Runs `write` (under the lock) unless a checkpoint at least as large was written.
+        func writeCheckpoint(size: UInt64, _ write: () throws -> Void) rethrows {
+            try self.lock.withLock {
+                if let written = self.writtenSize, written >= size { return }
+                try write()
+                self.writtenSize = size
+            }
+        }
     }
 
     let configuration: EvidenceLogConfiguration
@@ -152,7 +165,9 @@ actor EvidenceLog {
         let note = try SignedNote.sign(text: checkpoint.body, with: self.configuration.signer)
         if size != self.lastSigned {
             let directory = self.configuration.directory
-            try await NIOThreadPool.singleton.runIfActive { try Self.writeDurably(Array(note.utf8), directory: directory, name: "checkpoint") }
+            try await NIOThreadPool.singleton.runIfActive {
+                try files.writeCheckpoint(size: size) { try Self.writeDurably(Array(note.utf8), directory: directory, name: "checkpoint") }
+            }
             self.lastSigned = size
         }
         self.signedCheckpoint = (size, note)
