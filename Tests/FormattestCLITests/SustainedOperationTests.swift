@@ -147,7 +147,9 @@ struct SustainedOperationTests {
 
     @Test("kill -9 in the middle of a purge loses no live record; after a restart the rest of the backlog goes and accepted forms stay refused")
     func killedMidPurge() async throws {
-        let fixture = try await Fixture(expiredForms: 60000, challenges: 0, perKey: 50)
+        // A backlog large enough that the purge is still running when the test, starved by the
+        // full suite's load, first sees it begin (60,000 was once purged before the kill).
+        let fixture = try await Fixture(expiredForms: 240_000, challenges: 0, perKey: 50)
         // Accept 100 forms first, with no purge due.
         let port = Formattest.freePort()
         let first = try fixture.serve(purgeInterval: "3600", port: port)
@@ -156,11 +158,11 @@ struct SustainedOperationTests {
         #expect((accepted["errors"] as? [String: Int]) == Self.noErrors)
         #expect(first.terminate(within: 10))
         #expect(try fixture.live() == 102)
-        #expect(try fixture.expired() == 60000)
+        #expect(try fixture.expired() == 240_000)
 
         // Restarted with a purge due at once; killed once the purge has begun and before it ended.
         let second = try fixture.serve(purgeInterval: "0.2", port: port)
-        let begun = try await fixture.wait(seconds: 60) { try fixture.expired() < 60000 }
+        let begun = try await fixture.wait(seconds: 60) { try fixture.expired() < 240_000 }
         kill(second.process.processIdentifier, SIGKILL)
         second.process.waitUntilExit()
         try #require(begun, "the purge never began")
