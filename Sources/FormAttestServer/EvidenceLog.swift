@@ -49,11 +49,12 @@ actor EvidenceLog {
         /// two concurrent signings never go backwards).
         private var writtenSize: UInt64?
 
-        /// Runs `write` (under the lock) unless a checkpoint at least as large was written.
-        func writeCheckpoint(size: UInt64, _ write: () throws -> Void) rethrows {
+        /// Writes `<directory>/checkpoint` durably (under the lock) unless a checkpoint at least
+        /// as large was written.
+        func writeCheckpoint(size: UInt64, note: [UInt8]) throws {
             try self.lock.withLock {
                 if let written = self.writtenSize, written >= size { return }
-                try write()
+                try self.log.replaceFile("checkpoint", with: note)
                 self.writtenSize = size
             }
         }
@@ -164,10 +165,7 @@ actor EvidenceLog {
         let checkpoint = try Checkpoint(origin: self.configuration.signer.name, size: size, rootHash: root)
         let note = try SignedNote.sign(text: checkpoint.body, with: self.configuration.signer)
         if size != self.lastSigned {
-            let directory = self.configuration.directory
-            try await NIOThreadPool.singleton.runIfActive {
-                try files.writeCheckpoint(size: size) { try Self.writeDurably(Array(note.utf8), directory: directory, name: "checkpoint") }
-            }
+            try await NIOThreadPool.singleton.runIfActive { try files.writeCheckpoint(size: size, note: Array(note.utf8)) }
             self.lastSigned = size
         }
         self.signedCheckpoint = (size, note)
@@ -175,31 +173,6 @@ actor EvidenceLog {
     }
 
     private var lastSigned: UInt64?
-
-    /// Writes `<directory>/<name>`: a new file (0600), synced, renamed over the old, the directory synced.
-    private static func writeDurably(_ bytes: [UInt8], directory: String, name: String) throws {
-        let path = directory + "/" + name
-        let temporary = path + ".new"
-        let descriptor = Foundation.open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else { throw OpenError(description: "cannot write \(temporary)") }
-        var written = 0
-        while written < bytes.count {
-            let count = bytes.withUnsafeBytes { Foundation.write(descriptor, $0.baseAddress! + written, $0.count - written) }
-            if count < 0, errno == EINTR { continue }
-            guard count > 0 else {
-                close(descriptor)
-                throw OpenError(description: "cannot write \(temporary)")
-            }
-            written += count
-        }
-        let synced = fsync(descriptor) == 0
-        close(descriptor)
-        guard synced, rename(temporary, path) == 0 else { throw OpenError(description: "cannot replace \(path)") }
-        let directoryDescriptor = Foundation.open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard directoryDescriptor >= 0 else { throw OpenError(description: "cannot sync \(directory)") }
-        defer { close(directoryDescriptor) }
-        guard fsync(directoryDescriptor) == 0 else { throw OpenError(description: "cannot sync \(directory)") }
-    }
 
     /// The inclusion proof of leaf `index` in the tree of `size` leaves.
     func inclusionProof(index: UInt64, size: UInt64) async throws -> [[UInt8]] {

@@ -415,12 +415,19 @@ public final class TileLogDirectory {
         body += (0..<8).map { UInt8(truncatingIfNeeded: range.size >> UInt64(56 - 8 * $0)) }
         for hash in range.hashes { body += hash }
         body += Array(SHA256.hash(data: body))
-        let path = self.path("state")
+        try self.replaceFile("state", with: body)
+    }
+
+    /// Replaces `<directory>/<name>` durably: a new file (0600) written and synced, renamed over
+    /// the old one, the directory synced. The log's state, and the checkpoint its service writes
+    /// beside it, are both written so.
+    public func replaceFile(_ name: String, with bytes: [UInt8]) throws(Failure) {
+        let path = self.path(name)
         let temporary = path + ".new"
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else { throw Failure("cannot open \(temporary): \(Self.lastError())") }
         do {
-            try Self.writeAll(body, to: descriptor, path: temporary)
+            try Self.writeAll(bytes, to: descriptor, path: temporary)
         } catch {
             close(descriptor)
             throw error
