@@ -24,12 +24,7 @@ struct SharedStoreTests {
 
     @Test("MongoDB: a form replayed to the second instance is rejected; counters stay monotonic across both")
     func twoInstancesOnMongoDB() async throws {
-        // mongoeco serves every MongoDB suite of the run from one Python process: while the store
-        // contract's concurrent cases run, a new client can wait past the driver's default 30 s
-        // server selection (seen twice in full runs; never alone). These commands connect anew
-        // each time, so they wait longer: a slow server is not what this test is about.
-        let shared = try MongoTestServer.uri.get()
-        let uri = shared + (shared.contains("?") ? "&" : "?") + "serverSelectionTimeoutMS=180000"
+        let uri = try MongoTestServer.uri.get()
         let database = "twoinstances_\(UUID().uuidString.prefix(8))"
         let register = try await Formattest.run(Self.simulate("register", store: uri, database: database, []))
         #expect(try Self.outcome(register).accepted, "\(register.stdout) \(register.stderr)")
