@@ -229,6 +229,7 @@ let package = Package(
                 "CanonicalJSON",
                 "FormAttestForm",
                 "FormAttestTokens",
+                "TransparencyLog",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -516,7 +517,7 @@ let package = Package(
             name: "FormAttestEvidenceTests",
             dependencies: [
                 "FormAttestEvidence", "FormAttestFlows", "FormAttestTokens", "FormAttestForm", "CanonicalJSON", "AppAttest",
-                "AppAttestSimulator", "FormAttestTestSupport", "RFC3339",
+                "AppAttestSimulator", "FormAttestTestSupport", "RFC3339", "TransparencyLog",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
             ],

@@ -18,6 +18,9 @@ public struct EvidenceError: Error, Sendable, Hashable, CustomStringConvertible 
             case keyAttestationInvalid = "evidence_key_attestation_invalid"
             case formNotSigned = "evidence_form_not_signed"
             case counterMismatch = "evidence_counter_mismatch"
+            case malformedBundle = "evidence_malformed_bundle"
+            case checkpointInvalid = "evidence_checkpoint_invalid"
+            case notInLog = "evidence_not_in_log"
         }
 
         fileprivate let backing: Backing
@@ -47,6 +50,12 @@ public struct EvidenceError: Error, Sendable, Hashable, CustomStringConvertible 
         public static let formNotSigned = Code(.formNotSigned)
         /// The assertion's counter is not the recorded one.
         public static let counterMismatch = Code(.counterMismatch)
+        /// Not an evidence bundle (``EvidenceBundle``) of this version.
+        public static let malformedBundle = Code(.malformedBundle)
+        /// The bundle's checkpoint is not a checkpoint signed by the log's key, or names another log.
+        public static let checkpointInvalid = Code(.checkpointInvalid)
+        /// The bundle's inclusion proof does not lead from the record to the checkpoint's root.
+        public static let notInLog = Code(.notInLog)
     }
 
     public let code: Code

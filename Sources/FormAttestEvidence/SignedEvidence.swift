@@ -136,6 +136,17 @@ public enum SignedEvidence {
         expecting expectations: Expectations = Expectations()
     ) async throws(EvidenceError) -> Verified {
         let (payload, signer) = try Self.checkServerSignature(envelope, signers: signers)
+        return try await Self.verifyRecord(
+            payload: payload, signer: signer, trustAnchors: trustAnchors, receiptTrustAnchors: receiptTrustAnchors, clientData: clientData,
+            expecting: expectations)
+    }
+
+    /// The steps after the server's signature (or, for a logged record, after the log's
+    /// checkpoint): the record, its policy, the form and the device's signatures.
+    static func verifyRecord(
+        payload: [UInt8], signer: String, trustAnchors: [Certificate], receiptTrustAnchors: [Certificate], clientData: ClientData,
+        expecting expectations: Expectations
+    ) async throws(EvidenceError) -> Verified {
         let record = try Self.record(payload: payload)
         let anchors = try Self.checkPolicy(record, trustAnchors: trustAnchors, expectations: expectations)
         if case .form = clientData { try Self.checkForm(record) }
@@ -145,7 +156,7 @@ public enum SignedEvidence {
 
     // MARK: - Steps
 
-    private static func checkServerSignature(
+    static func checkServerSignature(
         _ envelope: some Collection<UInt8>,
         signers: [String: P256.Signing.PublicKey]
     ) throws(EvidenceError) -> (payload: [UInt8], signer: String) {

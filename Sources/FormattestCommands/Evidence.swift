@@ -6,6 +6,7 @@
 import AppAttest
 import ArgumentParser
 import CanonicalJSON
+import Crypto
 import FormAttestForm
 import FormAttestEvidence
 import FormAttestResponses
@@ -113,7 +114,7 @@ struct EvidenceCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "evidence",
         abstract: "Evidence records of accepted forms.",
-        subcommands: [EvidenceVerify.self, EvidenceLogKey.self, EvidenceAudit.self]
+        subcommands: [EvidenceVerify.self, EvidenceLogKey.self, EvidenceAudit.self, EvidenceExport.self]
     )
 }
 
@@ -125,13 +126,21 @@ struct EvidenceVerify: AsyncParsableCommand {
             Checks the server's signature (with --jwks), then the form (canonical, for the record's \
             user, within the policy's time window), then what the device signed: the key's \
             attestation to Apple's root at the time it was verified, and the attestation or the \
-            assertion over SHA-256 of the record's form. No store and no network. Exit 0 when \
-            every step holds, 1 with the failing step's code, 2 on a usage or I/O error.
+            assertion over SHA-256 of the record's form. No store and no network. With --log-key \
+            the file is a bundle ('formattest evidence export'): its checkpoint is checked with the \
+            log's key and the record's inclusion in it first. Exit 0 when every step holds, 1 with \
+            the failing step's code, 2 on a usage or I/O error.
             """
     )
 
-    @Argument(help: "The evidence record (as written to --evidence-dir); '-' reads stdin.")
+    @Argument(help: "The evidence record (as written to --evidence-dir), or with --log-key a bundle; '-' reads stdin.")
     var file: String
+
+    @Option(
+        name: .customLong("log-key"),
+        help: "The evidence log's verifier key (name+hash+base64): the file is a bundle from 'formattest evidence export'."
+    )
+    var logKey: String?
 
     @Option(help: "The server's JWKS (formattest keys jwks, or /.well-known/jwks.json), with every key that ever signed records.")
     var jwks: String
@@ -167,20 +176,36 @@ struct EvidenceVerify: AsyncParsableCommand {
         } catch let error as EvidenceError {
             throw UsageError("--jwks \(self.jwks): \(error.reason)")
         }
-        let verified: SignedEvidence.Verified
+        var logVerifier: NoteVerifier?
+        if let logKey = self.logKey {
+            do { logVerifier = try NoteVerifier(keyString: logKey) } catch { throw UsageError("--log-key: \(error.reason)") }
+        }
+        let expectations = SignedEvidence.Expectations(appIDs: self.appIDs.isEmpty ? nil : self.appIDs, environments: self.environment.environments)
+        let clientData: SignedEvidence.ClientData = self.opaqueClientData ? .opaque : .form
+        var report: EvidenceReport
         do {
-            verified = try await SignedEvidence.verify(
-                envelope, signers: signers, trustAnchors: anchors, receiptTrustAnchors: receiptAnchors, clientData: self.opaqueClientData ? .opaque : .form,
-                expecting: SignedEvidence.Expectations(appIDs: self.appIDs.isEmpty ? nil : self.appIDs, environments: self.environment.environments)
-            )
-        } catch {
+            if let logVerifier {
+                let verified = try await EvidenceBundle(bytes: envelope).verify(
+                    logKey: logVerifier, signers: signers, trustAnchors: anchors, receiptTrustAnchors: receiptAnchors, clientData: clientData,
+                    expecting: expectations)
+                report = EvidenceReport(verified.evidence)
+                report.log = EvidenceReport.LogInclusion(verified)
+            } else {
+                if (try? EvidenceBundle(bytes: envelope)) != nil {
+                    throw UsageError("\(self.file) is a bundle: pass the evidence log's verifier key with --log-key")
+                }
+                report = EvidenceReport(
+                    try await SignedEvidence.verify(
+                        envelope, signers: signers, trustAnchors: anchors, receiptTrustAnchors: receiptAnchors, clientData: clientData,
+                        expecting: expectations))
+            }
+        } catch let error as EvidenceError {
             var message = error.reason
             if let code = error.verifierCode { message += " [\(code)]" }
             let rejection = Rejection(code: error.code.identifier, message: message)
             print(self.json ? try rejection.jsonString() : rejection.text)
             throw ExitCode(1)
         }
-        let report = EvidenceReport(verified)
         print(self.json ? try JSONOutput.string(report) : report.text)
     }
 }
@@ -204,6 +229,24 @@ struct EvidenceReport: Encodable {
     var signer: String
     /// Whether the client data was checked as a FormAttest form (not with --opaque-client-data).
     var formChecked: Bool
+    /// For a bundle: where the record is in the evidence log.
+    var log: LogInclusion?
+
+    /// A bundle's record in the log: its leaf, the checkpoint that includes it, and whether the
+    /// server's own signature came with it.
+    struct LogInclusion: Encodable {
+        var origin: String
+        var index: UInt64
+        var checkpointSize: UInt64
+        var serverSigned: Bool
+
+        init(_ verified: EvidenceBundle.Verified) {
+            self.origin = verified.checkpoint.origin
+            self.index = verified.index
+            self.checkpointSize = verified.checkpoint.size
+            self.serverSigned = verified.serverSigned
+        }
+    }
 
     init(_ verified: SignedEvidence.Verified) {
         let record = verified.record
@@ -251,7 +294,9 @@ struct EvidenceReport: Encodable {
         formHash: \(self.formHash)
         form: \(Self.terminalSafe(self.form))\(self.formChecked ? "" : " (not checked as a form: --opaque-client-data)")
         signer: \(self.signer)
-        """
+        """ + (self.log.map { log in
+            "\nlog: leaf \(log.index) of \(log.checkpointSize) in \(Self.terminalSafe(log.origin))'s signed checkpoint\(log.serverSigned ? ", with the server's signature" : " (no server signature in the bundle: the checkpoint's is the server's statement)")"
+        } ?? "")
     }
 }
 
@@ -366,6 +411,93 @@ struct EvidenceAudit: ParsableCommand {
 
     private static func fail(_ message: String) throws {
         print("audit failed: \(message)")
+        throw ExitCode(1)
+    }
+}
+
+/// `formattest evidence export --log DIR --log-key VKEY --index I [--checkpoint NOTE] [--archive DIR] [--out FILE]`.
+struct EvidenceExport: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "export",
+        abstract: "Export one logged record as a bundle that verifies alone: the record, its inclusion proof and a signed checkpoint.",
+        discussion: """
+            Reads the log's directory (nothing is changed). The checkpoint (default: DIR/checkpoint, \
+            the last one the service published) is checked with the log's key, and the log's files \
+            must hold exactly the tree it commits to. With --archive (the service's --evidence-dir), \
+            the record's server-signed envelope goes in the bundle too. 'formattest evidence verify \
+            BUNDLE --log-key VKEY --jwks JWKS' checks it with no store, log or network. Exit 0: \
+            written; 1: the log cannot prove this record; 2: usage.
+            """
+    )
+
+    @Option(help: "The log's directory (serve --evidence-log).")
+    var log: String
+
+    @Option(name: .customLong("log-key"), help: "The log's verifier key (name+hash+base64).")
+    var logKey: String
+
+    @Option(help: "The record's leaf index (the answer's evidenceLogIndex).")
+    var index: UInt64
+
+    @Option(help: "A signed checkpoint to prove inclusion in (default: DIR/checkpoint).")
+    var checkpoint: String?
+
+    @Option(help: "The evidence archive (serve --evidence-dir) holding the record's server-signed envelope, <id>.json.")
+    var archive: String?
+
+    @Option(help: "Write the bundle here (never over an existing file) instead of stdout.")
+    var out: String?
+
+    func run() throws {
+        let verifier: NoteVerifier
+        do { verifier = try NoteVerifier(keyString: self.logKey) } catch { throw UsageError("--log-key: \(error.reason)") }
+        let checkpointPath = self.checkpoint ?? (self.log as NSString).appendingPathComponent("checkpoint")
+        let note = try InputFile.readBytes(checkpointPath)
+        let checkpoint: Checkpoint
+        do {
+            checkpoint = try Checkpoint(body: Array(try SignedNote.open(note, verifier: verifier).utf8))
+        } catch {
+            throw UsageError("\(checkpointPath): not a checkpoint signed by --log-key: \(error.reason)")
+        }
+        guard checkpoint.origin == verifier.name else { throw UsageError("\(checkpointPath): the checkpoint's origin is not the key's name") }
+        guard self.index < checkpoint.size else {
+            throw UsageError("--index \(self.index): the checkpoint commits to \(checkpoint.size) leaves")
+        }
+        let leaf: [UInt8]
+        let proof: [[UInt8]]
+        do {
+            let files = try TileLogDirectory(readingDirectory: self.log)
+            guard files.size >= checkpoint.size, try files.root(size: checkpoint.size) == checkpoint.rootHash else {
+                return try Self.fail("the log's files do not hold the tree the checkpoint commits to ('formattest evidence audit' names what differs)")
+            }
+            leaf = try files.entry(at: self.index)
+            let width = TileLayout.width
+            guard MerkleHash.leaf(leaf) == (try files.hashTile(level: 0, index: self.index / width))[Int(self.index % width)] else {
+                return try Self.fail("leaf \(self.index): its record does not match the log's hash of it (altered: 'formattest evidence audit')")
+            }
+            proof = try files.inclusionProof(index: self.index, size: checkpoint.size)
+        } catch {
+            return try Self.fail("the log cannot be read: \(error)")
+        }
+        var record = EvidenceBundle.Record.leaf(leaf)
+        if let archive = self.archive {
+            let id = Base64URL.encode(SHA256.hash(data: leaf))
+            let path = (archive as NSString).appendingPathComponent("\(id).json")
+            let envelope = try InputFile.readBytes(path)
+            let payload = (try? CanonicalJSON.parse(envelope))?["payload"]?.stringValue.flatMap(Base64URL.decode)
+            guard payload == leaf else { return try Self.fail("\(path) is not the server-signed envelope of leaf \(self.index)") }
+            record = .envelope(envelope)
+        }
+        let bundle = try EvidenceBundle(checkpoint: String(decoding: note, as: UTF8.self), index: self.index, inclusionProof: proof, record: record).encoded()
+        if let out = self.out {
+            try Wrap.writeNew(bundle, to: URL(fileURLWithPath: out))
+        } else {
+            FileHandle.standardOutput.write(Data(bundle))
+        }
+    }
+
+    private static func fail(_ message: String) throws {
+        FileHandle.standardError.write(Data("not exported: \(message)\n".utf8))
         throw ExitCode(1)
     }
 }

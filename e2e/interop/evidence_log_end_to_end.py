@@ -27,7 +27,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from formattest_support import Checks, b64url_decode, free_port, post_json as post, stop_process, transfer_form as form, wait_ready  # noqa: E402
+from formattest_support import Checks, b64url_decode, free_port, get, post_json as post, stop_process, transfer_form as form, wait_ready  # noqa: E402
 
 
 # RFC 9162 §2.1.1 and §2.1.3.2 / §2.1.4.2, transcribed.
@@ -122,6 +122,103 @@ def get_json(base, path):
         return error.code, json.loads(error.read())
 
 
+def canonical(value):
+    """RFC 8785 for the bundle's members (strings and integers only)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+
+
+def b64url(data):
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def bundle_checks(check, binary, dev_binary, work, log_dir, archive_dir, verifier_key, jwks_bytes, records, checkpoint_path):
+    """Exports records 3 (with the archive's server-signed envelope) and 0 (the leaf alone), verifies
+    both with `evidence verify --log-key`, then changes one thing at a time and expects the named
+    refusal."""
+    def run(*arguments, program=binary):
+        result = subprocess.run([program, *arguments], capture_output=True, timeout=120)
+        return result.returncode, result.stdout.decode(errors="replace"), result.stderr.decode(errors="replace")
+
+    def write(name, data):
+        path = os.path.join(work, name)
+        with open(path, "wb") as handle:
+            handle.write(data)
+        return path
+
+    jwks = write("bundle-jwks.json", jwks_bytes)
+    status, root, _ = run("simulate", "root", program=dev_binary)
+    status2, receipt_root, _ = run("simulate", "root", "--receipt", program=dev_binary)
+    check("the simulator's roots", status == 0 and status2 == 0)
+    roots = ["--root", write("bundle-root.pem", root.encode()), "--receipt-root", write("bundle-receipt-root.pem", receipt_root.encode())]
+
+    def verify(path, key=verifier_key, keyset=jwks):
+        status, out, err = run("evidence", "verify", path, "--log-key", key, "--jwks", keyset, *roots, "--json")
+        try:
+            return status, json.loads(out), err
+        except ValueError:
+            return status, {}, out + err
+
+    status, out, err = run("evidence", "export", "--log", log_dir, "--log-key", verifier_key, "--index", "3", "--archive", archive_dir,
+                           "--out", os.path.join(work, "bundle-3.json"))
+    check("export leaf 3 with its envelope: exit 0", status == 0, err)
+    with open(os.path.join(work, "bundle-3.json"), "rb") as handle:
+        signed_bundle = handle.read()
+    document = json.loads(signed_bundle)
+    check("the bundle is canonical JSON", canonical(document) == signed_bundle, signed_bundle[:200])
+    check("the bundle holds the server's envelope of record 3", b64url_decode(document["envelope"]["payload"]) == records[3][1])
+    status, report, err = verify(os.path.join(work, "bundle-3.json"))
+    check("verify the bundle of leaf 3: exit 0, in the log, server-signed",
+          status == 0 and report.get("verified") is True and report.get("kind") == "assertion"
+          and report.get("log") == {"origin": "bank.example/evidence", "index": 3, "checkpointSize": 10, "serverSigned": True}, (status, report, err))
+
+    status, out, err = run("evidence", "export", "--log", log_dir, "--log-key", verifier_key, "--index", "0")
+    check("export leaf 0 without an archive (to stdout): exit 0", status == 0, err)
+    leaf_bundle = json.loads(out)
+    check("... the bundle holds the record itself", b64url_decode(leaf_bundle["record"]) == records[0][1] and "envelope" not in leaf_bundle)
+    status, report, err = verify(write("bundle-0.json", out.encode()))
+    check("verify the bundle of leaf 0: exit 0, the attestation, no server signature",
+          status == 0 and report.get("kind") == "attestation" and report.get("log", {}).get("serverSigned") is False, (status, report, err))
+
+    def refused(name, document, code, key=verifier_key, keyset=jwks):
+        status, report, err = verify(write(f"bundle-{name}.json", canonical(document)), key=key, keyset=keyset)
+        check(f"{name}: exit 1, {code}", status == 1 and report.get("error", {}).get("code") == code, (status, report, err))
+
+    flipped = bytearray(b64url_decode(leaf_bundle["record"]))
+    flipped[len(flipped) // 2] ^= 1
+    refused("record-bit-flipped", dict(leaf_bundle, record=b64url(bytes(flipped))), "evidence_not_in_log")
+    refused("index-changed", dict(leaf_bundle, index=1), "evidence_not_in_log")
+    refused("index-past-the-checkpoint", dict(leaf_bundle, index=10), "evidence_not_in_log")
+    proof = [b64url_decode(h) for h in leaf_bundle["inclusionProof"]]
+    proof[-1] = bytes([proof[-1][0] ^ 1]) + proof[-1][1:]
+    refused("proof-hash-changed", dict(leaf_bundle, inclusionProof=[b64url(h) for h in proof]), "evidence_not_in_log")
+    refused("proof-hash-removed", dict(leaf_bundle, inclusionProof=leaf_bundle["inclusionProof"][:-1]), "evidence_not_in_log")
+    refused("checkpoint-size-changed", dict(leaf_bundle, checkpoint=leaf_bundle["checkpoint"].replace("\n10\n", "\n11\n", 1)),
+            "evidence_checkpoint_invalid")
+    other_key = os.path.join(work, "other-log.key")
+    status, other_verifier, _ = run("evidence", "log-key", "--name", "bank.example/evidence", "--out", other_key)
+    refused("another-log-key", leaf_bundle, "evidence_checkpoint_invalid", key=other_verifier.strip())
+    envelope = dict(document["envelope"])
+    signature = bytearray(b64url_decode(envelope["signature"]))
+    signature[5] ^= 1
+    refused("server-signature-changed", dict(document, envelope=dict(envelope, signature=b64url(bytes(signature)))),
+            "evidence_server_signature_invalid")
+    refused("jwks-without-the-key", document, "evidence_unknown_signer", keyset=write("bundle-empty-jwks.json", b'{"keys":[]}'))
+    refused("unknown-member", dict(leaf_bundle, note="x"), "evidence_malformed_bundle")
+    refused("record-and-envelope", dict(document, record=leaf_bundle["record"]), "evidence_malformed_bundle")
+
+    status, out, err = run("evidence", "verify", os.path.join(work, "bundle-0.json"), "--jwks", jwks, *roots)
+    check("a bundle without --log-key: exit 2, named", status == 2 and "--log-key" in err, (status, out, err))
+    status, out, err = run("evidence", "export", "--log", log_dir, "--log-key", verifier_key, "--index", "10")
+    check("export of a leaf past the checkpoint: exit 2", status == 2, (status, err))
+    status, out, err = run("evidence", "export", "--log", os.path.join(work, "tampered-middle-altered"), "--log-key", verifier_key,
+                           "--index", "5", "--checkpoint", checkpoint_path)
+    check("export from a log whose leaf 5 was altered: exit 1, not exported", status == 1 and "not exported" in err, (status, err))
+    status, out, err = run("evidence", "export", "--log", os.path.join(work, "tampered-rehashed"), "--log-key", verifier_key,
+                           "--index", "2", "--checkpoint", checkpoint_path)
+    check("export from a log rewritten under its checkpoint: exit 1", status == 1 and "do not hold the tree" in err, (status, err))
+    return True
+
+
 def main():
     dev_binary, binary, work = sys.argv[1:4]
     check = Checks()
@@ -136,10 +233,12 @@ def main():
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     log_dir = os.path.join(work, "log")
+    archive_dir = os.path.join(work, "archive")
+    os.mkdir(archive_dir, 0o700)
     arguments = [
         dev_binary, "serve", "--dev-simulator", "--port", str(port), "--log-level", "warning",
         "--store", "sqlite:" + os.path.join(work, "store.sqlite"), "--data-dir", os.path.join(work, "data"),
-        "--evidence-log", log_dir, "--evidence-log-key", key_path, "--evidence-in-answer",
+        "--evidence-log", log_dir, "--evidence-log-key", key_path, "--evidence-in-answer", "--evidence-dir", archive_dir,
         "--rate-limit-assertions-per-user", "1000",
     ]
     server = subprocess.Popen(arguments, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -239,6 +338,7 @@ def main():
     accept("9.00")
     check("the next record gets index 9", records[-1][0] == 9, records[-1])
     fourth = checkpoint(base, verifier_key)
+    jwks_bytes = get(base, "/.well-known/jwks.json")
     status, proof = get_json(base, "/api/evidence/proof/consistency?first=9&second=10")
     path = [base64.b64decode(h, validate=True) for h in proof.get("hashes", [])]
     check("the checkpoint after the restart extends the one before it", verify_consistency(9, 10, second["root"], fourth["root"], path), proof)
@@ -318,6 +418,10 @@ def main():
         check(f"audit names {name}: exit 1, {named}", status == 1 and named in output, output)
     status, output = audit(tampered_copy("rehashed", flip(5), fix_tile=True))
     check("a record altered with its leaf hash rewritten: exit 1, the root does not match", status == 1 and "rewritten" in output, output)
+
+    # `evidence export`: one record as a bundle that `evidence verify --log-key` checks alone.
+    exported = bundle_checks(check, binary, dev_binary, work, log_dir, archive_dir, verifier_key, jwks_bytes, records, new_note)
+    check("bundles: exported and checked", exported)
 
     # The service never forks its own log: a rolled-back or missing state is refused at start,
     # before anything is cut.
