@@ -16,7 +16,7 @@ struct FormattestDev: AsyncParsableCommand {
         commandName: "formattest-dev",
         abstract: "FormAttest's developer tools: benchmarks, the simulated device, the service with the demo's simulator.",
         version: "0.1.0",
-        subcommands: [ServeDev.self, Simulate.self, Pool.self, Bench.self, Load.self, Soak.self]
+        subcommands: [ServeDev.self, Simulate.self, Pool.self, Bench.self, Load.self, Soak.self, LogBench.self]
     )
 }
 
