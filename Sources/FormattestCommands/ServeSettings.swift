@@ -238,7 +238,7 @@ enum ServeSettings {
         ),
         .init(
             "max-connections", env: ["FORMATTEST_MAX_CONNECTIONS"], .integer(1...1_000_000), default: "1024",
-            help: "Open connections per listener; at the limit new ones wait in the backlog (logged, counted); one the descriptor limit cannot hold is refused at start (the default is lowered to fit)"
+            help: "Open connections per listener; over it a new one closes an idle connection (no request in flight) of the peer holding the most (logged, counted); only at a hard ceiling 1/16 above it (at least 4), with nothing idle, do new ones wait in the backlog; one the descriptor limit cannot hold is refused at start (the default is lowered to fit)"
         ),
         .init(
             "max-connections-per-address", env: ["FORMATTEST_MAX_CONNECTIONS_PER_ADDRESS"], .integer(1...1_000_000), default: "128",
