@@ -110,6 +110,8 @@ final class ConnectionRegistry: Sendable {
     private let state = NIOLockedValueBox(State())
     /// The shedding's log line, at most one a second.
     let shedLog = RateLimitedLog()
+    /// The write deadline's log line, at most one a second.
+    let writeTimeoutLog = RateLimitedLog()
     /// The per-address cap; `nil` behind trusted proxies.
     let perAddress: Int?
     let total: Int
@@ -203,9 +205,11 @@ final class RateLimitedLog: Sendable {
 /// is still idle there, logged at most once a second and counted
 /// `formattest_connections_refused_total{reason="shed_idle"}`); and the header deadline (a
 /// connection that has not sent a complete request head within `headerTimeout` of opening, or of
-/// its last answer, is closed: `formattest_connections_refused_total{reason="header_timeout"}`). A
-/// connection that sends nothing thus holds its descriptor for the header deadline, not the idle
-/// timeout.
+/// its last answer, is closed: `formattest_connections_refused_total{reason="header_timeout"}`);
+/// and the write deadline (an answer part not written to the socket within `writeTimeout`, the
+/// body timeout, closes it: `reason="write_timeout"`). A connection that sends nothing thus holds
+/// its descriptor for the header deadline, not the idle timeout, and one that never reads its
+/// answers for the write deadline.
 final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -221,11 +225,16 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
     private var deadline: Scheduled<Void>?
     /// Requests whose head arrived and whose answer is not yet complete.
     private var requestsInFlight = 0
+    /// Answer parts passed to the socket and not yet written to it.
+    private var unwritten = 0
+    private let writeTimeout: TimeAmount
+    private var writeDeadline: Scheduled<Void>?
 
-    init(registry: ConnectionRegistry, ipv6Prefix: Int, headerTimeout: Duration, logger: Logger) {
+    init(registry: ConnectionRegistry, ipv6Prefix: Int, headerTimeout: Duration, writeTimeout: Duration, logger: Logger) {
         self.registry = registry
         self.ipv6Prefix = ipv6Prefix
         self.headerTimeout = TimeAmount(headerTimeout)
+        self.writeTimeout = TimeAmount(writeTimeout)
         self.logger = logger
     }
 
@@ -265,7 +274,7 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
 
     /// Closes this connection, chosen to be shed, if it is still idle (no request in flight).
     private func shedIfIdle(context: ChannelHandlerContext) {
-        guard let id = self.id, self.requestsInFlight == 0, self.registry.stillShedding(id) else { return }
+        guard let id = self.id, self.requestsInFlight == 0, self.unwritten == 0, self.registry.stillShedding(id) else { return }
         Counter(label: "formattest_connections_refused_total", dimensions: [("reason", "shed_idle")]).increment()
         if let count = self.registry.shedLog.due() {
             self.logger.warning(
@@ -295,23 +304,45 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
         context.fireChannelRead(data)
     }
 
+    /// Every answer part is watched until it is written to the socket: a connection is idle
+    /// (sheddable) only with no request in flight and nothing unwritten, and a part that stays
+    /// unwritten for `writeTimeout` (a client that sends requests and never reads the answers)
+    /// closes the connection (`formattest_connections_refused_total{reason="write_timeout"}`).
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        guard case .end = Self.unwrapOutboundIn(data) else {
-            context.write(data, promise: promise)
-            return
+        if case .end = Self.unwrapOutboundIn(data) {
+            self.requestsInFlight = max(0, self.requestsInFlight - 1)
+            if self.requestsInFlight == 0 { self.arm(context: context) }
         }
-        self.requestsInFlight = max(0, self.requestsInFlight - 1)
-        guard self.requestsInFlight == 0 else {
-            context.write(data, promise: promise)
-            return
-        }
-        self.arm(context: context)
-        // Idle (sheddable) only once the answer's last part is written to the socket.
         let written = context.eventLoop.makePromise(of: Void.self)
         if let promise { written.futureResult.cascade(to: promise) }
+        self.unwritten += 1
+        if self.writeDeadline == nil { self.armWrite(context: context) }
         context.write(data, promise: written)
         written.futureResult.assumeIsolated().whenComplete { _ in
-            if self.requestsInFlight == 0, let id = self.id { self.registry.mark(id, busy: false, now: .now()) }
+            self.unwritten -= 1
+            self.writeDeadline?.cancel()
+            self.writeDeadline = nil
+            if self.unwritten > 0 {
+                self.armWrite(context: context)
+            } else if self.requestsInFlight == 0, let id = self.id {
+                self.registry.mark(id, busy: false, now: .now())
+            }
+        }
+    }
+
+    private func armWrite(context: ChannelHandlerContext) {
+        let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        let logger = self.logger
+        let timeout = self.writeTimeout
+        let log = self.registry.writeTimeoutLog
+        self.writeDeadline = context.eventLoop.assumeIsolated().scheduleTask(in: self.writeTimeout) {
+            Counter(label: "formattest_connections_refused_total", dimensions: [("reason", "write_timeout")]).increment()
+            if let count = log.due() {
+                logger.warning(
+                    "connection closed: its client took no answer bytes for the write timeout (the body timeout)",
+                    metadata: ["timeout": "\(timeout)", "closed": "\(count)"])
+            }
+            loopBound.value.close(promise: nil)
         }
     }
 
@@ -327,6 +358,8 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
     private func stop() {
         self.deadline?.cancel()
         self.deadline = nil
+        self.writeDeadline?.cancel()
+        self.writeDeadline = nil
         if let id = self.id {
             self.id = nil
             self.registry.release(id)

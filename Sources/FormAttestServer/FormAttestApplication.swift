@@ -99,7 +99,8 @@ public enum FormAttestApplication {
         return .http1(
             configuration: .init(
                 additionalChannelHandlers: [
-                    ConnectionGuardHandler(registry: registry, ipv6Prefix: ipv6Prefix, headerTimeout: headerTimeout, logger: logger),
+                    ConnectionGuardHandler(
+                        registry: registry, ipv6Prefix: ipv6Prefix, headerTimeout: headerTimeout, writeTimeout: bodyTimeout, logger: logger),
                     BodyDeadlineHandler(timeout: bodyTimeout),
                 ],
                 idleTimeout: TimeAmount(configuration.idleTimeout)

@@ -1032,6 +1032,50 @@ struct HostileUserTests {
         print("shedding: newcomers answered; closed \(closed.map(\.source)); shed_idle \(shed)")
     }
 
+    @Test("r4: a client that pipelines requests and never reads the answers is closed at the write deadline (the body timeout), so it cannot stay busy and unsheddable")
+    func unreadAnswersClosed() async throws {
+        let files = try TemporaryFiles()
+        let service = try Service(
+            // Warnings only: the harness reads the log at the end, and 2,000 request lines would
+            // fill its pipe and stop the service.
+            [
+                "--store", "memory", "--insecure-no-caller-auth", "--body-timeout", "2", "--header-timeout", "30", "--idle-timeout", "60",
+                "--log-level", "warning",
+            ], files: files)
+        // A small receive buffer and 2,000 pipelined requests for /metrics (a few KB each): the
+        // answers fill the socket's buffers and stay unwritten.
+        let handle = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var size: Int32 = 4096
+        setsockopt(handle, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(service.port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(handle, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        try #require(connected == 0)
+        defer { close(handle) }
+        let requests = Array(String(repeating: "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", count: 2000).utf8)
+        var flags = fcntl(handle, F_GETFL)
+        flags |= O_NONBLOCK
+        _ = fcntl(handle, F_SETFL, flags)
+        var sent = 0
+        let sending = Date()
+        while sent < requests.count && Date().timeIntervalSince(sending) < 3 {
+            let count = requests[sent...].withUnsafeBytes { send(handle, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if count > 0 { sent += count } else { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        // Not read for 8 s: closed by the write deadline (2 s) after the buffers filled.
+        try await Task.sleep(for: .seconds(8))
+        let metrics = try Self.exchange(service.port, "/metrics").body
+        let closedByDeadline = Self.metric(metrics, #"formattest_connections_refused_total{reason="write_timeout"}"#)
+        let log = service.stop()
+        #expect(closedByDeadline >= 1, "write_timeout \(closedByDeadline); sent \(sent) of \(requests.count) bytes")
+        #expect(log.contains("took no answer bytes"), "\(log.suffix(1500))")
+        print("unread answers: \(sent) request bytes sent; write_timeout \(closedByDeadline)")
+    }
+
     @Test("r3 F3: a connection with a request in flight is never shed; the per-address cap still closes a peer's one too many at once")
     func busyConnectionsKept() async throws {
         let files = try TemporaryFiles()
