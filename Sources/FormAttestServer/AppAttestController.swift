@@ -395,7 +395,8 @@ struct AppAttestController {
         guard bytes.count <= AppAttestLimits.maximumAttestationSize else {
             throw APIError.invalidRequest("the object is larger than 8 KiB")
         }
-        return try self.inspectionGate.run { () throws(APIError) -> Response in
+        let caller = self.rateLimiter.inspectionCaller(request: request, context: context)
+        return try await self.inspectionGate.run(caller: caller) { () throws(APIError) -> Response in
             let inspection = Inspection(bytes, mode: mode)
             // Refused before the JSON and the text are built when the nodes alone already
             // exceed the cap (the rendering is most of the cost of an amplifying object).

@@ -13,8 +13,11 @@ import NIOHTTPTypes
 /// The connection limits of one listener: in total, per peer address, and the time a connection
 /// may take to send a request's head.
 public struct ConnectionLimits: Sendable, Hashable {
-    /// Open connections in total: at the limit the listener stops accepting (new connections wait
-    /// in the kernel's backlog) until one closes.
+    /// Open connections in total. At the limit a new connection is admitted by closing an idle
+    /// connection (no request in flight) of the peer that holds the most connections, the one
+    /// idle longest among them (``ConnectionRegistry``); the listener stops accepting (new
+    /// connections wait in the kernel's backlog) only at ``ceiling``, when nothing idle could be
+    /// shed.
     public var total: Int
     /// Open connections per peer address (IPv4 /32, IPv6 by the rate limits' prefix): one more is
     /// closed at once. Not applied behind trusted proxies (every peer is a proxy then).
@@ -28,11 +31,25 @@ public struct ConnectionLimits: Sendable, Hashable {
         self.perAddress = perAddress
         self.headerTimeout = headerTimeout
     }
+
+    /// The hard ceiling of open connections, where the listener stops accepting: a little above
+    /// ``total`` (1/16 more, at least 4), for connections admitted while every other one had a
+    /// request in flight. The descriptor limit must hold it.
+    public var ceiling: Int { Self.ceiling(total: self.total) }
+
+    public static func ceiling(total: Int) -> Int { total + max(4, total / 16) }
+
+    /// The largest total whose ceiling fits in `descriptors` connections.
+    public static func total(fitting descriptors: Int) -> Int {
+        var total = descriptors - max(4, descriptors / 16)
+        while total > 0 && Self.ceiling(total: total) > descriptors { total -= 1 }
+        return max(0, total)
+    }
 }
 
-/// The total cap, as Hummingbird's accept gate: counts open connections and stops reading the
-/// server channel (accepting) at the cap. The transitions are logged and counted
-/// (`formattest_connections_saturated_total`), so that a full listener is never silent.
+/// The hard ceiling, as Hummingbird's accept gate: counts open connections and stops reading the
+/// server channel (accepting) at ``ConnectionLimits/ceiling``. The transitions are logged and
+/// counted (`formattest_connections_saturated_total`), so that a full listener is never silent.
 struct ConnectionCap: AvailableConnectionsDelegate {
     let maximum: Int
     let logger: Logger
@@ -43,7 +60,7 @@ struct ConnectionCap: AvailableConnectionsDelegate {
         if self.open == self.maximum {
             Counter(label: "formattest_connections_saturated_total").increment()
             self.logger.warning(
-                "connection limit reached: new connections wait in the backlog until one closes",
+                "connection limit reached: every connection has a request in flight; new connections wait in the backlog until one closes",
                 metadata: ["open": "\(self.open)", "limit": "\(self.maximum)"]
             )
         }
@@ -56,62 +73,168 @@ struct ConnectionCap: AvailableConnectionsDelegate {
     func isAcceptingNewConnections() -> Bool { self.open < self.maximum }
 }
 
-/// The open connections of one listener by peer address (shared by its connections' handlers,
-/// which run on several event loops).
-final class PeerConnections: Sendable {
-    private let counts = NIOLockedValueBox([String: Int]())
-    let limit: Int
-
-    init(limit: Int) {
-        self.limit = limit
+/// The open connections of one listener, each with its peer key and its state (a request in
+/// flight, or idle since when), shared by the connections' handlers (which run on several event
+/// loops). It applies the per-address cap and, over the total, chooses the idle connection to
+/// shed: of the peer holding the most connections, the one idle longest. A connection with a
+/// request in flight is never chosen, and one chosen is closed only if it is still idle on its
+/// own event loop (``ConnectionGuardHandler``).
+final class ConnectionRegistry: Sendable {
+    /// What ``admit(_:now:shed:)`` decided.
+    enum Admission {
+        /// Over the per-address cap: close the new connection.
+        case refused
+        /// Admitted, under the total.
+        case admitted(id: Int)
+        /// Admitted over the total: the idle connection chosen is to be shed (its closure closes
+        /// it on its event loop if it is still idle); `nil` when none was idle.
+        case admittedShedding(id: Int, victim: (@Sendable () -> Void)?)
     }
 
-    /// Counts one more connection of `peer`; false (and not counted) when it is at the limit.
-    func admit(_ peer: String) -> Bool {
-        self.counts.withLockedValue { counts in
-            let open = counts[peer, default: 0]
-            guard open < self.limit else { return false }
-            counts[peer] = open + 1
-            return true
+    private struct Entry {
+        var peer: String
+        /// Requests whose head arrived and whose answer is not yet written.
+        var busy: Bool
+        var idleSince: NIODeadline
+        var shedding: Bool
+        let shed: @Sendable () -> Void
+    }
+
+    private struct State {
+        var entries: [Int: Entry] = [:]
+        var perPeer: [String: Int] = [:]
+        var shedding = 0
+        var nextID = 0
+    }
+
+    private let state = NIOLockedValueBox(State())
+    /// The shedding's log line, at most one a second.
+    let shedLog = RateLimitedLog()
+    /// The write deadline's log line, at most one a second.
+    let writeTimeoutLog = RateLimitedLog()
+    /// The per-address cap; `nil` behind trusted proxies.
+    let perAddress: Int?
+    let total: Int
+
+    init(total: Int, perAddress: Int?) {
+        self.total = total
+        self.perAddress = perAddress
+    }
+
+    /// Registers a new connection of `peer` (idle until its first request head).
+    func admit(_ peer: String, now: NIODeadline, shed: @escaping @Sendable () -> Void) -> Admission {
+        self.state.withLockedValue { state in
+            let open = state.perPeer[peer, default: 0]
+            if let limit = self.perAddress, open >= limit { return .refused }
+            let id = state.nextID
+            state.nextID += 1
+            state.perPeer[peer] = open + 1
+            state.entries[id] = Entry(peer: peer, busy: false, idleSince: now, shedding: false, shed: shed)
+            guard state.entries.count - state.shedding > self.total else { return .admitted(id: id) }
+            // Over the total: the idle connection of the peer with the most connections, idle longest.
+            var chosen: (id: Int, peerOpen: Int, since: NIODeadline)?
+            for (candidate, entry) in state.entries where candidate != id && !entry.busy && !entry.shedding {
+                let peerOpen = state.perPeer[entry.peer, default: 0]
+                if let best = chosen, peerOpen < best.peerOpen || (peerOpen == best.peerOpen && entry.idleSince >= best.since) { continue }
+                chosen = (candidate, peerOpen, entry.idleSince)
+            }
+            guard let victim = chosen else { return .admittedShedding(id: id, victim: nil) }
+            state.entries[victim.id]?.shedding = true
+            state.shedding += 1
+            return .admittedShedding(id: id, victim: state.entries[victim.id]?.shed)
         }
     }
 
-    func release(_ peer: String) {
-        self.counts.withLockedValue { counts in
-            let open = counts[peer, default: 1] - 1
-            counts[peer] = open > 0 ? open : nil
+    /// A request head arrived (`true`) or the last answer was written (`false`). A request
+    /// arriving on a connection chosen to be shed keeps it: the shedding is cancelled.
+    func mark(_ id: Int, busy: Bool, now: NIODeadline) {
+        self.state.withLockedValue { state in
+            guard var entry = state.entries[id] else { return }
+            entry.busy = busy
+            if !busy { entry.idleSince = now }
+            if busy && entry.shedding {
+                entry.shedding = false
+                state.shedding -= 1
+            }
+            state.entries[id] = entry
         }
     }
 
-    var openCount: Int { self.counts.withLockedValue { $0.values.reduce(0, +) } }
+    /// Whether the connection is still to be shed (checked on its own event loop before closing).
+    func stillShedding(_ id: Int) -> Bool {
+        self.state.withLockedValue { state in state.entries[id].map { $0.shedding && !$0.busy } ?? false }
+    }
+
+    func release(_ id: Int) {
+        self.state.withLockedValue { state in
+            guard let entry = state.entries.removeValue(forKey: id) else { return }
+            if entry.shedding { state.shedding -= 1 }
+            let open = state.perPeer[entry.peer, default: 1] - 1
+            state.perPeer[entry.peer] = open > 0 ? open : nil
+        }
+    }
+
+    var openCount: Int { self.state.withLockedValue { $0.entries.count } }
 }
 
-/// In each connection's pipeline, after HTTP decoding: the per-peer cap (a connection over it is
-/// closed at once, logged and counted `formattest_connections_refused_total{reason="per_address"}`)
-/// and the header deadline (a connection that has not sent a complete request head within
-/// `headerTimeout` of opening, or of its last answer, is closed:
-/// `formattest_connections_refused_total{reason="header_timeout"}`). A connection that sends nothing
-/// thus holds its descriptor for the header deadline, not the idle timeout.
+/// Logs at most one line per interval, with the count of the events since the last line.
+final class RateLimitedLog: Sendable {
+    private let state = NIOLockedValueBox((last: NIODeadline?.none, unlogged: 0))
+    let interval: TimeAmount
+
+    init(interval: TimeAmount = .seconds(1)) {
+        self.interval = interval
+    }
+
+    /// Counts one event; returns the events to report when a line is due now, else `nil`.
+    func due(now: NIODeadline = .now()) -> Int? {
+        self.state.withLockedValue { state in
+            state.unlogged += 1
+            guard state.last.map({ now - $0 >= self.interval }) ?? true else { return nil }
+            let count = state.unlogged
+            state = (now, 0)
+            return count
+        }
+    }
+}
+
+/// In each connection's pipeline, after HTTP decoding: the connection's entry in the listener's
+/// ``ConnectionRegistry``, and with it the per-peer cap (a connection over it is closed at once,
+/// logged and counted `formattest_connections_refused_total{reason="per_address"}`) and the
+/// shedding of idle connections over the total (the chosen one is closed on its event loop if it
+/// is still idle there, logged at most once a second and counted
+/// `formattest_connections_refused_total{reason="shed_idle"}`); and the header deadline (a
+/// connection that has not sent a complete request head within `headerTimeout` of opening, or of
+/// its last answer, is closed: `formattest_connections_refused_total{reason="header_timeout"}`);
+/// and the write deadline (an answer part not written to the socket within `writeTimeout`, the
+/// body timeout, closes it: `reason="write_timeout"`). A connection that sends nothing thus holds
+/// its descriptor for the header deadline, not the idle timeout, and one that never reads its
+/// answers for the write deadline.
 final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
     typealias OutboundIn = HTTPResponsePart
     typealias OutboundOut = HTTPResponsePart
 
-    private let peers: PeerConnections?
+    private let registry: ConnectionRegistry
     private let ipv6Prefix: Int
     private let headerTimeout: TimeAmount
     private let logger: Logger
-    private var admittedPeer: String?
+    private var id: Int?
     private var started = false
     private var deadline: Scheduled<Void>?
     /// Requests whose head arrived and whose answer is not yet complete.
     private var requestsInFlight = 0
+    /// Answer parts passed to the socket and not yet written to it.
+    private var unwritten = 0
+    private let writeTimeout: TimeAmount
+    private var writeDeadline: Scheduled<Void>?
 
-    init(peers: PeerConnections?, ipv6Prefix: Int, headerTimeout: Duration, logger: Logger) {
-        self.peers = peers
+    init(registry: ConnectionRegistry, ipv6Prefix: Int, headerTimeout: Duration, writeTimeout: Duration, logger: Logger) {
+        self.registry = registry
         self.ipv6Prefix = ipv6Prefix
         self.headerTimeout = TimeAmount(headerTimeout)
+        self.writeTimeout = TimeAmount(writeTimeout)
         self.logger = logger
     }
 
@@ -127,17 +250,39 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
     private func start(context: ChannelHandlerContext) {
         guard !self.started else { return }
         self.started = true
-        if let peers = self.peers, let address = context.channel.remoteAddress {
-            let peer = ClientAddress.key(address, ipv6Prefix: self.ipv6Prefix) ?? "unknown"
-            guard peers.admit(peer) else {
-                Counter(label: "formattest_connections_refused_total", dimensions: [("reason", "per_address")]).increment()
-                self.logger.warning("connection closed: its address is at the per-address connection limit", metadata: ["limit": "\(peers.limit)"])
-                context.close(promise: nil)
-                return
-            }
-            self.admittedPeer = peer
+        let peer = context.channel.remoteAddress.flatMap { ClientAddress.key($0, ipv6Prefix: self.ipv6Prefix) } ?? "unknown"
+        let loop = context.eventLoop
+        let bound = NIOLoopBound((handler: self, context: context), eventLoop: loop)
+        let shed: @Sendable () -> Void = {
+            loop.execute { bound.value.handler.shedIfIdle(context: bound.value.context) }
+        }
+        switch self.registry.admit(peer, now: .now(), shed: shed) {
+        case .refused:
+            Counter(label: "formattest_connections_refused_total", dimensions: [("reason", "per_address")]).increment()
+            self.logger.warning(
+                "connection closed: its address is at the per-address connection limit", metadata: ["limit": "\(self.registry.perAddress ?? 0)"])
+            context.close(promise: nil)
+            return
+        case .admitted(let id):
+            self.id = id
+        case .admittedShedding(let id, let victim):
+            self.id = id
+            victim?()
         }
         self.arm(context: context)
+    }
+
+    /// Closes this connection, chosen to be shed, if it is still idle (no request in flight).
+    private func shedIfIdle(context: ChannelHandlerContext) {
+        guard let id = self.id, self.requestsInFlight == 0, self.unwritten == 0, self.registry.stillShedding(id) else { return }
+        Counter(label: "formattest_connections_refused_total", dimensions: [("reason", "shed_idle")]).increment()
+        if let count = self.registry.shedLog.due() {
+            self.logger.warning(
+                "idle connection closed: the listener is at its connection limit and its peer holds the most connections",
+                metadata: ["shed": "\(count)", "limit": "\(self.registry.total)", "metric": "formattest_connections_refused_total{reason=\"shed_idle\"}"]
+            )
+        }
+        context.close(promise: nil)
     }
 
     private func arm(context: ChannelHandlerContext) {
@@ -154,16 +299,51 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
             self.deadline?.cancel()
             self.deadline = nil
             self.requestsInFlight += 1
+            if let id = self.id { self.registry.mark(id, busy: true, now: .now()) }
         }
         context.fireChannelRead(data)
     }
 
+    /// Every answer part is watched until it is written to the socket: a connection is idle
+    /// (sheddable) only with no request in flight and nothing unwritten, and a part that stays
+    /// unwritten for `writeTimeout` (a client that sends requests and never reads the answers)
+    /// closes the connection (`formattest_connections_refused_total{reason="write_timeout"}`).
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         if case .end = Self.unwrapOutboundIn(data) {
             self.requestsInFlight = max(0, self.requestsInFlight - 1)
             if self.requestsInFlight == 0 { self.arm(context: context) }
         }
-        context.write(data, promise: promise)
+        let written = context.eventLoop.makePromise(of: Void.self)
+        if let promise { written.futureResult.cascade(to: promise) }
+        self.unwritten += 1
+        if self.writeDeadline == nil { self.armWrite(context: context) }
+        context.write(data, promise: written)
+        written.futureResult.assumeIsolated().whenComplete { _ in
+            self.unwritten -= 1
+            self.writeDeadline?.cancel()
+            self.writeDeadline = nil
+            if self.unwritten > 0 {
+                self.armWrite(context: context)
+            } else if self.requestsInFlight == 0, let id = self.id {
+                self.registry.mark(id, busy: false, now: .now())
+            }
+        }
+    }
+
+    private func armWrite(context: ChannelHandlerContext) {
+        let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        let logger = self.logger
+        let timeout = self.writeTimeout
+        let log = self.registry.writeTimeoutLog
+        self.writeDeadline = context.eventLoop.assumeIsolated().scheduleTask(in: self.writeTimeout) {
+            Counter(label: "formattest_connections_refused_total", dimensions: [("reason", "write_timeout")]).increment()
+            if let count = log.due() {
+                logger.warning(
+                    "connection closed: its client took no answer bytes for the write timeout (the body timeout)",
+                    metadata: ["timeout": "\(timeout)", "closed": "\(count)"])
+            }
+            loopBound.value.close(promise: nil)
+        }
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -178,9 +358,11 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
     private func stop() {
         self.deadline?.cancel()
         self.deadline = nil
-        if let peer = self.admittedPeer {
-            self.admittedPeer = nil
-            self.peers?.release(peer)
+        self.writeDeadline?.cancel()
+        self.writeDeadline = nil
+        if let id = self.id {
+            self.id = nil
+            self.registry.release(id)
         }
     }
 }

@@ -75,28 +75,32 @@ public enum FormAttestApplication {
         )
     }
 
-    /// A listener's address, with the total connection cap as its accept gate (``ConnectionCap``).
+    /// A listener's address, with the connections' hard ceiling as its accept gate (``ConnectionCap``).
     static func listener(host: String, port: Int, _ configuration: ServerConfiguration, logger: Logger) -> ApplicationConfiguration {
         ApplicationConfiguration(
             address: .hostname(host, port: port), serverName: "formattest",
-            availableConnectionsDelegate: ConnectionCap(maximum: configuration.connectionLimits.total, logger: logger)
+            availableConnectionsDelegate: ConnectionCap(maximum: configuration.connectionLimits.ceiling, logger: logger)
         )
     }
 
     /// HTTP/1.1 with the idle timeout, and in every connection's pipeline the connection guard
-    /// (``ConnectionGuardHandler``: the per-address cap and the header deadline) and the body
+    /// (``ConnectionGuardHandler``: the per-address cap, the shedding of idle connections over the
+    /// total, and the header deadline) and the body
     /// deadline (``BodyDeadlineHandler``). Each listener counts its own connections.
     static func http1(_ configuration: ServerConfiguration, logger: Logger) -> HTTPServerBuilder {
         let bodyTimeout = configuration.bodyTimeout
         let limits = configuration.connectionLimits
-        // Behind trusted proxies every peer is a proxy: no per-address cap then.
-        let peers = configuration.rateLimits.trustedProxyHops > 0 ? nil : PeerConnections(limit: limits.perAddress)
+        // Behind trusted proxies every peer is a proxy: no per-address cap then (shedding over the
+        // total still closes the connection idle longest).
+        let registry = ConnectionRegistry(
+            total: limits.total, perAddress: configuration.rateLimits.trustedProxyHops > 0 ? nil : limits.perAddress)
         let headerTimeout = min(limits.headerTimeout, configuration.idleTimeout)
         let ipv6Prefix = configuration.rateLimits.ipv6Prefix
         return .http1(
             configuration: .init(
                 additionalChannelHandlers: [
-                    ConnectionGuardHandler(peers: peers, ipv6Prefix: ipv6Prefix, headerTimeout: headerTimeout, logger: logger),
+                    ConnectionGuardHandler(
+                        registry: registry, ipv6Prefix: ipv6Prefix, headerTimeout: headerTimeout, writeTimeout: bodyTimeout, logger: logger),
                     BodyDeadlineHandler(timeout: bodyTimeout),
                 ],
                 idleTimeout: TimeAmount(configuration.idleTimeout)

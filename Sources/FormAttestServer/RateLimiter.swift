@@ -116,6 +116,17 @@ struct RateLimiter: Sendable {
         try await self.count(endpoint: "inspect", subjects, now: now)
     }
 
+    /// Who an inspection is for, as the inspector's slot takes turns (``InspectionGate``): the
+    /// token's user, the backend, or, without caller authentication, the client address (IPv6
+    /// by prefix): the same caller whose `rate-limit-inspect` budget the request spends.
+    func inspectionCaller(request: Request, context: AppRequestContext) -> String {
+        switch context.identity?.kind {
+        case .identityProvider?: "user:" + (context.identity?.username ?? "")
+        case .trustedBackend?: "backend:" + (context.identity?.backend ?? "")
+        case .unauthenticated?, nil: "address:" + self.clientAddress(request, context)
+        }
+    }
+
     /// Counts a request against the budgets of whoever vouches for it, before anything about
     /// the user it names is known: the backend's total (`perBackend`), or, without caller
     /// authentication, the client address (`perAddress`). An identity provider's token is

@@ -39,7 +39,9 @@ public struct ServerConfiguration: Sendable {
     public var idleTimeout: Duration = .seconds(60)
     /// Connections in total and per peer address, and the header deadline.
     public var connectionLimits = ConnectionLimits()
-    /// A request body must arrive completely within this time, or the answer is 408.
+    /// A request body must arrive completely within this time, or the answer is 408; and each
+    /// part of an answer must be taken by the client (written to its socket) within it, or the
+    /// connection is closed (a client that never reads its answers).
     public var bodyTimeout: Duration = .seconds(10)
     /// `/healthz` probes the store with a write at most this often; callers in between share
     /// the last answer.

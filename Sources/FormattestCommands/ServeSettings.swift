@@ -117,7 +117,7 @@ enum ServeSettings {
                 "A validly signed late counter over a new form: tolerant refuses it (409 counter_out_of_order) and retires the key only when its stored counter is signed over another form (a clone); strict retires the key (428)"
         ),
         .init("idle-timeout", env: ["FORMATTEST_IDLE_TIMEOUT"], .seconds(0.001...86_400), default: "60", help: "Seconds before a connection that sends nothing is closed"),
-        .init("body-timeout", env: ["FORMATTEST_BODY_TIMEOUT"], .seconds(0.001...86_400), default: "10", help: "Seconds a request body may take to arrive (408 after)"),
+        .init("body-timeout", env: ["FORMATTEST_BODY_TIMEOUT"], .seconds(0.001...86_400), default: "10", help: "Seconds a request body may take to arrive (408 after), and an answer part to be taken by the client (the connection is closed after)"),
         .init(
             "purge-interval", env: ["FORMATTEST_PURGE_INTERVAL"], .seconds(0.1...86_400), default: "60",
             help: "Seconds between passes that delete expired challenges, form hashes and rate-limit windows"
@@ -238,7 +238,7 @@ enum ServeSettings {
         ),
         .init(
             "max-connections", env: ["FORMATTEST_MAX_CONNECTIONS"], .integer(1...1_000_000), default: "1024",
-            help: "Open connections per listener; at the limit new ones wait in the backlog (logged, counted); one the descriptor limit cannot hold is refused at start (the default is lowered to fit)"
+            help: "Open connections per listener; over it a new one closes an idle connection (no request in flight) of the peer holding the most (logged, counted); only at a hard ceiling 1/16 above it (at least 4), with nothing idle, do new ones wait in the backlog; one the descriptor limit cannot hold is refused at start (the default is lowered to fit)"
         ),
         .init(
             "max-connections-per-address", env: ["FORMATTEST_MAX_CONNECTIONS_PER_ADDRESS"], .integer(1...1_000_000), default: "128",

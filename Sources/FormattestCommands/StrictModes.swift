@@ -312,7 +312,8 @@ enum DescriptorLimit {
         let resource = RLIMIT_NOFILE
         #endif
         guard getrlimit(resource, &limit) == 0 else { return (connections, -1) }
-        let needed = rlim_t(connections * listeners + Self.reserve)
+        // Each listener may hold its connections' hard ceiling (a little above the total).
+        let needed = rlim_t(ConnectionLimits.ceiling(total: connections) * listeners + Self.reserve)
         if limit.rlim_cur != rlim_t.max && limit.rlim_cur < needed {
             var raised = limit
             raised.rlim_cur = limit.rlim_max == rlim_t.max ? needed : min(needed, limit.rlim_max)
@@ -320,7 +321,7 @@ enum DescriptorLimit {
         }
         let available = limit.rlim_cur == rlim_t.max ? Int.max : Int(clamping: limit.rlim_cur)
         guard available < Int(needed) else { return (connections, available) }
-        let fitting = (available - Self.reserve) / listeners
+        let fitting = ConnectionLimits.total(fitting: (available - Self.reserve) / listeners)
         guard !explicit, fitting >= 16 else {
             throw UsageError(
                 "--max-connections \(connections): \(listeners) listener(s) need \(needed) file descriptors with the reserve, but the process may open \(available); lower --max-connections or raise the limit (LimitNOFILE= in systemd)."
