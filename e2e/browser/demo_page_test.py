@@ -17,7 +17,9 @@ and expects the replay error, and saves a screenshot. Then the issue-20 points:
 - the page says what a signature proves and what it does not, and an amount of -1e400 to an empty
   payee does verify;
 - the token's claims appear in one fixed order; at 390 px wide nothing overflows (a second
-  screenshot, SCREENSHOT_PATH with "-390px" before its extension).
+  screenshot, SCREENSHOT_PATH with "-390px" before its extension);
+- on this service without passkey settings, "Register a passkey" is refused with passkeys_disabled
+  (the passkey flow itself: passkey_demo_test.py).
 Prints "N passed, M failed".
 """
 import base64
@@ -162,6 +164,12 @@ def issue_20_checks(driver, check, text, screenshot):
               text("status").startswith("Verified: counter") and signed["amount"] == "-1e400" and signed["to"] == "", text("status") + " " + str(signed))
         check_hashes_agree(driver, check, text, "-1e400")
 
+    def passkeys_off():
+        # This service has no passkey settings: a passkey registration is refused before any ceremony.
+        press("passkey-register")
+        check("passkeys off: the registration is refused with passkeys_disabled", text("error").startswith("passkeys_disabled:"), text("error"))
+        check("passkeys off: the status says how to turn them on", text("status").startswith("This service accepts no passkeys"), text("status"))
+
     def narrow():
         # 390 px wide: nothing overflows.
         driver.set_window_size(390, 1500)
@@ -174,7 +182,7 @@ def issue_20_checks(driver, check, text, screenshot):
         driver.save_screenshot(stem + "-390px" + extension)
 
     # Each phase runs even when an earlier one broke off: an exception is a failure, not a crash.
-    for phase in (tamper, size, network, distinct, restart, proves, narrow):
+    for phase in (tamper, size, network, distinct, restart, proves, passkeys_off, narrow):
         try:
             phase()
         except Exception as error:  # noqa: BLE001 - reported as a failure with its message
