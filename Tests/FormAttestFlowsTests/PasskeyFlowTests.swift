@@ -219,6 +219,22 @@ struct PasskeyFlowTests {
         _ = try await harness.flows.assert(.init(username: "alice", keyID: second.keyID, assertion: second.assertion, form: payment), now: FlowHarness.now)
     }
 
+    @Test("a registration accepts its form too: under the transfer policy a key attested over a transfer is refused (passkey_required), nothing stored")
+    func registrationFollowsThePolicy() async throws {
+        let harness = try Self.harness(policy: Self.transferPolicy)
+        let key = harness.device.key(0)
+        let transfer = Self.form()
+        await expectFlowError("passkey_required", .factorMissing) {
+            try await harness.flows.attest(harness.attestRequest(key: key, form: transfer), now: FlowHarness.now)
+        }
+        #expect(try await harness.store.isFormHashRecorded(FlowHarness.hash(transfer), now: FlowHarness.now) == false)
+        #expect(try await harness.store.loadKey(keyID: key.keyID) == nil)
+        // The one thing changed: a form whose action App Attest alone satisfies registers the key.
+        let order = Self.form(action: "standing-order", nonce: "n-3")
+        _ = try await harness.flows.attest(harness.attestRequest(key: key, form: order), now: FlowHarness.now)
+        #expect(try await harness.store.loadKey(keyID: key.keyID) != nil)
+    }
+
     @Test("the default policy is App Attest alone: a passkey alone is refused, with it the form is accepted as before")
     func defaultPolicy() async throws {
         let harness = try Self.harness()

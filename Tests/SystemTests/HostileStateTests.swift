@@ -66,14 +66,15 @@ struct HostileStateTests {
             return (http?.statusCode ?? 0, object, http?.allHeaderFields ?? [:])
         }
 
-        static func form(_ amount: String, user: String = "alice") -> [String: Any] {
+        static func form(_ amount: String, user: String = "alice", action: String = "transfer") -> [String: Any] {
             let stamp = ISO8601DateFormatter().string(from: Date())
-            return ["action": "transfer", "amount": amount, "to": "bob", "username": user, "timestamp": stamp, "nonce": UUID().uuidString]
+            return ["action": action, "amount": amount, "to": "bob", "username": user, "timestamp": stamp, "nonce": UUID().uuidString]
         }
 
-        /// Registers a key of `user` over a fresh form; its keyId.
+        /// Registers a key of `user` over a fresh form; its keyId. The form is a device
+        /// registration, not a transfer: no factor policy here asks more of it than App Attest.
         func register(user: String = "alice") async throws -> String {
-            let form = Self.form("1.00", user: user)
+            let form = Self.form("1.00", user: user, action: "device-registration")
             let (_, simulated) = try await self.send("POST", "/api/dev/simulate", ["action": "attest", "form": form])
             let keyID = try #require(simulated["keyId"] as? String)
             let (status, answer) = try await self.send(

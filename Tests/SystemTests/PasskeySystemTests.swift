@@ -44,6 +44,14 @@ struct PasskeySystemTests {
                 "credential": try Self.object(device.register(challenge: challenge)),
             ])
         #expect(registered == 200, "\(registration)")
+        // A new key attested over a transfer: the registration accepts its form too, so the
+        // transfer's policy holds there (403 passkey_required, nothing stored).
+        let transfer = HostileStateTests.Service.form("90.00")
+        let (_, attested) = try await service.send("POST", "/api/dev/simulate", ["action": "attest", "form": transfer])
+        let (attestStatus, attestAnswer) = try await service.send(
+            "POST", "/api/appattest/attest",
+            ["username": "alice", "keyId": attested["keyId"] ?? "", "attestationObject": attested["attestationObject"] ?? "", "form": transfer])
+        #expect(attestStatus == 403 && service.code(attestAnswer) == "passkey_required", "\(attestStatus) \(attestAnswer)")
         let keyID = try await service.register()
 
         // A transfer signed by both: accepted.

@@ -169,10 +169,14 @@ public struct FormFlows: Sendable {
 
     // MARK: - Flows
 
-    /// Registers a key with an attestation over a form.
+    /// Registers a key with an attestation over a form (accepted only when App Attest alone
+    /// satisfies the form's factor policy: `passkey_required` otherwise, as in ``assert(_:now:admit:)``).
     public func attest(_ request: AttestRequest, now: Date) async throws(FlowError) -> AttestOutcome {
         try await self.rotating(username: request.username, now: now) { () async throws(FlowError) -> AttestOutcome in
             let form = try self.acceptedForm(request.form, prepared: request.preparedForm, username: request.username, session: request.session, now: now)
+            // A registration accepts its form too: the factor policy holds here as in `assert`
+            // (a form that needs a passkey is not accepted because a fresh key attested it).
+            _ = try await self.requireFactors(form, appAttest: true, passkey: false, now: now)
             if let claimed = request.claimedClientDataHash, !constantTimeEquals(claimed, form.clientDataHash) {
                 throw FlowError(
                     code: .clientDataHashMismatch,
@@ -328,6 +332,7 @@ public struct FormFlows: Sendable {
     public func registerPooled(_ request: PooledRequest, now: Date) async throws(FlowError) -> AttestOutcome {
         try await self.rotating(username: request.username, now: now) { () async throws(FlowError) -> AttestOutcome in
             let form = try self.acceptedForm(request.form, prepared: request.preparedForm, username: request.username, session: request.session, now: now)
+            _ = try await self.requireFactors(form, appAttest: true, passkey: false, now: now)
             var claims = try self.formChallengeClaims(form, username: request.username)
             claims.append(ChallengeClaim(value: request.poolChallenge, purpose: .pool, username: request.username))
             // The main app attested the key over the pool challenge itself (32 random bytes).
