@@ -15,7 +15,7 @@ import ServiceLifecycle
 ///
 /// A pass deletes in small steps (``OperationalAttestationStore/purgeExpired(now:limit:)``), each
 /// sized by ``PurgePacer`` to hold the store's writer for about ``PurgePacer/target`` (measured by
-/// the store: the deletion itself, not the wait for the writer or the commit's sync), and rests
+/// the store: on SQLite the step's own transaction, its commit and sync included), and rests
 /// between steps as long as the last step held the writer, so requests' writes run in between and the purge
 /// takes at most about half of the writer's time. A backlog of any size (a store that was down, a
 /// first start over an old database) is worked off in one pass, at that pace, without a long
@@ -52,8 +52,8 @@ package struct PurgeService: Service {
         }
     }
 
-    /// One pass: steps until one deletes less than it was allowed to (nothing expired is left as of
-    /// the pass's start).
+    /// One pass: steps until one says the pass is complete (nothing expired is left as of the
+    /// pass's start).
     package func pass(_ pacer: inout PurgePacer) async throws {
         let now = self.now()
         let started = ContinuousClock.now
@@ -69,13 +69,13 @@ package struct PurgeService: Service {
                 self.logger.warning("purge failed; will retry", metadata: ["code": "\(error.code)"])
                 return
             }
-            pacer.record(deleted: step.deleted, limit: limit, elapsed: step.duration)
+            pacer.record(deleted: step.deleted, limit: limit, elapsed: step.duration, complete: step.complete)
             Timer(label: "formattest_purge_step_seconds").recordNanoseconds(Self.nanoseconds(step.duration))
             Counter(label: "formattest_purged_records_total").increment(by: step.deleted)
             removed += step.deleted
             steps += 1
             longest = max(longest, step.duration)
-            guard step.deleted == limit else { break }
+            guard !step.complete else { break }
             // The writer goes back to the requests for as long as the step held it: the purge
             // takes at most about half of the writer's time, whatever the backlog.
             try await Task.sleep(for: step.duration)
@@ -104,8 +104,10 @@ package struct PurgeService: Service {
 /// A step's time grows with the rows it deletes (index pages, the write-ahead log) and varies with
 /// the machine and the store, so the limit follows what the last full step measured: it moves
 /// towards `limit × target / elapsed`, at most doubling or halving at once, within
-/// ``minimumLimit``...``maximumLimit``. A step that found less than its limit says nothing about
-/// the cost of a full one and leaves the limit as it is.
+/// ``minimumLimit``...``maximumLimit``. A step that ended the pass with less than its limit says
+/// nothing about the cost of a full one and leaves the limit as it is; a step that deleted less
+/// than its limit but did not end the pass (a sweep in key order that examined its share of rows
+/// and found few expired) measured a full step's work, and counts.
 package struct PurgePacer: Sendable, Hashable {
     /// How long one step should hold the writer.
     package var target: Duration
@@ -121,8 +123,8 @@ package struct PurgePacer: Sendable, Hashable {
         self.limit = min(max(initialLimit, self.minimumLimit), self.maximumLimit)
     }
 
-    package mutating func record(deleted: Int, limit: Int, elapsed: Duration) {
-        guard deleted >= limit, limit > 0 else { return }
+    package mutating func record(deleted: Int, limit: Int, elapsed: Duration, complete: Bool) {
+        guard deleted >= limit || !complete, limit > 0 else { return }
         let ratio = elapsed > .zero ? self.target / elapsed : 2
         let scaled = Double(limit) * min(max(ratio, 0.5), 2)
         self.limit = min(max(Int(scaled.rounded(.down)), self.minimumLimit), self.maximumLimit)

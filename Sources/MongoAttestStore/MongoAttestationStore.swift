@@ -664,7 +664,8 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
                 )
                 removed += Int(ExtendedJSON.int64(deleted["n"]) ?? 0)
             }
-            return PurgeStep(deleted: removed, duration: started.duration(to: .now))
+            // Oldest expiry first: a step short of its limit left nothing expired as of `now`.
+            return PurgeStep(deleted: removed, duration: started.duration(to: .now), complete: removed < limit)
         }
     }
 

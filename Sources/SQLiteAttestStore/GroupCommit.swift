@@ -31,11 +31,23 @@ import GRDB
 ///
 /// No write waits for a timer: a lone write commits at once, and groups form only from the
 /// writes that arrive while the previous group syncs.
+///
+/// Background work (the purge's steps) is submitted with ``submitAlone(_:)``: it runs as a group
+/// of its own, between the requests' groups, so that no request's commit carries its pages, and
+/// it is told how long its transaction held the writer, `BEGIN` to the end of `COMMIT`.
 package actor GroupCommit {
     /// One queued write and its waiting caller.
     private struct Member {
         let body: @Sendable (Database) throws -> any Sendable
         let continuation: CheckedContinuation<any Sendable, any Error>
+        /// Runs in a transaction of its own (``submitAlone(_:)``).
+        let alone: Bool
+    }
+
+    /// What ``submitAlone(_:)``'s transaction returned, and how long it held the writer.
+    private struct Held: Sendable {
+        let value: any Sendable
+        let duration: Duration
     }
 
     /// The largest group (a bound on one transaction's size and on the latency it adds).
@@ -68,8 +80,23 @@ package actor GroupCommit {
     /// committed; throws `body`'s error (its writes rolled back) or the transaction's.
     func submit(_ body: @escaping @Sendable (Database) throws -> any Sendable) async throws -> any Sendable {
         guard !self.closed else { throw StoreError(code: .unavailable, reason: "SQLite: the store is shut down") }
-        return try await withCheckedThrowingContinuation { continuation in
-            self.pending.append(Member(body: body, continuation: continuation))
+        return try await self.enqueue(body, alone: false)
+    }
+
+    /// Runs `body` in a transaction of its own, between two groups; returns its value once that
+    /// transaction committed, and how long it held the writer (`BEGIN IMMEDIATE` to the end of
+    /// `COMMIT`, the sync included: what a request queued behind it waited for).
+    func submitAlone(_ body: @escaping @Sendable (Database) throws -> any Sendable) async throws -> (value: any Sendable, held: Duration) {
+        guard !self.closed else { throw StoreError(code: .unavailable, reason: "SQLite: the store is shut down") }
+        guard let held = try await self.enqueue(body, alone: true) as? Held else {
+            throw StoreError(code: .unavailable, reason: "SQLite: a write run alone returned no duration")
+        }
+        return (held.value, held.duration)
+    }
+
+    private func enqueue(_ body: @escaping @Sendable (Database) throws -> any Sendable, alone: Bool) async throws -> any Sendable {
+        try await withCheckedThrowingContinuation { continuation in
+            self.pending.append(Member(body: body, continuation: continuation, alone: alone))
             self.statistics.submitted += 1
             if !self.draining {
                 self.draining = true
@@ -80,14 +107,18 @@ package actor GroupCommit {
 
     /// Commits groups until no write is waiting.
     private func drain() async {
-        while !self.pending.isEmpty {
-            let members = Array(self.pending.prefix(Self.maximumGroupSize))
+        while let first = self.pending.first {
+            // A write run alone is a group of its own; otherwise the group ends before the next one.
+            let size =
+                first.alone
+                ? 1 : (self.pending.prefix(Self.maximumGroupSize).firstIndex(where: \.alone) ?? min(self.pending.count, Self.maximumGroupSize))
+            let members = Array(self.pending.prefix(size))
             self.pending.removeFirst(members.count)
-            let outcomes = await Self.commit(members.map(\.body), self.database)
+            let (outcomes, held) = await Self.commit(members.map(\.body), self.database)
             self.statistics.groups += 1
             self.statistics.writes += members.count
             for (member, outcome) in zip(members, outcomes) {
-                member.continuation.resume(with: outcome)
+                member.continuation.resume(with: member.alone ? outcome.map { Held(value: $0, duration: held) as any Sendable } : outcome)
             }
         }
         self.draining = false
@@ -103,14 +134,16 @@ package actor GroupCommit {
         await withCheckedContinuation { self.closeWaiters.append($0) }
     }
 
-    /// One transaction for `bodies`, each in its own savepoint: their outcomes, in order.
-    private static func commit(_ bodies: [@Sendable (Database) throws -> any Sendable], _ database: DatabasePool) async -> [Result<
-        any Sendable, any Error
-    >] {
+    /// One transaction for `bodies`, each in its own savepoint: their outcomes, in order, and how
+    /// long the transaction held the writer (`BEGIN` to the end of `COMMIT`).
+    private static func commit(_ bodies: [@Sendable (Database) throws -> any Sendable], _ database: DatabasePool) async -> (
+        [Result<any Sendable, any Error>], Duration
+    ) {
         do {
             return try await database.writeWithoutTransaction { db in
                 var outcomes: [Result<any Sendable, any Error>] = []
                 outcomes.reserveCapacity(bodies.count)
+                let started = ContinuousClock.now
                 try db.inTransaction(.immediate) {
                     for body in bodies {
                         var value: (any Sendable)?
@@ -131,10 +164,10 @@ package actor GroupCommit {
                     }
                     return .commit
                 }
-                return outcomes
+                return (outcomes, started.duration(to: .now))
             }
         } catch {
-            return Array(repeating: .failure(error), count: bodies.count)
+            return (Array(repeating: .failure(error), count: bodies.count), .zero)
         }
     }
 }

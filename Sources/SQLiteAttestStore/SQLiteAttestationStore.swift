@@ -31,6 +31,11 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
     private let keyReaders: KeyReaders
     private let group: GroupCommit
     private let checkpointer: WALCheckpointer
+    private let sweep = FormHashSweep()
+
+    /// How many form hashes a purge step may examine for each record it may delete: the sweep
+    /// reads runs of adjacent hashes (cheap: a few pages) and deletes the expired ones among them.
+    static let sweepRowsPerDeletion = 4
 
     /// The writer's own automatic checkpoint, a bound on the write-ahead log (about 40 MB) for when
     /// ``WALCheckpointer``, which checkpoints off the commit path, falls behind.
@@ -203,6 +208,21 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
                         attestation_object BLOB NOT NULL,
                         client_data_json BLOB NOT NULL
                     );
+                    """
+            )
+        }
+        migrator.registerMigration("v9: form hashes in one B-tree in hash order, swept by the purge") { db in
+            // Deleting expired records oldest first through the expiry index rewrote about one page
+            // of the hash index (random hashes) for every record: a million records wrote gigabytes
+            // to the WAL (docs/performance.md, "Sustained operation"). In one B-tree in hash order
+            // the purge sweeps runs of adjacent hashes instead, and the expiry index goes: no
+            // query reads by expiry any more. Copied in hash order (appends, not random inserts).
+            try db.execute(
+                sql: """
+                    CREATE TABLE form_hashes_by_hash (hash BLOB PRIMARY KEY NOT NULL, expires_at REAL NOT NULL) WITHOUT ROWID;
+                    INSERT INTO form_hashes_by_hash (hash, expires_at) SELECT hash, expires_at FROM form_hashes ORDER BY hash;
+                    DROP TABLE form_hashes;
+                    ALTER TABLE form_hashes_by_hash RENAME TO form_hashes;
                     """
             )
         }
@@ -554,24 +574,102 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
     }
 
     public func purgeExpired(now: Date, limit: Int) async throws(StoreError) -> PurgeStep {
-        // One savepoint of the next group's transaction: a step holds the writer for the time it
-        // takes to delete `limit` rows, found through each table's expiry index; the caller
-        // (the service's purge) sizes the steps and lets other writes in between them.
+        // A transaction of its own, between the requests' groups (their commits never carry its
+        // pages), timed from BEGIN to the end of COMMIT: what a request queued behind it waits
+        // for. Challenges and rate-limit windows go oldest expiry first through their expiry
+        // indexes; form hashes are swept in hash order (``FormHashSweep``).
         let limit = max(limit, 1)
-        return try await self.write { db in
-            let started = ContinuousClock.now
-            var removed = 0
-            for table in ["challenges", "form_hashes", "rate_limits"] where removed < limit {
-                try db.cachedStatement(
-                    sql: """
-                        DELETE FROM \(table) WHERE rowid IN (
-                            SELECT rowid FROM \(table) WHERE expires_at <= ? ORDER BY expires_at LIMIT ?)
-                        """
-                ).execute(arguments: [now.timeIntervalSince1970, limit - removed])
-                removed += db.changesCount
+        let start = self.sweep.start(for: now)
+        let outcome: (value: any Sendable, held: Duration)
+        do {
+            outcome = try await self.group.submitAlone { db in try Self.purgeStep(now: now.timeIntervalSince1970, limit: limit, sweepFrom: start, db)
             }
-            return PurgeStep(deleted: removed, duration: started.duration(to: .now))
+        } catch {
+            throw Self.storeError(error)
         }
+        guard let step = outcome.value as? PurgeStepOutcome else {
+            throw StoreError(code: .unavailable, reason: "SQLite: a purge step returned \(type(of: outcome.value))")
+        }
+        // Only a committed step moves the sweep on.
+        if step.sweepExamined { self.sweep.advance(to: step.sweepCursor, for: now) }
+        return PurgeStep(deleted: step.deleted, duration: outcome.held, complete: step.complete)
+    }
+
+    /// What one purge step's transaction did.
+    private struct PurgeStepOutcome: Sendable {
+        var deleted = 0
+        var complete = true
+        /// Whether the step took part in the form hashes' sweep, and where it left it (`nil`: at
+        /// the end of the table).
+        var sweepExamined = false
+        var sweepCursor: Data?
+    }
+
+    /// - Parameter cursor: where the form hashes' sweep goes on (`nil`: it is over for this pass).
+    private static func purgeStep(now: Double, limit: Int, sweepFrom cursor: Data?, _ db: Database) throws -> PurgeStepOutcome {
+        var outcome = PurgeStepOutcome()
+        /// Oldest expiry first through the table's expiry index.
+        func byExpiry(_ table: String) throws {
+            let allowance = limit - outcome.deleted
+            guard allowance > 0 else {
+                outcome.complete = false
+                return
+            }
+            try db.cachedStatement(
+                sql: "DELETE FROM \(table) WHERE rowid IN (SELECT rowid FROM \(table) WHERE expires_at <= ? ORDER BY expires_at LIMIT ?)"
+            ).execute(arguments: [now, allowance])
+            outcome.deleted += db.changesCount
+            if db.changesCount == allowance { outcome.complete = false }
+        }
+        try byExpiry("challenges")
+        let allowance = limit - outcome.deleted
+        if let cursor, allowance > 0 {
+            // The window: the next `scan` hashes after the cursor (`upper`, its last, is nil when
+            // fewer are left: the window runs to the end of the table).
+            let scan = allowance * Self.sweepRowsPerDeletion
+            // After the cursor; at the start, from the first hash. (An empty Data may be bound as
+            // NULL, which compares with nothing: the start is written as the empty blob literal.)
+            let after = cursor.isEmpty ? "hash >= x''" : "hash > ?"
+            let afterArguments: StatementArguments = cursor.isEmpty ? [] : [cursor]
+            let upper = try Data.fetchOne(
+                db.cachedStatement(sql: "SELECT hash FROM form_hashes WHERE \(after) ORDER BY hash LIMIT 1 OFFSET ?"),
+                arguments: afterArguments + [scan - 1]
+            )
+            // The last of the first `allowance` expired hashes in the window; everything expired up
+            // to it is deleted (exactly those), the sweep goes on after it.
+            let window = upper == nil ? after : "\(after) AND hash <= ?"
+            let bounds: StatementArguments = upper.map { afterArguments + [$0] } ?? afterArguments
+            let lastDeleted = try Data.fetchOne(
+                db.cachedStatement(
+                    sql: "SELECT max(hash) FROM (SELECT hash FROM form_hashes WHERE \(window) AND expires_at <= ? ORDER BY hash LIMIT ?)"
+                ),
+                arguments: bounds + [now, allowance]
+            )
+            var swept = 0
+            if let lastDeleted {
+                try db.cachedStatement(sql: "DELETE FROM form_hashes WHERE \(after) AND hash <= ? AND expires_at <= ?").execute(
+                    arguments: afterArguments + [lastDeleted, now]
+                )
+                swept = db.changesCount
+                outcome.deleted += swept
+            }
+            outcome.sweepExamined = true
+            if let lastDeleted, swept == allowance {
+                // The allowance ran out inside the window: more may be expired after it.
+                outcome.sweepCursor = lastDeleted
+                outcome.complete = false
+            } else if let upper {
+                // The window is done, and the table goes on after it.
+                outcome.sweepCursor = upper
+                outcome.complete = false
+            } else {
+                outcome.sweepCursor = nil
+            }
+        } else if cursor != nil {
+            outcome.complete = false
+        }
+        try byExpiry("rate_limits")
+        return outcome
     }
 
     /// Benchmarks and tests only (`formattest-dev simulate backlog`): stores `keys`,

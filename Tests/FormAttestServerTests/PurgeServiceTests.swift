@@ -16,24 +16,30 @@ struct PurgeServiceTests {
         var pacer = PurgePacer(target: .milliseconds(5), initialLimit: 256, minimumLimit: 32, maximumLimit: 1000)
         #expect(pacer.limit == 256)
         // A full step at twice the target: half the rows next time.
-        pacer.record(deleted: 256, limit: 256, elapsed: .milliseconds(10))
+        pacer.record(deleted: 256, limit: 256, elapsed: .milliseconds(10), complete: false)
         #expect(pacer.limit == 128)
         // Four times too slow still only halves.
-        pacer.record(deleted: 128, limit: 128, elapsed: .milliseconds(20))
+        pacer.record(deleted: 128, limit: 128, elapsed: .milliseconds(20), complete: false)
         #expect(pacer.limit == 64)
         // A quarter of the target: it only doubles.
-        pacer.record(deleted: 64, limit: 64, elapsed: .microseconds(1250))
+        pacer.record(deleted: 64, limit: 64, elapsed: .microseconds(1250), complete: false)
         #expect(pacer.limit == 128)
         // Near the target: proportional (5 / 4 of 128 = 160).
-        pacer.record(deleted: 128, limit: 128, elapsed: .milliseconds(4))
+        pacer.record(deleted: 128, limit: 128, elapsed: .milliseconds(4), complete: false)
         #expect(pacer.limit == 160)
-        // A step that found less than its limit says nothing about a full one.
-        pacer.record(deleted: 3, limit: 160, elapsed: .milliseconds(50))
+        // A step that ended the pass with less than its limit says nothing about a full one.
+        pacer.record(deleted: 3, limit: 160, elapsed: .milliseconds(50), complete: true)
+        #expect(pacer.limit == 160)
+        // A short step that did not end the pass (a sweep that examined its share and found few
+        // expired) did a full step's work: it counts (twice the target: half).
+        pacer.record(deleted: 3, limit: 160, elapsed: .milliseconds(10), complete: false)
+        #expect(pacer.limit == 80)
+        pacer.record(deleted: 80, limit: 80, elapsed: .milliseconds(2), complete: false)
         #expect(pacer.limit == 160)
         // Never below the minimum, never above the maximum.
-        for _ in 0..<10 { pacer.record(deleted: pacer.limit, limit: pacer.limit, elapsed: .seconds(1)) }
+        for _ in 0..<10 { pacer.record(deleted: pacer.limit, limit: pacer.limit, elapsed: .seconds(1), complete: false) }
         #expect(pacer.limit == 32)
-        for _ in 0..<10 { pacer.record(deleted: pacer.limit, limit: pacer.limit, elapsed: .microseconds(1)) }
+        for _ in 0..<10 { pacer.record(deleted: pacer.limit, limit: pacer.limit, elapsed: .microseconds(1), complete: false) }
         #expect(pacer.limit == 1000)
     }
 
@@ -43,7 +49,8 @@ struct PurgeServiceTests {
         let inner = MemoryAttestationStore()
         for index in 0..<1000 {
             let hash = Array(withUnsafeBytes(of: UInt32(index).bigEndian, Array.init)) + [UInt8](repeating: 0xAB, count: 28)
-            try await inner.recordFormHash(ReplayRecord(formHash: hash, expiresAt: now.addingTimeInterval(-Double(index) - 1)), now: now.addingTimeInterval(-7200))
+            try await inner.recordFormHash(
+                ReplayRecord(formHash: hash, expiresAt: now.addingTimeInterval(-Double(index) - 1)), now: now.addingTimeInterval(-7200))
         }
         let live = [UInt8](repeating: 0x11, count: 32)
         try await inner.recordFormHash(ReplayRecord(formHash: live, expiresAt: now.addingTimeInterval(3600)), now: now)
@@ -74,7 +81,8 @@ struct PurgeServiceTests {
     func failingStore() async throws {
         let now = Date()
         let inner = MemoryAttestationStore()
-        try await inner.recordFormHash(ReplayRecord(formHash: [UInt8](repeating: 1, count: 32), expiresAt: now.addingTimeInterval(-1)), now: now.addingTimeInterval(-60))
+        try await inner.recordFormHash(
+            ReplayRecord(formHash: [UInt8](repeating: 1, count: 32), expiresAt: now.addingTimeInterval(-1)), now: now.addingTimeInterval(-60))
         let store = WriteFailingStore(inner: inner)
         await store.setFailing(true)
         let service = PurgeService(store: store, interval: .seconds(60), pacer: PurgePacer(), now: { now }, logger: Logger(label: "test"))

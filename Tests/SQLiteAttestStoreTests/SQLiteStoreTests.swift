@@ -36,6 +36,31 @@ struct SQLiteStoreTests {
         #expect(try await reopened.synchronousLevel() == 2)
     }
 
+    @Test("SQLite: under a steady stream of commits the write-ahead log is restarted, and stays far below what was written")
+    func walRestartedUnderSteadyWrites() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sqlite-wal-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("formattest.sqlite").path
+        let store = try SQLiteAttestationStore(path: path)
+        let now = Date()
+        // One commit after the other, each a replay record with a hash unlike its neighbours':
+        // every commit writes at least one 4 KB page to the log, 12 MB at the least for 3,000.
+        // A PASSIVE checkpoint alone never restarted the log under such a stream (a write always
+        // landed between the checkpoint and the next write), so it grew by all of that.
+        let commits = 3_000
+        for index in 0..<commits {
+            var hash = [UInt8](repeating: 0, count: 32)
+            withUnsafeBytes(of: UInt64(index).multipliedReportingOverflow(by: 0x9E37_79B9_7F4A_7C15).partialValue.bigEndian) {
+                hash.replaceSubrange(0..<8, with: $0)
+            }
+            try await store.recordFormHash(ReplayRecord(formHash: hash, expiresAt: now.addingTimeInterval(3600)), now: now)
+        }
+        let wal = ((try? FileManager.default.attributesOfItem(atPath: path + "-wal"))?[.size] as? Int) ?? 0
+        let written = commits * 4096
+        #expect(wal < written / 2, "the log holds \(wal) bytes after \(commits) commits (at least \(written) bytes written)")
+        await store.shutdown()
+    }
+
     @Test("SQLite: keys read concurrently, on the store's several read connections, are each their own and see every commit made before the read")
     func concurrentKeyReads() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sqlite-readers-\(UUID().uuidString)")
@@ -198,6 +223,10 @@ struct SQLiteStoreTests {
                 sql: "INSERT INTO keys VALUES (?, 'alice', ?, 7, 'ABCDE12345.com.example', 'development', ?, 1000, 2000)",
                 arguments: [Data(repeating: 1, count: 32), Data([0x04] + [UInt8](repeating: 1, count: 64)), Data([1, 2, 3])]
             )
+            // A live replay record (until 2096) and an expired one (1970).
+            try db.execute(
+                sql: "INSERT INTO form_hashes VALUES (?, 4000000000), (?, 1000)",
+                arguments: [Data(repeating: 5, count: 32), Data(repeating: 6, count: 32)])
         }
         try old.close()
 
@@ -219,6 +248,18 @@ struct SQLiteStoreTests {
             try await store.countRequest(
                 in: RateLimitWindow(
                     id: [UInt8](repeating: 2, count: 32), start: Date(timeIntervalSince1970: 0), expiresAt: Date(timeIntervalSince1970: 60))) == 1)
+        // v9 moved the replay records into one B-tree in hash order: the live one still refuses
+        // its form, the expired one is taken over.
+        let now = Date(timeIntervalSince1970: 3_000_000_000)
+        await #expect(throws: StoreError(code: .replay, reason: "")) {
+            try await store.recordFormHash(ReplayRecord(formHash: [UInt8](repeating: 5, count: 32), expiresAt: now.addingTimeInterval(60)), now: now)
+        }
+        try await store.recordFormHash(ReplayRecord(formHash: [UInt8](repeating: 6, count: 32), expiresAt: now.addingTimeInterval(60)), now: now)
+        await store.shutdown()
+        let schema = try await DatabaseQueue(path: path).read { db in
+            try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE name = 'form_hashes'")
+        }
+        #expect(schema?.hasSuffix("WITHOUT ROWID") == true, "\(schema ?? "no table")")
     }
 
     @Test(

@@ -261,7 +261,8 @@ public actor MemoryAttestationStore: StepwiseAttestationStore {
             self.rateWindows[window] = nil
             budget -= 1
         }
-        return PurgeStep(deleted: max(limit, 1) - budget, duration: started.duration(to: .now))
+        // Oldest expiry first: a step that did not use its whole budget left nothing expired.
+        return PurgeStep(deleted: max(limit, 1) - budget, duration: started.duration(to: .now), complete: budget > 0)
     }
 
     private func validate(_ claims: [ChallengeClaim], now: Date) throws(StoreError) {

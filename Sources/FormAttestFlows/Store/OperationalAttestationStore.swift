@@ -44,12 +44,15 @@ public protocol OperationalAttestationStore: AttestationStore {
     ///
     /// The bound is what keeps housekeeping off the request path: a store that has to delete a
     /// large backlog does it in many small steps, between which other writes run (the service's
-    /// purge calls this until a step deletes fewer than `limit`). Records are taken oldest expiry
-    /// first, challenges, then form hashes, then rate-limit windows; no live record is ever
-    /// deleted, and a step that fails deletes nothing.
+    /// purge calls this, with the same `now`, until a step says it is ``PurgeStep/complete``). No
+    /// live record is ever deleted, and a step that fails deletes nothing. The order within a pass
+    /// is the store's: the memory and MongoDB stores take the oldest expiry first (challenges,
+    /// form hashes, rate-limit windows); the SQLite store takes challenges and rate-limit windows
+    /// that way and sweeps its form hashes in key order, so that a step rewrites a few adjacent
+    /// pages rather than one page for every record (docs/performance.md, "Sustained operation").
     /// - Parameter limit: the most records one call deletes, in all tables together (at least 1).
-    /// - Returns: how many records were deleted (fewer than `limit`: no expired record is left),
-    ///   and how long the deletion held the writer.
+    /// - Returns: how many records were deleted, whether nothing expired as of `now` is left, and
+    ///   how long the step held the writer.
     func purgeExpired(now: Date, limit: Int) async throws(StoreError) -> PurgeStep
 
     /// Closes the store: lets the calls already running finish, then releases what the store
@@ -61,15 +64,20 @@ public protocol OperationalAttestationStore: AttestationStore {
 
 /// What one step of ``OperationalAttestationStore/purgeExpired(now:limit:)`` did.
 public struct PurgeStep: Sendable, Hashable {
-    /// The records deleted; fewer than the step's limit: no expired record is left.
+    /// The records deleted (at most the step's limit).
     public var deleted: Int
-    /// How long the deletion itself held the store's writer: not the wait for the writer, nor the
-    /// commit's sync, which the writes of the same transaction share. The service's purge sizes
-    /// its steps, and rests between them, by this.
+    /// How long the step held the store's writer, as the store can tell: on SQLite the step's own
+    /// transaction from `BEGIN` to the end of its `COMMIT` (the sync included); elsewhere the
+    /// deletion's round trips. The service's purge sizes its steps, and rests between them, by this.
     public var duration: Duration
+    /// Whether the pass is over: no record that expired as of the step's `now` is left (for the
+    /// stores that take the oldest expiry first, the step deleted fewer than its limit; for a
+    /// sweep in key order, the sweep reached the end of every table).
+    public var complete: Bool
 
-    public init(deleted: Int, duration: Duration) {
+    public init(deleted: Int, duration: Duration, complete: Bool) {
         self.deleted = deleted
         self.duration = duration
+        self.complete = complete
     }
 }
