@@ -56,20 +56,8 @@ public struct ContentAddressedDirectory: Sendable {
         try FileIO.makeDurableDirectory(parent, inside: (self.directory as NSString).deletingLastPathComponent)
         var random = SystemRandomNumberGenerator()
         let temporary = parent + "/.\((path as NSString).lastPathComponent).\(String(random.next() as UInt64, radix: 16)).tmp"
-        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else { throw Failure("cannot create \(temporary): \(FileIO.lastError())") }
         defer { unlink(temporary) }
-        do {
-            try FileIO.writeAll(bytes, to: descriptor, path: temporary)
-        } catch {
-            close(descriptor)
-            throw error
-        }
-        guard fsync(descriptor) == 0 else {
-            close(descriptor)
-            throw Failure("cannot sync \(temporary): \(FileIO.lastError())")
-        }
-        close(descriptor)
+        try FileIO.writeSynced(bytes, to: temporary, exclusive: true)
         if link(temporary, path) != 0 {
             guard errno == EEXIST else { throw Failure("cannot link \(path): \(FileIO.lastError())") }
             guard try FileIO.read(path) == bytes else {

@@ -47,6 +47,16 @@ enum FileIO {
         }
     }
 
+    /// Creates `path` (0600; with `exclusive` only if it does not exist, else truncating it),
+    /// writes `bytes` and syncs the file.
+    static func writeSynced(_ bytes: [UInt8], to path: String, exclusive: Bool) throws(Failure) {
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (exclusive ? O_EXCL : O_TRUNC), 0o600)
+        guard descriptor >= 0 else { throw Failure("cannot open \(path): \(Self.lastError())") }
+        defer { close(descriptor) }
+        try Self.writeAll(bytes, to: descriptor, path: path)
+        guard fsync(descriptor) == 0 else { throw Failure("cannot sync \(path): \(Self.lastError())") }
+    }
+
     static func syncDirectory(_ path: String) throws(Failure) {
         let descriptor = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard descriptor >= 0 else { throw Failure("cannot open \(path) to sync it: \(Self.lastError())") }

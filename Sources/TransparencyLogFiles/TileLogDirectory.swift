@@ -414,19 +414,7 @@ public final class TileLogDirectory {
     public func replaceFile(_ name: String, with bytes: [UInt8]) throws(Failure) {
         let path = self.path(name)
         let temporary = path + ".new"
-        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else { throw Failure("cannot open \(temporary): \(Self.lastError())") }
-        do {
-            try FileIO.writeAll(bytes, to: descriptor, path: temporary)
-        } catch {
-            close(descriptor)
-            throw error
-        }
-        guard fsync(descriptor) == 0 else {
-            close(descriptor)
-            throw Failure("cannot sync \(temporary): \(Self.lastError())")
-        }
-        close(descriptor)
+        try FileIO.writeSynced(bytes, to: temporary, exclusive: false)
         guard rename(temporary, path) == 0 else { throw Failure("cannot rename \(temporary): \(Self.lastError())") }
         try FileIO.syncDirectory(self.directory)
     }
