@@ -18,7 +18,9 @@ public import X509
 /// Canonical JSON, every member required but one of `envelope` / `record`:
 /// `{"type": "formattest-evidence-bundle", "version": 1, "checkpoint": NOTE, "index": I,
 /// "inclusionProof": [base64url …], "envelope": {protected, payload, signature}}` or the same
-/// with `"record": base64url(leaf)` when no signed envelope was kept.
+/// with `"record": base64url(leaf)` when no signed envelope was kept; and, for a version-2
+/// record, `"registration": base64url(the key's registration document)` (``KeyRegistration``),
+/// so that the bundle still verifies alone.
 public struct EvidenceBundle: Sendable, Hashable {
     /// The bundle's `type` member.
     public static let type = "formattest-evidence-bundle"
@@ -40,12 +42,16 @@ public struct EvidenceBundle: Sendable, Hashable {
     /// The audit path from the leaf to the checkpoint's root.
     public var inclusionProof: [[UInt8]]
     public var record: Record
+    /// The key's registration document, for a version-2 record (nil for version 1, which
+    /// carries its attestation).
+    public var registration: [UInt8]?
 
-    public init(checkpoint: String, index: UInt64, inclusionProof: [[UInt8]], record: Record) {
+    public init(checkpoint: String, index: UInt64, inclusionProof: [[UInt8]], record: Record, registration: [UInt8]? = nil) {
         self.checkpoint = checkpoint
         self.index = index
         self.inclusionProof = inclusionProof
         self.record = record
+        self.registration = registration
     }
 
     /// The bundle as canonical JSON, then a newline.
@@ -67,6 +73,7 @@ public struct EvidenceBundle: Sendable, Hashable {
         case .leaf(let bytes):
             members.append(("record", text(Base64URL.encode(bytes))))
         }
+        if let registration = self.registration { members.append(("registration", text(Base64URL.encode(registration)))) }
         return JSONValue.object(JSONObject(constantMembers: members)).canonicalBytes + [0x0A]
     }
 
@@ -100,6 +107,7 @@ public struct EvidenceBundle: Sendable, Hashable {
             default:
                 throw malformed("a bundle holds exactly one of envelope and record")
             }
+            self.registration = try reader.optionalBinary("registration")
             try reader.finish()
         } catch {
             // The member reader speaks of records; here it is the bundle that is malformed.
@@ -157,9 +165,18 @@ public struct EvidenceBundle: Sendable, Hashable {
         } catch {
             throw EvidenceError(code: .notInLog, reason: "the record is not leaf \(self.index) of the checkpoint's tree: \(error.reason)")
         }
+        // A version-2 record's registration is the bundle's (nil: none, which the record's reader
+        // names); a version-1 record carries its attestation and a bundle adds nothing to it.
+        var registrations: EvidenceRecord.RegistrationResolver?
+        if let registration = self.registration {
+            guard (try? EvidenceRecord.registrationID(inPayload: payload)) != .some(nil) else {
+                throw EvidenceError(code: .malformedBundle, reason: "the bundle carries a registration, and its record is version 1 (self-contained)")
+            }
+            registrations = { _ in registration }
+        }
         let evidence = try await SignedEvidence.verifyRecord(
             payload: payload, signer: signer, trustAnchors: trustAnchors, receiptTrustAnchors: receiptTrustAnchors, clientData: clientData,
-            expecting: expectations)
+            expecting: expectations, registrations: registrations)
         let serverSigned = if case .envelope = self.record { true } else { false }
         return Verified(evidence: evidence, checkpoint: checkpoint, index: self.index, serverSigned: serverSigned)
     }

@@ -21,6 +21,8 @@ public struct EvidenceError: Error, Sendable, Hashable, CustomStringConvertible 
             case malformedBundle = "evidence_malformed_bundle"
             case checkpointInvalid = "evidence_checkpoint_invalid"
             case notInLog = "evidence_not_in_log"
+            case registrationMissing = "evidence_registration_missing"
+            case registrationMismatch = "evidence_registration_mismatch"
         }
 
         fileprivate let backing: Backing
@@ -56,6 +58,13 @@ public struct EvidenceError: Error, Sendable, Hashable, CustomStringConvertible 
         public static let checkpointInvalid = Code(.checkpointInvalid)
         /// The bundle's inclusion proof does not lead from the record to the checkpoint's root.
         public static let notInLog = Code(.notInLog)
+        /// A version-2 record's key registration (``KeyRegistration``) was not given or is not
+        /// where it should be.
+        public static let registrationMissing = Code(.registrationMissing)
+        /// The registration given for a version-2 record does not hash to its reference (altered,
+        /// or another key's), is not a registration document, or names another key, app id or
+        /// environment than the record.
+        public static let registrationMismatch = Code(.registrationMismatch)
     }
 
     public let code: Code

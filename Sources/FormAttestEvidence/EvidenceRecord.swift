@@ -80,8 +80,19 @@ public struct EvidenceRecord: Sendable, Hashable {
         }
     }
 
-    /// The format's version; a reader refuses any other.
+    /// The format's first version, which ``Format/selfContained`` writes; a reader takes it and
+    /// ``Format/referencingRegistration`` (version 2) and refuses any other.
     public static let version = 1
+
+    /// How a record carries its key's attestation.
+    public enum Format: Int, Sendable, Hashable, CaseIterable {
+        /// Version 1: the attestation (object, clientDataHash, verifiedAt) is in the record, which
+        /// verifies alone (`serve --evidence-dir` without the log).
+        case selfContained = 1
+        /// Version 2: `keyRegistration` is base64url(SHA-256) of the key's registration document
+        /// (``KeyRegistration``), stored once per key; reading the record needs that document.
+        case referencingRegistration = 2
+    }
 
     public var kind: Kind
     /// When the server accepted the form (milliseconds).
@@ -99,10 +110,13 @@ public struct EvidenceRecord: Sendable, Hashable {
     /// The assertion that signed the form (``Kind/assertion`` and ``Kind/pooled``).
     public var assertion: [UInt8]?
     public var policy: Policy
+    /// How the record is written (its `version`): the attestation above is in memory either way.
+    public var format: Format
 
     public init(
         kind: Kind, verifiedAt: Date, username: String, form: [UInt8], keyID: [UInt8], appID: String,
-        environment: AppAttestEnvironment, counter: UInt32, keyAttestation: KeyAttestationEvidence, assertion: [UInt8]?, policy: Policy
+        environment: AppAttestEnvironment, counter: UInt32, keyAttestation: KeyAttestationEvidence, assertion: [UInt8]?, policy: Policy,
+        format: Format = .selfContained
     ) {
         self.kind = kind
         self.verifiedAt = Self.recordable(verifiedAt)
@@ -115,6 +129,7 @@ public struct EvidenceRecord: Sendable, Hashable {
         self.keyAttestation = keyAttestation
         self.assertion = assertion
         self.policy = policy
+        self.format = format
     }
 
     /// SHA-256 of ``form``: the clientDataHash the device signed.
@@ -131,9 +146,14 @@ public struct EvidenceRecord: Sendable, Hashable {
     public var json: JSONValue {
         func text(_ string: String) -> JSONValue { .string(JSONString(string)) }
         func binary(_ bytes: [UInt8]) -> JSONValue { text(Base64URL.encode(bytes)) }
+        let attestation: (name: String, value: JSONValue) =
+            switch self.format {
+            case .selfContained: ("keyAttestation", self.keyAttestation.json)
+            case .referencingRegistration: ("keyRegistration", binary(KeyRegistration(of: self).id))
+            }
         var members: [(name: String, value: JSONValue)] = [
             ("type", text(Self.type)),
-            ("version", .number(Double(Self.version))),
+            ("version", .number(Double(self.format.rawValue))),
             ("kind", text(self.kind.rawValue)),
             ("verifiedAt", text(RFC3339UTC.format(self.verifiedAt))),
             ("username", text(self.username)),
@@ -143,16 +163,7 @@ public struct EvidenceRecord: Sendable, Hashable {
             ("appId", text(self.appID)),
             ("environment", text(self.environment.rawValue)),
             ("counter", .number(Double(self.counter))),
-            (
-                "keyAttestation",
-                .object(
-                    JSONObject(constantMembers: [
-                        ("object", binary(self.keyAttestation.object)),
-                        ("clientDataHash", binary(self.keyAttestation.clientDataHash)),
-                        ("verifiedAt", text(RFC3339UTC.format(self.keyAttestation.verifiedAt))),
-                    ])
-                )
-            ),
+            attestation,
             (
                 "policy",
                 .object(
@@ -175,16 +186,25 @@ public struct EvidenceRecord: Sendable, Hashable {
     /// The record's `type` member.
     public static let type = "formattest-evidence"
 
+    /// Finds a key's registration document by its id (SHA-256 of its bytes): the bytes, or nil
+    /// when there is none. The reader checks what it returns; a resolver only fetches.
+    public typealias RegistrationResolver = @Sendable (_ id: [UInt8]) -> [UInt8]?
+
     /// Reads a record, strictly: every member present with its type, no other member, binary
     /// fields in canonical base64url, times in RFC 3339 UTC, and `formHash` equal to SHA-256 of
-    /// `form`.
-    /// - Throws: ``EvidenceError/Code/malformedRecord`` naming the member.
-    public init(json: JSONValue) throws(EvidenceError) {
+    /// `form`. A version-2 record's registration comes from `registrations`: its bytes must hash
+    /// to the record's `keyRegistration`, be a registration document, and name the record's key,
+    /// app id and environment; its attestation then fills ``keyAttestation``.
+    /// - Throws: ``EvidenceError/Code/malformedRecord`` naming the member;
+    ///   ``EvidenceError/Code/registrationMissing`` or ``EvidenceError/Code/registrationMismatch``
+    ///   for a version-2 record's registration.
+    public init(json: JSONValue, registrations: RegistrationResolver? = nil) throws(EvidenceError) {
         var reader = try MemberReader(json, path: "record")
         guard try reader.string("type") == Self.type else { throw .malformed("record.type is not \(Self.type)") }
-        guard try reader.integer("version", maximum: 1_000) == Self.version else {
-            throw .malformed("record.version is not \(Self.version)")
+        guard let format = Format(rawValue: try reader.integer("version", maximum: 1_000)) else {
+            throw .malformed("record.version is not 1 or 2")
         }
+        self.format = format
         guard let kind = Kind(rawValue: try reader.string("kind")) else { throw .malformed("record.kind is unknown") }
         self.kind = kind
         self.verifiedAt = try reader.time("verifiedAt")
@@ -198,13 +218,17 @@ public struct EvidenceRecord: Sendable, Hashable {
         }
         self.environment = environment
         self.counter = UInt32(try reader.integer("counter", maximum: Int(UInt32.max)))
-        var attestation = try MemberReader(try reader.member("keyAttestation"), path: "record.keyAttestation")
-        self.keyAttestation = KeyAttestationEvidence(
-            object: try attestation.binary("object"),
-            clientDataHash: try attestation.binary("clientDataHash"),
-            verifiedAt: try attestation.time("verifiedAt")
-        )
-        try attestation.finish()
+        var registrationID: [UInt8]?
+        switch format {
+        case .selfContained:
+            self.keyAttestation = try KeyAttestationEvidence(json: try reader.member("keyAttestation"), path: "record.keyAttestation")
+        case .referencingRegistration:
+            let id = try reader.binary("keyRegistration")
+            guard id.count == KeyRegistration.idLength else { throw .malformed("record.keyRegistration is not a SHA-256 digest") }
+            registrationID = id
+            // Filled from the registration below, once the record itself has been read.
+            self.keyAttestation = KeyAttestationEvidence(object: [], clientDataHash: [], verifiedAt: Date(timeIntervalSince1970: 0))
+        }
         var policy = try MemberReader(try reader.member("policy"), path: "record.policy")
         let environments = try policy.strings("environments").map { name throws(EvidenceError) -> AppAttestEnvironment in
             guard let environment = AppAttestEnvironment(rawValue: name) else {
@@ -228,6 +252,53 @@ public struct EvidenceRecord: Sendable, Hashable {
         guard (kind == .attestation) == (self.assertion == nil) else {
             throw .malformed(kind == .attestation ? "an attestation record carries no assertion" : "record.assertion is missing")
         }
+        if let registrationID {
+            self.keyAttestation = try KeyRegistration.resolve(registrationID, with: registrations, for: self).attestation
+        }
+    }
+
+    /// The registration a record's payload references: its id for a version-2 record, nil for
+    /// version 1 (which carries its attestation). Reads only what it needs, to find the document
+    /// (`evidence export`, `evidence audit`); verifying reads the whole record.
+    /// - Throws: ``EvidenceError/Code/malformedRecord`` when the payload is not JSON, has no
+    ///   known version, or a version-2 record has no valid `keyRegistration`.
+    public static func registrationID(inPayload payload: [UInt8]) throws(EvidenceError) -> [UInt8]? {
+        let json: JSONValue
+        do {
+            json = try CanonicalJSON.parse(payload, limits: CanonicalJSON.Limits(maximumSize: SignedEvidence.maximumSize, maximumDepth: 4))
+        } catch {
+            throw .malformed("the payload is not JSON: \(error)")
+        }
+        switch json["version"] {
+        case .number(1): return nil
+        case .number(2):
+            guard let text = json["keyRegistration"]?.stringValue, let id = StrictBase64URL.decode(text), id.count == KeyRegistration.idLength else {
+                throw .malformed("record.keyRegistration is not a canonical base64url SHA-256 digest")
+            }
+            return id
+        default: throw .malformed("record.version is not 1 or 2")
+        }
+    }
+}
+
+extension EvidenceRecord.KeyAttestationEvidence {
+    /// `{object, clientDataHash, verifiedAt}`: a version-1 record's `keyAttestation`, and a
+    /// registration document's `attestation`.
+    var json: JSONValue {
+        .object(
+            JSONObject(constantMembers: [
+                ("object", .string(JSONString(Base64URL.encode(self.object)))),
+                ("clientDataHash", .string(JSONString(Base64URL.encode(self.clientDataHash)))),
+                ("verifiedAt", .string(JSONString(RFC3339UTC.format(self.verifiedAt)))),
+            ])
+        )
+    }
+
+    init(json: JSONValue, path: String) throws(EvidenceError) {
+        var reader = try MemberReader(json, path: path)
+        self.init(
+            object: try reader.binary("object"), clientDataHash: try reader.binary("clientDataHash"), verifiedAt: try reader.time("verifiedAt"))
+        try reader.finish()
     }
 }
 

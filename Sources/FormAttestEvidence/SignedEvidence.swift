@@ -29,6 +29,8 @@ public enum SignedEvidence {
         public var bytes: [UInt8]
         /// base64url(SHA-256 of the payload).
         public var id: String
+        /// The record's RFC 8785 bytes, which the envelope signs: an evidence log's leaf.
+        public var payload: [UInt8]
     }
 
     /// A server public key, as ``signers(jwks:)`` returns them by `kid`.
@@ -78,7 +80,7 @@ public enum SignedEvidence {
                 ("signature", .string(JSONString(jws.signature))),
             ])
         )
-        return Signed(bytes: envelope.canonicalBytes + [0x0A], id: Self.id(ofPayload: payload))
+        return Signed(bytes: envelope.canonicalBytes + [0x0A], id: Self.id(ofPayload: payload), payload: payload)
     }
 
     static func id(ofPayload payload: [UInt8]) -> String {
@@ -126,6 +128,8 @@ public enum SignedEvidence {
     ///   - clientData: whether the signed bytes must be a FormAttest form (the default).
     ///   - expectations: the app ids and environments the verifying party accepts. The record's
     ///     own policy is the server's statement; these are the verifier's.
+    ///   - registrations: where a version-2 record's key registration is found (its bytes are
+    ///     checked against the record's reference); unused for version 1.
     /// - Throws: ``EvidenceError`` naming the first step that failed.
     public static func verify(
         _ envelope: some Collection<UInt8>,
@@ -133,21 +137,22 @@ public enum SignedEvidence {
         trustAnchors: [Certificate] = AppAttestPolicy.appleTrustAnchors,
         receiptTrustAnchors: [Certificate] = AppAttestPolicy.appleReceiptTrustAnchors,
         clientData: ClientData = .form,
-        expecting expectations: Expectations = Expectations()
+        expecting expectations: Expectations = Expectations(),
+        registrations: EvidenceRecord.RegistrationResolver? = nil
     ) async throws(EvidenceError) -> Verified {
         let (payload, signer) = try Self.checkServerSignature(envelope, signers: signers)
         return try await Self.verifyRecord(
             payload: payload, signer: signer, trustAnchors: trustAnchors, receiptTrustAnchors: receiptTrustAnchors, clientData: clientData,
-            expecting: expectations)
+            expecting: expectations, registrations: registrations)
     }
 
     /// The steps after the server's signature (or, for a logged record, after the log's
     /// checkpoint): the record, its policy, the form and the device's signatures.
     static func verifyRecord(
         payload: [UInt8], signer: String, trustAnchors: [Certificate], receiptTrustAnchors: [Certificate], clientData: ClientData,
-        expecting expectations: Expectations
+        expecting expectations: Expectations, registrations: EvidenceRecord.RegistrationResolver?
     ) async throws(EvidenceError) -> Verified {
-        let record = try Self.record(payload: payload)
+        let record = try Self.record(payload: payload, registrations: registrations)
         let anchors = try Self.checkPolicy(record, trustAnchors: trustAnchors, expectations: expectations)
         if case .form = clientData { try Self.checkForm(record) }
         try await Self.checkDeviceSignatures(record, anchors: anchors, receiptAnchors: receiptTrustAnchors)
@@ -188,7 +193,7 @@ public enum SignedEvidence {
         return (payload, kid)
     }
 
-    private static func record(payload: [UInt8]) throws(EvidenceError) -> EvidenceRecord {
+    private static func record(payload: [UInt8], registrations: EvidenceRecord.RegistrationResolver?) throws(EvidenceError) -> EvidenceRecord {
         let json: JSONValue
         do {
             json = try CanonicalJSON.parse(payload, limits: CanonicalJSON.Limits(maximumSize: Self.maximumSize, maximumDepth: 4, exactNumbers: true))
@@ -196,7 +201,7 @@ public enum SignedEvidence {
             throw .malformed("the payload is not JSON: \(error)")
         }
         guard json.canonicalBytes == payload else { throw .malformed("the payload is not in its RFC 8785 form") }
-        return try EvidenceRecord(json: json)
+        return try EvidenceRecord(json: json, registrations: registrations)
     }
 
     /// The anchors to verify with: those given that the record's policy names.

@@ -62,6 +62,13 @@ actor EvidenceLog {
 
     let configuration: EvidenceLogConfiguration
     private let files: Files
+    /// The key registrations version-2 records reference (`<directory>/registrations`).
+    private let registrations: ContentAddressedDirectory
+    /// The registrations this process stored or found stored with the same bytes: a key's
+    /// records after its first cost no syscall. Emptied when it reaches
+    /// ``registrationCacheLimit`` (a key then costs one more check of its file).
+    private var storedRegistrations: Set<[UInt8]> = []
+    static let registrationCacheLimit = 100_000
     private var pending: [(leaf: [UInt8], continuation: CheckedContinuation<UInt64, any Error>)] = []
     private var draining = false
     private var lastCheckpointFile: ContinuousClock.Instant?
@@ -121,6 +128,23 @@ actor EvidenceLog {
     private init(configuration: EvidenceLogConfiguration, files: Files) {
         self.configuration = configuration
         self.files = files
+        self.registrations = ContentAddressedDirectory(directory: configuration.directory + "/" + Self.registrationsDirectory)
+    }
+
+    /// Where key registrations are stored, in the log's directory.
+    static let registrationsDirectory = "registrations"
+
+    /// Stores a key's registration document durably, once: the file and its directory are
+    /// synced before this returns, so a record that references it is appended only after it is
+    /// on disk (a committed leaf never references a registration that is not). The group commit
+    /// is untouched: this runs before ``append(_:)``, outside the drain.
+    func storeRegistration(_ document: [UInt8]) async throws {
+        let id = ContentAddressedDirectory.id(of: document)
+        if self.storedRegistrations.contains(id) { return }
+        let registrations = self.registrations
+        _ = try await NIOThreadPool.singleton.runIfActive { try registrations.store(document) }
+        if self.storedRegistrations.count >= Self.registrationCacheLimit { self.storedRegistrations.removeAll(keepingCapacity: true) }
+        self.storedRegistrations.insert(id)
     }
 
     /// Appends one record's payload; returns its index once the log has it durably. A payload

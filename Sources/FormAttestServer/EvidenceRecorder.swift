@@ -85,6 +85,20 @@ struct EvidenceRecorder: Sendable {
     /// `evidenceArchived`, and `evidence` when asked for or when the archive failed), or nil when
     /// the record could not be signed (the form stays accepted).
     func answerFields(for record: EvidenceRecord, logger: Logger) async -> EvidenceFields? {
+        var record = record
+        if let log = self.log {
+            // With the log on, the record references its key's registration (version 2), stored
+            // once per key before the record's leaf is appended. If it cannot be stored, the
+            // record stays self-contained (version 1, larger) and is still logged and archived:
+            // no record ever references a registration that is not on disk.
+            do {
+                try await log.storeRegistration(KeyRegistration(of: record).bytes)
+                record.format = .referencingRegistration
+            } catch {
+                logger.error("key registration not stored: the record keeps the key's attestation", metadata: ["reason": "\(error)"])
+                Counter(label: "formattest_evidence_failures_total", dimensions: [("step", "registration")]).increment()
+            }
+        }
         let signed: SignedEvidence.Signed
         do {
             signed = try SignedEvidence.sign(record, with: self.signingKey)
@@ -98,7 +112,7 @@ struct EvidenceRecorder: Sendable {
         var fields = EvidenceFields(id: signed.id, archived: nil, envelope: nil)
         if let log = self.log {
             do {
-                fields.logIndex = try await log.append(record.json.canonicalBytes)
+                fields.logIndex = try await log.append(signed.payload)
             } catch {
                 logger.error("evidence record not logged", metadata: ["id": "\(signed.id)", "reason": "\(error)"])
                 Counter(label: "formattest_evidence_failures_total", dimensions: [("step", "log")]).increment()

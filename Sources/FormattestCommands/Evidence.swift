@@ -128,8 +128,10 @@ struct EvidenceVerify: AsyncParsableCommand {
             attestation to Apple's root at the time it was verified, and the attestation or the \
             assertion over SHA-256 of the record's form. No store and no network. With --log-key \
             the file is a bundle ('formattest evidence export'): its checkpoint is checked with the \
-            log's key and the record's inclusion in it first. Exit 0 when every step holds, 1 with \
-            the failing step's code, 2 on a usage or I/O error.
+            log's key and the record's inclusion in it first. A version-2 record (written with the \
+            evidence log on) references its key's registration: give the log's registrations \
+            directory with --registrations (a bundle carries the registration itself). Exit 0 when \
+            every step holds, 1 with the failing step's code, 2 on a usage or I/O error.
             """
     )
 
@@ -144,6 +146,12 @@ struct EvidenceVerify: AsyncParsableCommand {
 
     @Option(help: "The server's JWKS (formattest keys jwks, or /.well-known/jwks.json), with every key that ever signed records.")
     var jwks: String
+
+    @Option(
+        name: .customLong("registrations"),
+        help: "For a version-2 record: the directory of key registrations (the evidence log's DIR/registrations), where the record's key registration is read."
+    )
+    var registrations: String?
 
     @Option(name: .customLong("root"), help: "A PEM trust anchor instead of Apple's App Attestation root (repeatable).")
     var roots: [String] = []
@@ -180,6 +188,7 @@ struct EvidenceVerify: AsyncParsableCommand {
         if let logKey = self.logKey {
             do { logVerifier = try NoteVerifier(keyString: logKey) } catch { throw UsageError("--log-key: \(error.reason)") }
         }
+        let registrations = try self.registrationResolver()
         let expectations = SignedEvidence.Expectations(appIDs: self.appIDs.isEmpty ? nil : self.appIDs, environments: self.environment.environments)
         let clientData: SignedEvidence.ClientData = self.opaqueClientData ? .opaque : .form
         var report: EvidenceReport
@@ -197,9 +206,20 @@ struct EvidenceVerify: AsyncParsableCommand {
                 report = EvidenceReport(
                     try await SignedEvidence.verify(
                         envelope, signers: signers, trustAnchors: anchors, receiptTrustAnchors: receiptAnchors, clientData: clientData,
-                        expecting: expectations))
+                        expecting: expectations, registrations: registrations))
             }
         } catch let error as EvidenceError {
+            if error.code == .registrationMissing, logVerifier == nil {
+                guard let directory = self.registrations else {
+                    throw UsageError(
+                        "\(self.file) is a version-2 record: it references its key's registration; pass the log's registrations directory with --registrations DIR (serve --evidence-log's DIR/registrations), or verify a bundle from 'formattest evidence export'"
+                    )
+                }
+                let path = Self.registrationPath(envelope: envelope, directory: directory).map { " (\($0))" } ?? ""
+                let rejection = Rejection(code: error.code.identifier, message: error.reason + path)
+                print(self.json ? try rejection.jsonString() : rejection.text)
+                throw ExitCode(1)
+            }
             var message = error.reason
             if let code = error.verifierCode { message += " [\(code)]" }
             let rejection = Rejection(code: error.code.identifier, message: message)
@@ -207,6 +227,29 @@ struct EvidenceVerify: AsyncParsableCommand {
             throw ExitCode(1)
         }
         print(self.json ? try JSONOutput.string(report) : report.text)
+    }
+
+    /// The registrations directory as a resolver (nil without --registrations). A file that
+    /// cannot be read is not there; what is read is checked by the record's reader.
+    private func registrationResolver() throws -> EvidenceRecord.RegistrationResolver? {
+        guard let directory = self.registrations else { return nil }
+        guard self.logKey == nil else {
+            throw UsageError("--registrations is for a record: a bundle (--log-key) carries its key's registration")
+        }
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw UsageError("--registrations \(directory) is not a directory")
+        }
+        let files = ContentAddressedDirectory(directory: directory)
+        return { id in (try? files.read(id)) ?? nil }
+    }
+
+    /// Where the envelope's record's registration was looked for (for the message).
+    private static func registrationPath(envelope: [UInt8], directory: String) -> String? {
+        guard let payload = (try? CanonicalJSON.parse(envelope))?["payload"]?.stringValue.flatMap(Base64URL.decode),
+            let id = (try? EvidenceRecord.registrationID(inPayload: payload)) ?? nil
+        else { return nil }
+        return ContentAddressedDirectory(directory: directory).path(of: id)
     }
 }
 
@@ -310,7 +353,9 @@ struct EvidenceAudit: ParsableCommand {
             themselves, and checks that its first OLD leaves hash to the old checkpoint's root and its \
             first NEW leaves to the new one's, so that the new checkpoint extends the old; that each \
             record matches the log's own hash of it (a record removed, altered or moved is named by \
-            its index); and that each is a canonical (RFC 8785) JSON document. Exit 0: the log holds \
+            its index); that each is a canonical (RFC 8785) JSON document; and, for each version-2 \
+            record, that its key's registration (DIR/registrations) is there, hashes to the record's \
+            reference and names the record's key, app id and environment. Exit 0: the log holds \
             exactly what both checkpoints commit to; 1: it does not (the first problem is named); 2: usage.
             """
     )
@@ -352,6 +397,7 @@ struct EvidenceAudit: ParsableCommand {
         if let older, older.size == 0, older.rootHash != MerkleHash.emptyRoot {
             return try Self.fail("the old checkpoint's empty tree has a root that is not SHA-256 of nothing")
         }
+        var registrations = RegistrationAudit(directory: (self.log as NSString).appendingPathComponent("registrations"))
         var bundle: UInt64 = 0
         while range.size < newer.size {
             let entries: [[UInt8]]
@@ -374,6 +420,9 @@ struct EvidenceAudit: ParsableCommand {
                 guard let parsed = try? CanonicalJSON.parse(entry), parsed.canonicalBytes == entry else {
                     return try Self.fail("leaf \(index): not a canonical JSON record")
                 }
+                if let problem = registrations.check(entry, parsed) {
+                    return try Self.fail("leaf \(index): \(problem)")
+                }
                 range.append(leafHash: hash)
                 if let older, range.size == older.size, range.root != older.rootHash {
                     return try Self.fail("the log's first \(older.size) leaves do not hash to the old checkpoint's root: the log was rewritten")
@@ -387,6 +436,9 @@ struct EvidenceAudit: ParsableCommand {
         print(
             "audited \(newer.size) leaves: the log's first \(newer.size) leaves are exactly what the new checkpoint commits to\(older.map { ", and they extend the old one (\($0.size) leaves)" } ?? "")"
         )
+        if registrations.checked > 0 {
+            print("key registrations: \(registrations.checked) referenced, each present, hashing to its reference and naming its records' key")
+        }
         if files.size > newer.size {
             print("note: the log holds \(files.size - newer.size) more leaves, which no checkpoint given here covers")
         }
@@ -415,6 +467,50 @@ struct EvidenceAudit: ParsableCommand {
     }
 }
 
+/// The key registrations an audit meets: each read and checked once (a key's records share it),
+/// then every record that references it compared with it.
+struct RegistrationAudit {
+    let files: ContentAddressedDirectory
+    private var known: [[UInt8]: KeyRegistration] = [:]
+
+    init(directory: String) {
+        self.files = ContentAddressedDirectory(directory: directory)
+    }
+
+    /// How many distinct registrations were checked.
+    var checked: Int { self.known.count }
+
+    /// What is wrong with a record's registration, or nil (a version-1 record has none to check).
+    mutating func check(_ entry: [UInt8], _ parsed: JSONValue) -> String? {
+        let id: [UInt8]
+        do {
+            guard let referenced = try EvidenceRecord.registrationID(inPayload: entry) else { return nil }
+            id = referenced
+        } catch {
+            return error.reason
+        }
+        let path = self.files.path(of: id)
+        let registration: KeyRegistration
+        if let known = self.known[id] {
+            registration = known
+        } else {
+            let bytes: [UInt8]?
+            do { bytes = try self.files.read(id) } catch { return "its key's registration \(path) cannot be read: \(error)" }
+            guard let bytes else { return "its key's registration \(path) is missing (deleted: the record can no longer be verified)" }
+            guard KeyRegistration.id(of: bytes) == id else {
+                return "its key's registration \(path) does not hash to the record's reference (altered)"
+            }
+            do { registration = try KeyRegistration(bytes: bytes) } catch { return "\(path) is not a key registration: \(error.reason)" }
+            self.known[id] = registration
+        }
+        guard parsed["keyId"]?.stringValue == Base64URL.encode(registration.keyID),
+            parsed["appId"]?.stringValue.map({ Array($0.utf8) }) == Array(registration.appID.utf8),
+            parsed["environment"]?.stringValue == registration.environment.rawValue
+        else { return "its key's registration \(path) names another key, app id or environment than the record" }
+        return nil
+    }
+}
+
 /// `formattest evidence export --log DIR --log-key VKEY --index I [--checkpoint NOTE] [--archive DIR] [--out FILE]`.
 struct EvidenceExport: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -426,7 +522,8 @@ struct EvidenceExport: ParsableCommand {
             must hold exactly the tree it commits to. With --archive (the service's --evidence-dir), \
             the record's server-signed envelope goes in the bundle too. 'formattest evidence verify \
             BUNDLE --log-key VKEY --jwks JWKS' checks it with no store, log or network. Exit 0: \
-            written; 1: the log cannot prove this record; 2: usage.
+            written; 1: the log cannot prove this record; 2: usage. A version-2 record's key \
+            registration (DIR/registrations) goes in the bundle, checked against the record's reference.
             """
     )
 
@@ -479,6 +576,12 @@ struct EvidenceExport: ParsableCommand {
         } catch {
             return try Self.fail("the log cannot be read: \(error)")
         }
+        let registration: [UInt8]?
+        do {
+            registration = try Self.registration(of: leaf, index: self.index, log: self.log)
+        } catch {
+            return try Self.fail(error.message)
+        }
         var record = EvidenceBundle.Record.leaf(leaf)
         if let archive = self.archive {
             let id = Base64URL.encode(SHA256.hash(data: leaf))
@@ -488,7 +591,9 @@ struct EvidenceExport: ParsableCommand {
             guard payload == leaf else { return try Self.fail("\(path) is not the server-signed envelope of leaf \(self.index)") }
             record = .envelope(envelope)
         }
-        let bundle = try EvidenceBundle(checkpoint: String(decoding: note, as: UTF8.self), index: self.index, inclusionProof: proof, record: record).encoded()
+        let bundle = try EvidenceBundle(
+            checkpoint: String(decoding: note, as: UTF8.self), index: self.index, inclusionProof: proof, record: record, registration: registration
+        ).encoded()
         if let out = self.out {
             try Wrap.writeNew(bundle, to: URL(fileURLWithPath: out))
         } else {
@@ -499,5 +604,32 @@ struct EvidenceExport: ParsableCommand {
     private static func fail(_ message: String) throws {
         FileHandle.standardError.write(Data("not exported: \(message)\n".utf8))
         throw ExitCode(1)
+    }
+
+    private struct ExportFailure: Error {
+        let message: String
+    }
+
+    /// A version-2 leaf's key registration from the log's directory, checked against the leaf's
+    /// reference; nil for version 1.
+    private static func registration(of leaf: [UInt8], index: UInt64, log: String) throws(ExportFailure) -> [UInt8]? {
+        let id: [UInt8]
+        do {
+            guard let referenced = try EvidenceRecord.registrationID(inPayload: leaf) else { return nil }
+            id = referenced
+        } catch {
+            throw ExportFailure(message: "leaf \(index) is not an evidence record: \(error.reason)")
+        }
+        let files = ContentAddressedDirectory(directory: (log as NSString).appendingPathComponent("registrations"))
+        let path = files.path(of: id)
+        let bytes: [UInt8]?
+        do { bytes = try files.read(id) } catch { throw ExportFailure(message: "leaf \(index)'s key registration \(path) cannot be read: \(error)") }
+        guard let bytes else {
+            throw ExportFailure(message: "leaf \(index)'s key registration \(path) is missing ('formattest evidence audit' names every such leaf)")
+        }
+        guard KeyRegistration.id(of: bytes) == id else {
+            throw ExportFailure(message: "leaf \(index)'s key registration \(path) does not hash to the record's reference (altered)")
+        }
+        return bytes
     }
 }

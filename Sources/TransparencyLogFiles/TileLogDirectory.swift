@@ -211,12 +211,12 @@ public final class TileLogDirectory {
             let index = nodes / TileLayout.width
             let width = Int(nodes % TileLayout.width)
             let hashPath = TileLayout.hashTilePath(level: level, index: index) + ".partial"
-            if let bytes = try Self.read(self.path(hashPath)), bytes.count > width * MerkleHash.size {
+            if let bytes = try FileIO.read(self.path(hashPath)), bytes.count > width * MerkleHash.size {
                 result[hashPath] = bytes.count - width * MerkleHash.size
             }
             if level == 0 {
                 let bundlePath = TileLayout.entryBundlePath(index: index) + ".partial"
-                if let bytes = try Self.read(self.path(bundlePath)) {
+                if let bytes = try FileIO.read(self.path(bundlePath)) {
                     var offset = 0
                     for _ in 0..<width where offset + 2 <= bytes.count { offset += 2 + (Int(bytes[offset]) << 8 | Int(bytes[offset + 1])) }
                     if bytes.count > offset { result[bundlePath] = bytes.count - offset }
@@ -283,8 +283,8 @@ public final class TileLogDirectory {
 
     /// A full tile when it exists, else the partial one.
     private func readTile(_ relative: String) throws(Failure) -> [UInt8] {
-        if let bytes = try Self.read(self.path(relative)) { return bytes }
-        if let bytes = try Self.read(self.path(relative + ".partial")) { return bytes }
+        if let bytes = try FileIO.read(self.path(relative)) { return bytes }
+        if let bytes = try FileIO.read(self.path(relative + ".partial")) { return bytes }
         throw Failure("the tile \(relative) is missing")
     }
 
@@ -292,23 +292,13 @@ public final class TileLogDirectory {
         let path = self.path(relative)
         let parent = (path as NSString).deletingLastPathComponent
         let created = access(path, F_OK) != 0
-        if created { try self.makeDurableDirectory(parent) }
+        if created { try FileIO.makeDurableDirectory(parent, inside: self.directory) }
         let descriptor = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (appending ? O_APPEND : O_TRUNC), 0o600)
         guard descriptor >= 0 else { throw Failure("cannot open \(path): \(Self.lastError())") }
         defer { close(descriptor) }
-        try Self.writeAll(bytes, to: descriptor, path: path)
+        try FileIO.writeAll(bytes, to: descriptor, path: path)
         guard fsync(descriptor) == 0 else { throw Failure("cannot sync \(path): \(Self.lastError())") }
-        if created { try Self.syncDirectory(parent) }
-    }
-
-    /// Creates `path` and its missing parents inside the log, syncing each parent that gained an
-    /// entry, so that a file created in it survives a crash.
-    private func makeDurableDirectory(_ path: String) throws(Failure) {
-        guard path.count > self.directory.count, access(path, F_OK) != 0 else { return }
-        let parent = (path as NSString).deletingLastPathComponent
-        try self.makeDurableDirectory(parent)
-        guard mkdir(path, 0o700) == 0 || errno == EEXIST else { throw Failure("cannot create \(path): \(Self.lastError())") }
-        try Self.syncDirectory(parent)
+        if created { try FileIO.syncDirectory(parent) }
     }
 
     /// Renames every partial tile that the committed size makes full (between `oldSize` and
@@ -340,7 +330,7 @@ public final class TileLogDirectory {
             let full = self.path(relative)
             if access(full, F_OK) == 0 { continue }
             guard rename(full + ".partial", full) == 0 else { throw Failure("cannot rename \(full).partial: \(Self.lastError())") }
-            try Self.syncDirectory((full as NSString).deletingLastPathComponent)
+            try FileIO.syncDirectory((full as NSString).deletingLastPathComponent)
             renamed = true
         }
         return renamed
@@ -360,7 +350,7 @@ public final class TileLogDirectory {
             try self.truncate(TileLayout.hashTilePath(level: level, index: index) + ".partial", to: Int(width) * MerkleHash.size)
             if level == 0 {
                 let relative = TileLayout.entryBundlePath(index: index) + ".partial"
-                let bytes = try Self.read(self.path(relative)) ?? []
+                let bytes = try FileIO.read(self.path(relative)) ?? []
                 var offset = 0
                 for _ in 0..<width {
                     guard offset + 2 <= bytes.count else { throw Failure("the entry bundle \(index) is shorter than the committed size") }
@@ -390,7 +380,7 @@ public final class TileLogDirectory {
     private static let stateMagic = Array("formattest-tlog-state v1\n".utf8)
 
     private func readState() throws(Failure) -> CompactRange? {
-        guard let bytes = try Self.read(self.path("state")) else { return nil }
+        guard let bytes = try FileIO.read(self.path("state")) else { return nil }
         let header = Self.stateMagic.count
         guard bytes.count >= header + 8 + 32, bytes.starts(with: Self.stateMagic) else {
             throw Failure("\(self.path("state")) is not a log state")
@@ -424,53 +414,9 @@ public final class TileLogDirectory {
     public func replaceFile(_ name: String, with bytes: [UInt8]) throws(Failure) {
         let path = self.path(name)
         let temporary = path + ".new"
-        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else { throw Failure("cannot open \(temporary): \(Self.lastError())") }
-        do {
-            try Self.writeAll(bytes, to: descriptor, path: temporary)
-        } catch {
-            close(descriptor)
-            throw error
-        }
-        guard fsync(descriptor) == 0 else {
-            close(descriptor)
-            throw Failure("cannot sync \(temporary): \(Self.lastError())")
-        }
-        close(descriptor)
+        try FileIO.writeSynced(bytes, to: temporary, exclusive: false)
         guard rename(temporary, path) == 0 else { throw Failure("cannot rename \(temporary): \(Self.lastError())") }
-        try Self.syncDirectory(self.directory)
-    }
-
-    private static func read(_ path: String) throws(Failure) -> [UInt8]? {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else {
-            if errno == ENOENT { return nil }
-            throw Failure("cannot open \(path): \(Self.lastError())")
-        }
-        defer { close(descriptor) }
-        var bytes: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
-        while true {
-            let count = buffer.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw Failure("cannot read \(path): \(Self.lastError())")
-            }
-            if count == 0 { return bytes }
-            bytes += buffer[..<count]
-        }
-    }
-
-    private static func writeAll(_ bytes: [UInt8], to descriptor: Int32, path: String) throws(Failure) {
-        var written = 0
-        while written < bytes.count {
-            let count = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress! + written, $0.count - written) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw Failure("cannot write \(path): \(Self.lastError())")
-            }
-            written += count
-        }
+        try FileIO.syncDirectory(self.directory)
     }
 
     private static func makeDirectory(_ path: String) throws(Failure) {
@@ -481,12 +427,5 @@ public final class TileLogDirectory {
         }
     }
 
-    private static func syncDirectory(_ path: String) throws(Failure) {
-        let descriptor = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard descriptor >= 0 else { throw Failure("cannot open \(path) to sync it: \(Self.lastError())") }
-        defer { close(descriptor) }
-        guard fsync(descriptor) == 0 else { throw Failure("cannot sync \(path): \(Self.lastError())") }
-    }
-
-    private static func lastError() -> String { String(cString: strerror(errno)) }
+    private static func lastError() -> String { FileIO.lastError() }
 }

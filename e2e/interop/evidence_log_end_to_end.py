@@ -7,6 +7,14 @@ RFC's pseudo-code and kept apart from the product's implementation. It kills the
 SIGKILL and checks that the restarted log still holds every answered record at its index and that
 its next checkpoint extends the last one published.
 
+With the log on, records are version 2 (issue 34): each references its key's registration
+(`keyRegistration`, base64url SHA-256 of the registration document) instead of carrying the key's
+attestation, and the document is stored once per key in `DIR/registrations/<2 hex>/<2 hex>/<64
+hex>.json`. The script checks the leaves' real sizes (each at most 3 KB), that one file per key is
+written, that bundles carry the registration and verify through the CLI, that `evidence verify
+--registrations` checks a record against the directory, and that `evidence audit` names a deleted
+or altered registration.
+
 Usage: evidence_log_end_to_end.py FORMATTEST_DEV_BINARY FORMATTEST_BINARY WORK_DIR
 Prints `N passed, M failed` last and exits non-zero on any failure.
 """
@@ -28,6 +36,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from formattest_support import Checks, b64url_decode, free_port, get, post_json as post, stop_process, transfer_form as form, wait_ready  # noqa: E402
+
+SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "schemas", "evidence-record.schema.json")
+REGISTRATION_SCHEMA = os.path.join(os.path.dirname(SCHEMA), "key-registration.schema.json")
+LEAF_LIMIT = 3 * 1024  # issue 34: a record occupies at most 3 KB beyond its key's one-time registration
 
 
 # RFC 9162 §2.1.1 and §2.1.3.2 / §2.1.4.2, transcribed.
@@ -216,7 +228,82 @@ def bundle_checks(check, binary, dev_binary, work, log_dir, archive_dir, verifie
     status, out, err = run("evidence", "export", "--log", os.path.join(work, "tampered-rehashed"), "--log-key", verifier_key,
                            "--index", "2", "--checkpoint", checkpoint_path)
     check("export from a log rewritten under its checkpoint: exit 1", status == 1 and "do not hold the tree" in err, (status, err))
+
+    # Version 2: the bundle carries the key's registration, and it is what makes it verify alone.
+    registration = b64url_decode(document["registration"]) if "registration" in document else b""
+    reference = b64url_decode(json.loads(records[3][1])["keyRegistration"])
+    check("the bundle of leaf 3 carries the registration its record references",
+          hashlib.sha256(registration).digest() == reference and json.loads(registration)["type"] == "formattest-key-registration",
+          document.keys())
+    check("... and the leaf-only bundle of leaf 0 too", "registration" in leaf_bundle)
+    without = dict(document)
+    without.pop("registration", None)
+    refused("registration-removed", without, "evidence_registration_missing")
+    changed = bytearray(registration)
+    changed[len(changed) // 2] ^= 1
+    refused("registration-one-byte-changed", dict(document, registration=b64url(bytes(changed))), "evidence_registration_mismatch")
+    other_key_registration = registration_files(log_dir, excluding=reference)
+    check("the log holds another key's registration to try", len(other_key_registration) == 1, other_key_registration)
+    with open(other_key_registration[0], "rb") as handle:
+        other_registration = handle.read()
+    refused("another-key's-registration", dict(document, registration=b64url(other_registration)), "evidence_registration_mismatch")
+    refused("registration-not-base64url", dict(document, registration=document["registration"] + "="), "evidence_malformed_bundle")
+
+    # A version-2 record from the archive: `evidence verify --registrations DIR`, and without it.
+    envelope_path = os.path.join(archive_dir, b64url(hashlib.sha256(records[3][1]).digest()) + ".json")
+    registrations = os.path.join(log_dir, "registrations")
+
+    def verify_record(*extra):
+        status, out, err = run("evidence", "verify", envelope_path, "--jwks", jwks, *roots, "--json", *extra)
+        try:
+            return status, json.loads(out), err
+        except ValueError:
+            return status, {}, out + err
+
+    status, report, err = verify_record("--registrations", registrations)
+    check("evidence verify of an archived v2 record with --registrations: exit 0",
+          status == 0 and report.get("verified") is True and report.get("kind") == "assertion", (status, report, err))
+    status, report, err = verify_record()
+    check("... without --registrations: exit 2, naming the flag", status == 2 and "--registrations" in err, (status, report, err))
+    status, report, err = verify_record("--registrations", os.path.join(work, "no-such-directory"))
+    check("... with a directory that does not exist: exit 2", status == 2 and "--registrations" in err, (status, report, err))
+    import shutil
+    for name, change, code in [
+        ("deleted", lambda path: os.remove(path), "evidence_registration_missing"),
+        ("altered", lambda path: flip_file(path), "evidence_registration_mismatch"),
+        ("another key's", lambda path: shutil.copy(other_key_registration[0], path), "evidence_registration_mismatch"),
+    ]:
+        copy = os.path.join(work, "registrations-" + name.replace("'", ""))
+        shutil.copytree(registrations, copy)
+        change(os.path.join(copy, registration_path(reference)))
+        status, report, err = verify_record("--registrations", copy)
+        check(f"... with its registration {name}: exit 1, {code}", status == 1 and report.get("error", {}).get("code") == code, (status, report, err))
+    status, out, err = run("evidence", "verify", os.path.join(work, "bundle-3.json"), "--log-key", verifier_key, "--jwks", jwks, *roots,
+                           "--registrations", registrations)
+    check("a bundle with --registrations: exit 2 (a bundle carries its registration)", status == 2 and "--registrations" in err, (status, out, err))
     return True
+
+
+def registration_path(reference):
+    hex_name = reference.hex()
+    return os.path.join(hex_name[:2], hex_name[2:4], hex_name + ".json")
+
+
+def registration_files(log_dir, excluding=None):
+    found = []
+    for directory, _, names in os.walk(os.path.join(log_dir, "registrations")):
+        for name in names:
+            if excluding is None or name != excluding.hex() + ".json":
+                found.append(os.path.join(directory, name))
+    return sorted(found)
+
+
+def flip_file(path):
+    with open(path, "rb") as handle:
+        data = bytearray(handle.read())
+    data[len(data) // 2] ^= 1
+    with open(path, "wb") as handle:
+        handle.write(bytes(data))
 
 
 def main():
@@ -337,6 +424,47 @@ def main():
     state.pop("key")  # the simulated device forgets its keys when the service restarts: attest a new one
     accept("9.00")
     check("the next record gets index 9", records[-1][0] == 9, records[-1])
+
+    # Version 2 leaves: the key's attestation is referenced, stored once per key.
+    import jsonschema
+    with open(SCHEMA) as handle:
+        schema = json.load(handle)
+    sizes = [len(payload) for _, payload in records]
+    print("leaf sizes (bytes):", sizes)
+    for index, payload in records:
+        record = json.loads(payload)
+        try:
+            jsonschema.validate(record, schema)
+            valid = True
+        except jsonschema.ValidationError as error:
+            valid = error.message
+        check(f"leaf {index} is a version-2 record following the schema, with no keyAttestation",
+              record.get("version") == 2 and "keyRegistration" in record and "keyAttestation" not in record and valid is True, valid)
+        check(f"leaf {index} is at most {LEAF_LIMIT} bytes ({len(payload)})", len(payload) <= LEAF_LIMIT)
+    files = registration_files(log_dir)
+    registration_bytes = [os.path.getsize(path) for path in files]
+    print("registration files:", len(files), "of", registration_bytes, "bytes")
+    references = {json.loads(payload)["keyRegistration"] for _, payload in records}
+    check("one registration file per key: two keys (one before the restart, one after), two files",
+          len(references) == 2 and len(files) == 2, (references, files))
+    with open(REGISTRATION_SCHEMA) as handle:
+        registration_schema = json.load(handle)
+    for path in files:
+        with open(path, "rb") as handle:
+            data = handle.read()
+        digest = hashlib.sha256(data).digest()
+        try:
+            jsonschema.validate(json.loads(data), registration_schema)
+            valid = True
+        except jsonschema.ValidationError as error:
+            valid = error.message
+        check(f"{os.path.basename(path)} follows schemas/key-registration.schema.json", valid is True, valid)
+        check(f"{os.path.relpath(path, log_dir)} is named by its SHA-256, referenced by a record, a registration document, mode 0600",
+              os.path.basename(path) == digest.hex() + ".json" and b64url(digest) in references
+              and json.loads(data).get("type") == "formattest-key-registration" and canonical(json.loads(data)) == data + b"\n"
+              and stat.S_IMODE(os.stat(path).st_mode) == 0o600, path)
+        check(f"... its directories are 0700", all(stat.S_IMODE(os.stat(directory).st_mode) == 0o700 for directory in [
+            os.path.dirname(path), os.path.dirname(os.path.dirname(path)), os.path.join(log_dir, "registrations")]))
     fourth = checkpoint(base, verifier_key)
     jwks_bytes = get(base, "/.well-known/jwks.json")
     status, proof = get_json(base, "/api/evidence/proof/consistency?first=9&second=10")
@@ -416,8 +544,35 @@ def main():
     ]:
         status, output = audit(tampered_copy(name, change))
         check(f"audit names {name}: exit 1, {named}", status == 1 and named in output, output)
-    status, output = audit(tampered_copy("rehashed", flip(5), fix_tile=True))
+    def amend(index):
+        """A character of the record's assertion changed: still canonical JSON (a version-2 leaf is
+        small, and a bit flipped in its middle may break the JSON instead), so that what the audit
+        finds is the root."""
+        def change(entries):
+            entry = entries[index]
+            position = entry.index(b'"assertion":"') + len(b'"assertion":"') + 10
+            entries[index] = entry[:position] + (b"B" if entry[position:position + 1] != b"B" else b"C") + entry[position + 1:]
+            return entries
+        return change
+
+    status, output = audit(tampered_copy("rehashed", amend(5), fix_tile=True))
     check("a record altered with its leaf hash rewritten: exit 1, the root does not match", status == 1 and "rewritten" in output, output)
+
+    # A registration deleted or altered: every leaf that references it cannot be verified.
+    first_reference = b64url_decode(json.loads(records[0][1])["keyRegistration"])
+    for name, change, named in [
+        ("registration-deleted", os.remove, "missing"),
+        ("registration-altered", flip_file, "does not hash"),
+    ]:
+        copy = tampered_copy(name, lambda entries: entries)
+        change(os.path.join(copy, "registrations", registration_path(first_reference)))
+        status, output = audit(copy)
+        check(f"audit names a {name}: exit 1, leaf 0, its file", status == 1 and "leaf 0:" in output and named in output
+              and registration_path(first_reference) in output, output)
+    status, out, err = (lambda r: (r.returncode, r.stdout.decode(), r.stderr.decode()))(subprocess.run(
+        [binary, "evidence", "export", "--log", os.path.join(work, "tampered-registration-deleted"), "--log-key", verifier_key, "--index", "2",
+         "--checkpoint", new_note], capture_output=True, timeout=120))
+    check("export of a leaf whose registration was deleted: exit 1, named", status == 1 and "registration" in err, (status, err))
 
     # `evidence export`: one record as a bundle that `evidence verify --log-key` checks alone.
     exported = bundle_checks(check, binary, dev_binary, work, log_dir, archive_dir, verifier_key, jwks_bytes, records, new_note)
