@@ -153,6 +153,7 @@ public enum FormAttestApplication {
 
         let router = Router(context: AppRequestContext.self)
         if configuration.tracing {
+            TraceStep.enable()
             // First: the request's span encloses everything, and its ids reach the request's log line.
             router.add(middleware: RequestTraceMiddleware())
         }

@@ -11,6 +11,7 @@ import Crypto
 import FormAttestForm
 import FormattestCommands
 import FormAttestFlows
+import FormAttestServer
 import FormAttestTokens
 import Foundation
 import RFC3339
@@ -43,8 +44,8 @@ struct Bench: AsyncParsableCommand {
     @Option(help: "Seconds per case.")
     var duration: Double = 2
 
-    @Option(help: "Comma-separated groups to run: jcs, attestation, assertion, jws, flow, limit, evidence, passkey, batch (default: all; batch brings the limit cases).")
-    var only: String = "jcs,attestation,assertion,jws,flow,limit,evidence,passkey,batch"
+    @Option(help: "Comma-separated groups to run: jcs, attestation, assertion, jws, flow, limit, evidence, passkey, batch, tracing (default: all; batch brings the limit cases; tracing's ratio needs flow).")
+    var only: String = "jcs,attestation,assertion,jws,flow,limit,evidence,passkey,batch,tracing"
 
     @Option(help: "Rounds per ratio: each round times the ratio's cases and its limit in alternating short slices.")
     var slices = 10
@@ -109,6 +110,9 @@ struct Bench: AsyncParsableCommand {
         /// µs of one assertion verification plus one JWS signing (means): the server's CPU per
         /// HTTP assert is compared with this by benchmarks/http/run.sh.
         var cpuBudgetMicroseconds: Double?
+        /// What tracing off costs one assert: its steps' no-op spans less the same steps without
+        /// them (means, ns); docs/performance.md, "Tracing".
+        var tracingOffNanosecondsPerAssert: Double?
     }
 
     struct Machine: Encodable {
@@ -135,6 +139,7 @@ struct Bench: AsyncParsableCommand {
         if groups.contains("evidence") { cases += try await self.evidenceCases(runner) }
         if groups.contains("passkey") { cases += try self.passkeyCases(runner) }
         if groups.contains("batch") { cases.append(try await self.batchCase(runner)) }
+        if groups.contains("tracing") { cases += try await self.tracingCases(runner) }
         #if DEBUG
         let build = "debug"
         #else
@@ -147,7 +152,10 @@ struct Bench: AsyncParsableCommand {
             durationPerCase: self.duration,
             cases: cases,
             ratios: ratios,
-            cpuBudgetMicroseconds: Self.mean(of: ["assertion.verify", "jws.sign(server-attestation)"], in: cases)
+            cpuBudgetMicroseconds: Self.mean(of: ["assertion.verify", "jws.sign(server-attestation)"], in: cases),
+            tracingOffNanosecondsPerAssert: Self.mean(of: [Self.tracingSpansCase], in: cases).flatMap { spans in
+                Self.mean(of: [Self.tracingBareCase], in: cases).map { bare in ((spans - bare) * 1000).rounded() }
+            }
         )
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
@@ -267,6 +275,9 @@ struct Bench: AsyncParsableCommand {
             ),
             // Wall time per line × cores over one core's limit: ≤ 1.25 is ≥ 80 % of cores × the limit.
             ("(batch.wrap × cores) / (p384.verify + p256.verify + hashes)", [batch], attestationLimit, Double(cores), 1.25),
+            // Tracing off: an assert's no-op spans (with the calls they wrap) over the in-memory
+            // flow alone, less than any served assert costs: an upper bound on their share.
+            ("tracing off: an assert's steps through TraceStep / flow.assert.memory", [Self.tracingSpansCase], ["flow.assert.memory"], 1, nil),
         ]
         var ratios: [Ratio] = []
         for (name, numerator, denominator, scale, goal) in definitions {
@@ -377,6 +388,29 @@ struct Bench: AsyncParsableCommand {
         }
     }
 
+    static let tracingSpansCase = "tracing.off.assert-steps(\(TraceStepBenchmark.assertSteps) steps through TraceStep, tracing off)"
+    static let tracingBareCase = "tracing.off.assert-steps(\(TraceStepBenchmark.assertSteps) steps, no spans)"
+
+    /// Tracing off (no tracer bootstrapped, as `serve` without `--otlp-endpoint`): the spans an
+    /// assert's steps open on the no-op tracer (``TraceStepBenchmark``), against the same steps
+    /// without spans, each a batch of 1,000 asserts' worth (a sample is its time / 1,000).
+    private func tracingCases(_ runner: BenchRunner) async throws -> [CaseResult] {
+        let counter = BenchCounter()
+        let body: () async -> Int = { counter.next() }
+        return [
+            try await runner.measureBatch(Self.tracingSpansCase, batch: 1000) { count in
+                var total = 0
+                for _ in 0..<count { total &+= await TraceStepBenchmark.withSpans(body) }
+                counter.keep(total)
+            },
+            try await runner.measureBatch(Self.tracingBareCase, batch: 1000) { count in
+                var total = 0
+                for _ in 0..<count { total &+= await TraceStepBenchmark.withoutSpans(body) }
+                counter.keep(total)
+            },
+        ]
+    }
+
     /// The operations no verifier can avoid, through the same library (swift-crypto).
     private func limitCases(_ runner: BenchRunner) throws -> [CaseResult] {
         let sample = try BenchSample(path: self.sample)
@@ -411,6 +445,22 @@ struct Bench: AsyncParsableCommand {
                 _ = SHA256.hash(data: Array(p256.publicKey.x963Representation))
             },
         ]
+    }
+}
+
+/// The tracing cases' step body: a value that changes, and a place to keep the sums, so that
+/// neither side's calls can be optimized away. One task uses it at a time.
+final class BenchCounter {
+    private var value = 0
+    private(set) var kept = 0
+
+    func next() -> Int {
+        self.value &+= 1
+        return self.value
+    }
+
+    func keep(_ total: Int) {
+        self.kept &+= total
     }
 }
 

@@ -27,6 +27,7 @@ struct BenchTests {
             "attestation.verify.simulated", "assertion.verify", "limit.p384.verify(leaf, sha256)", "limit.p256.verify",
             "flow.assert.memory", "flow.assert.sqlite", "jws.sign(server-attestation)", "limit.p256.sign",
             "passkey.assertion.verify", "limit.passkey(sha256(clientDataJSON)+p256.verify)",
+            "tracing.off.assert-steps(5 steps through TraceStep, tracing off)", "tracing.off.assert-steps(5 steps, no spans)",
         ] {
             #expect(names.contains(expected), "\(expected)")
         }
@@ -39,6 +40,7 @@ struct BenchTests {
             "attestation.verify.real / (p384.verify + p256.verify + hashes)", "jws.sign / p256.sign",
             "passkey.assertion.verify / (sha256(clientDataJSON) + p256.verify)",
             "(batch.wrap × cores) / (p384.verify + p256.verify + hashes)",
+            "tracing off: an assert's steps through TraceStep / flow.assert.memory",
         ] {
             #expect(ratioNames.contains(expected), "\(expected)")
         }
@@ -54,6 +56,8 @@ struct BenchTests {
         #expect((batch["shareOfLimit"] as? Double ?? 0) > 0, "\(batch)")
         #expect(batch["goal"] as? Double == 1.25, "\(batch)")
         #expect((try result.jsonObject()["cpuBudgetMicroseconds"] as? Double ?? 0) > 0)
+        // Tracing off: what the steps cost per assert, from the two tracing cases.
+        #expect(try result.jsonObject()["tracingOffNanosecondsPerAssert"] as? Double != nil)
         for entry in cases {
             #expect((entry["operations"] as? Int ?? 0) > 0, "\(entry)")
             #expect((entry["opsPerSecond"] as? Double ?? 0) > 0, "\(entry)")

@@ -101,6 +101,40 @@ struct FormattestVerifyTests {
         #expect(result.status == 0, "\(result.stderr)")
     }
 
+    /// Base64 text's whitespace rule is Foundation's `CharacterSet.whitespacesAndNewlines`, ASCII
+    /// and beyond (the reader filters ASCII byte by byte and anything else by the set): a scalar the
+    /// set holds, put every 64 characters, still verifies; any other is a usage error.
+    @Test(
+        "base64 text: whatever CharacterSet.whitespacesAndNewlines holds is ignored, anything else refused",
+        arguments: [
+            0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x20, 0x85, 0xA0, 0x2003, 0x2028, 0x3000,
+            0x00, 0x1C, 0x1F, 0x7F, 0x2E, 0x200B, 0xFEFF,
+        ] as [UInt32])
+    func base64Whitespace(scalar: UInt32) async throws {
+        let sample = try RealSample.named("veehaitch_ios_14_2")
+        let separator = String(Character(try #require(Unicode.Scalar(scalar))))
+        let base64 = Data(try #require(sample.attestation)).base64EncodedString()
+        var text = separator
+        for (index, character) in base64.enumerated() {
+            text.append(character)
+            if index % 64 == 63 { text += separator }
+        }
+        let result = try await Formattest.run(
+            [
+                "verify", "attestation", "--attestation", "-", "--key-id", Data(try #require(sample.keyID)).base64EncodedString(),
+                "--app-id", sample.appID, "--challenge", "wurzelpfropf", "--environment", "development",
+                "--at", try #require(Formattest.rfc3339(sample.validAt)), "--json",
+            ],
+            stdin: Data(text.utf8)
+        )
+        if CharacterSet.whitespacesAndNewlines.contains(try #require(Unicode.Scalar(scalar))) {
+            #expect(result.status == 0, "U+\(String(scalar, radix: 16)): \(result.stderr)")
+        } else {
+            #expect(result.status == 2, "U+\(String(scalar, radix: 16)): \(result.stdout)")
+            #expect(result.stderr.contains("- is not base64 or base64url"), "\(result.stderr)")
+        }
+    }
+
     @Test("rejections exit 1 with the failed step's code", arguments: [
         (["--app-id", "ABCDE12345.com.example.other"], "app_id_mismatch"),
         (["--environment", "production"], "environment_not_allowed"),
