@@ -957,9 +957,13 @@ struct HostileUserTests {
 
         // In total: over the cap a new connection sheds an idle one (next tests); at the hard
         // ceiling (2 + 4 = 6), with every connection's request in flight, a new connection waits
-        // (no answer) until one closes.
+        // (no answer) until one closes. (No minimum body rate here: the requests' bodies never
+        // come, and the body timeout holds them in flight.)
         let capped = try Service(
-            ["--store", "memory", "--insecure-no-caller-auth", "--max-connections", "2", "--header-timeout", "30", "--body-timeout", "30"],
+            [
+                "--store", "memory", "--insecure-no-caller-auth", "--max-connections", "2", "--header-timeout", "30", "--body-timeout", "30",
+                "--min-body-rate", "0",
+            ],
             files: TemporaryFiles()
         )
         var held: [Int32] = []
@@ -1082,7 +1086,7 @@ struct HostileUserTests {
         let service = try Service(
             [
                 "--store", "memory", "--insecure-no-caller-auth", "--max-connections", "4", "--max-connections-per-address", "4",
-                "--header-timeout", "30", "--body-timeout", "30", "--idle-timeout", "60",
+                "--header-timeout", "30", "--body-timeout", "30", "--idle-timeout", "60", "--min-body-rate", "0",
             ],
             files: files
         )
@@ -1127,6 +1131,164 @@ struct HostileUserTests {
         let log = service.stop()
         #expect(log.contains("per-address connection limit"), "\(log.suffix(2000))")
     }
+
+    // MARK: - r4: slow bodies, churn, the ceiling's log
+
+    /// A connection to 127.0.0.1:`port` from `source`, or -1 (for threads, which cannot `#require`).
+    static func rawDial(_ port: Int, from source: String) -> Int32 {
+        let handle = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard handle >= 0 else { return -1 }
+        var local = sockaddr_in()
+        local.sin_family = sa_family_t(AF_INET)
+        local.sin_addr.s_addr = inet_addr(source)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &local) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(handle, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(handle, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, connected == 0 else {
+            close(handle)
+            return -1
+        }
+        return handle
+    }
+
+    /// Sends bytes on connections from a thread of its own until stopped, and holds connections
+    /// the thread opens; `stop()` returns once the thread has ended (so that no descriptor it
+    /// writes to is closed and reused under it).
+    final class Background: @unchecked Sendable {
+        private let lock = NSLock()
+        private var stopped = false
+        private var handles: [Int32] = []
+        private let ended = DispatchSemaphore(value: 0)
+
+        var isStopped: Bool { self.lock.withLock { self.stopped } }
+        func hold(_ handle: Int32) { self.lock.withLock { self.handles.append(handle) } }
+        var held: [Int32] { self.lock.withLock { self.handles } }
+        private var steps = 0
+        /// Counts a step; returns its number (from 1).
+        func nextStep() -> Int {
+            self.lock.withLock {
+                self.steps += 1
+                return self.steps
+            }
+        }
+        var stepCount: Int { self.lock.withLock { self.steps } }
+
+        /// Runs `step` every `interval` seconds on a thread until stopped.
+        func start(every interval: Double, _ step: @escaping @Sendable (Background) -> Void) {
+            Thread.detachNewThread {
+                while !self.isStopped {
+                    step(self)
+                    Thread.sleep(forTimeInterval: interval)
+                }
+                self.ended.signal()
+            }
+        }
+
+        /// Stops the thread, waits for it, and closes what it holds.
+        func stop() {
+            self.lock.withLock { self.stopped = true }
+            self.ended.wait()
+            for handle in self.held { close(handle) }
+        }
+    }
+
+    /// A POST head announcing `length` body bytes, for the inspector.
+    static func postHead(_ handle: Int32, length: Int) {
+        let text = "POST /api/appattest/inspect HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: \(length)\r\n\r\n"
+        let head = Array(text.utf8)
+        _ = head.withUnsafeBytes { send(handle, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    }
+
+    /// What has arrived on `handle` so far, without waiting.
+    static func received(_ handle: Int32) -> [UInt8] {
+        var answer: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = recv(handle, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+            guard count > 0 else { break }
+            answer += buffer[0..<count]
+        }
+        return answer
+    }
+
+    @Test("r4 F1: a body trickled below the minimum body rate is answered 408 after the 1 s grace, long before the body timeout, so trickling clients from many addresses cannot keep every slot busy; a body above the rate is read whole")
+    func slowBodiesRefused() async throws {
+        let files = try TemporaryFiles()
+        let service = try Service(
+            [
+                "--store", "memory", "--insecure-no-caller-auth", "--max-connections", "4", "--header-timeout", "30", "--body-timeout", "30",
+                "--idle-timeout", "60",
+            ],
+            files: files
+        )
+        // slowbody.py's shape at small scale: 8 addresses fill the hard ceiling (4 + 4), each with
+        // a POST head announcing 4,000 bytes, then one body byte a second.
+        var slow: [Int32] = []
+        for index in 10..<18 {
+            let handle = try Self.dial(service.port, from: "127.0.0.\(index)")
+            Self.postHead(handle, length: 4000)
+            slow.append(handle)
+        }
+        let started = Date()
+        // An honest client meanwhile: answered once the trickling bodies are refused (before the
+        // change: it waits in the backlog for the body timeout, 30 s).
+        let honest = try Self.dial(service.port, from: "127.0.0.30")
+        let request = Array("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8)
+        _ = request.withUnsafeBytes { send(honest, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        var answers: [Int32: (status: String, after: Double)] = [:]
+        var honestAnswer: [UInt8] = []
+        var honestAfter: Double?
+        while Date().timeIntervalSince(started) < 6 && (answers.count < slow.count || honestAfter == nil) {
+            for handle in slow where answers[handle] == nil {
+                _ = [UInt8(ascii: " ")].withUnsafeBytes { send(handle, $0.baseAddress, 1, Int32(MSG_NOSIGNAL)) }
+            }
+            for _ in 0..<10 {
+                for handle in slow where answers[handle] == nil {
+                    let text = String(decoding: Self.received(handle), as: UTF8.self)
+                    if !text.isEmpty { answers[handle] = (String(text.prefix(12)), Date().timeIntervalSince(started)) }
+                }
+                honestAnswer += Self.received(honest)
+                if honestAfter == nil && !honestAnswer.isEmpty { honestAfter = Date().timeIntervalSince(started) }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
+        for handle in slow { close(handle) }
+        close(honest)
+        let times = answers.values.map { String(format: "%.1f", $0.after) }.sorted()
+        let honestTook = honestAfter.map { String(format: "%.1f s", $0) } ?? "nothing in 6 s"
+        print("slow bodies: answered \(answers.count) of \(slow.count) at \(times) s; the honest client after \(honestTook)")
+        #expect(answers.count == slow.count && answers.values.allSatisfy { $0.status == "HTTP/1.1 408" && $0.after < 4 }, "\(answers.values)")
+        #expect(String(decoding: honestAnswer, as: UTF8.self).hasPrefix("HTTP/1.1 200") && (honestAfter ?? 99) < 5)
+
+        // The one change: the body arrives at 2,000 B/s (500 bytes every 250 ms) instead of 1 B/s;
+        // it is read whole and answered by the inspector (400: not an object it takes), not 408.
+        let steady = try Self.dial(service.port, from: "127.0.0.20")
+        Self.postHead(steady, length: 4000)
+        let prefix = #"{"mode":"semantic","pad":""#
+        let body = Array((prefix + String(repeating: "a", count: 4000 - prefix.utf8.count - 2) + #""}"#).utf8)
+        #expect(body.count == 4000)
+        for offset in stride(from: 0, to: body.count, by: 500) {
+            _ = body[offset..<min(offset + 500, body.count)].withUnsafeBytes { send(steady, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            try await Task.sleep(for: .milliseconds(250))
+        }
+        let steadyAnswer = String(decoding: Self.readAll(steady, seconds: 3), as: UTF8.self)
+        close(steady)
+        #expect(steadyAnswer.hasPrefix("HTTP/1.1 400"), "\(steadyAnswer.prefix(200))")
+
+        let metrics = try Self.exchange(service.port, "/metrics").body
+        let refused = Self.metric(metrics, #"formattest_connections_refused_total{reason="slow_body"}"#)
+        let log = service.stop()
+        #expect(refused == Double(slow.count), "slow_body \(refused)")
+        #expect(log.contains("request body too slow"), "\(log.suffix(2000))")
+    }
+
 }
 
 /// The mode bits of a file, as the tests read it.
