@@ -989,7 +989,7 @@ struct HostileUserTests {
         #expect(capped.stop().contains("connection limit reached"))
     }
 
-    @Test("r3 F3: at the total cap a new client gets in at once: an idle connection of the peer holding the most connections is closed, never another peer's")
+    @Test("r3 F3: at the total cap a new client gets in at once: the connection idle longest (for 1 s at least) is closed, never another")
     func idleConnectionsShed() async throws {
         let files = try TemporaryFiles()
         let service = try Service(
@@ -1009,8 +1009,11 @@ struct HostileUserTests {
                 holders.append((source, handle))
             }
         }
-        // Newcomers from two more addresses: each answered at once (before the change: no answer,
-        // the connection waits in the backlog); each sheds one of 127.0.0.2's (8, then 7: the most).
+        // Newcomers from two more addresses, once every holder has been idle for 1 s (r4: no
+        // connection idle for less is shed): each answered at once (before r3: no answer, the
+        // connection waits in the backlog); each sheds the connection idle longest: 127.0.0.2's
+        // first two.
+        try await Task.sleep(for: .milliseconds(1200))
         var newcomers: [Int32] = []
         for source in ["127.0.0.5", "127.0.0.6"] {
             let started = Date()
@@ -1099,7 +1102,8 @@ struct HostileUserTests {
         }
         let idle = try Self.dial(service.port, from: "127.0.0.2")
         #expect(Self.healthz(on: idle) == 200)
-        try await Task.sleep(for: .milliseconds(300))
+        // Idle for 1 s at least: sheddable (r4).
+        try await Task.sleep(for: .milliseconds(1200))
         // Its fifth is over the per-address cap: closed at once.
         let fifth = try Self.dial(service.port, from: "127.0.0.2")
         #expect(Self.closedAfter(fifth, seconds: 1) != nil, "the per-address cap did not close the fifth")
@@ -1287,6 +1291,97 @@ struct HostileUserTests {
         let log = service.stop()
         #expect(refused == Double(slow.count), "slow_body \(refused)")
         #expect(log.contains("request body too slow"), "\(log.suffix(2000))")
+    }
+
+    @Test("r4 F5: the listener reaching its hard ceiling again and again logs a line a second at most, and counts each time")
+    func ceilingLogRateLimited() async throws {
+        let files = try TemporaryFiles()
+        let service = try Service(
+            [
+                "--store", "memory", "--insecure-no-caller-auth", "--max-connections", "2", "--header-timeout", "30", "--body-timeout", "30",
+                "--idle-timeout", "60", "--log-level", "warning",
+            ],
+            files: files
+        )
+        // Five connections whose bodies (60,000 bytes) arrive at 2,400 B/s, above the minimum
+        // rate: requests in flight for the test's length, never shed.
+        let trickle = Background()
+        for index in 0..<5 {
+            let handle = try Self.dial(service.port, from: "127.0.0.\(20 + index)")
+            Self.postHead(handle, length: 60_000)
+            trickle.hold(handle)
+        }
+        let chunk = [UInt8](repeating: UInt8(ascii: " "), count: 600)
+        trickle.start(every: 0.25) { background in
+            for handle in background.held { _ = chunk.withUnsafeBytes { send(handle, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } }
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        // A sixth connection, opened, answered and closed 30 times: the ceiling (6) reached each time.
+        let started = Date()
+        var statuses: [Int] = []
+        for _ in 0..<30 {
+            let handle = try Self.dial(service.port, from: "127.0.0.40")
+            statuses.append(Self.healthz(on: handle, seconds: 3))
+            close(handle)
+        }
+        let elapsed = Date().timeIntervalSince(started)
+        let metrics = try Self.exchange(service.port, "/metrics").body
+        let saturated = Self.metric(metrics, "formattest_connections_saturated_total")
+        trickle.stop()
+        let log = service.stop()
+        let lines = log.split(separator: "\n").filter { $0.contains("connection limit reached") }.count
+        print("the ceiling reached \(saturated) times in \(String(format: "%.1f", elapsed)) s: \(lines) log lines")
+        #expect(statuses.allSatisfy { $0 == 200 }, "\(statuses)")
+        #expect(elapsed < 10, "30 connections took \(elapsed) s: too slow to tell")
+        #expect(saturated >= 30, "saturated \(saturated)")
+        #expect(lines >= 1 && lines <= Int(elapsed) + 2, "\(lines) lines in \(elapsed) s")
+    }
+
+    @Test("r4 F2, F3: churn of fresh connections from many addresses over the total never sheds a pooling client's keep-alive connections between their requests")
+    func churnSparesKeepAlive() async throws {
+        let files = try TemporaryFiles()
+        let service = try Service(
+            [
+                "--store", "memory", "--insecure-no-caller-auth", "--max-connections", "8", "--header-timeout", "30", "--idle-timeout", "60",
+                "--log-level", "warning",
+            ],
+            files: files
+        )
+        let port = service.port
+        // pool.py's shape at small scale: a backend with 4 keep-alive connections from one
+        // address (the peer holding the most), a request on each in turn, 20 ms apart.
+        var pool: [Int32] = []
+        for _ in 0..<4 { pool.append(try Self.dial(port, from: "127.0.0.2")) }
+        // churn.py's: a fresh address every 40 ms, its connection held silent (at most 80).
+        let churn = Background()
+        churn.start(every: 0.04) { background in
+            let index = background.nextStep()
+            guard index <= 80 else { return }
+            let handle = Self.rawDial(port, from: "127.0.1.\(index)")
+            if handle >= 0 { background.hold(handle) }
+        }
+        var served = 0
+        var lost = 0
+        let stop = Date().addingTimeInterval(4)
+        while Date() < stop {
+            for index in pool.indices {
+                if Self.healthz(on: pool[index], seconds: 3) == 200 {
+                    served += 1
+                } else {
+                    lost += 1
+                    close(pool[index])
+                    pool[index] = try Self.dial(port, from: "127.0.0.2")
+                }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+        }
+        let fresh = churn.stepCount
+        churn.stop()
+        for handle in pool { close(handle) }
+        _ = service.stop()
+        print("churn: \(min(fresh, 80)) fresh connections; the pool's requests: \(served) answered, \(lost) lost")
+        #expect(served >= 40, "served \(served)")
+        #expect(lost == 0, "\(lost) of the pool's requests met a closed connection (served \(served))")
     }
 
 }
