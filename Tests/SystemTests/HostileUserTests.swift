@@ -1384,6 +1384,53 @@ struct HostileUserTests {
         #expect(lost == 0, "\(lost) of the pool's requests met a closed connection (served \(served))")
     }
 
+    @Test("r4 F4: refusals at the inspector's gate (a full queue, a wait past its bound) spend none of the caller's budget; its served inspections still do")
+    func inspectorRefusalsFree() async throws {
+        let files = try TemporaryFiles()
+        let service = try Service(
+            ["--store", "memory", "--insecure-no-caller-auth", "--rate-limit-inspect", "3", "--log-level", "warning"], files: files)
+        let port = service.port
+        let json = [("Content-Type", "application/json")]
+        let costly = Self.costlyInspection
+        let path = "/api/appattest/inspect"
+        // inspect_budget.py's shape: 40 addresses loop on the costly object for 10 s and keep the
+        // queue's 16 places full.
+        let stop = Date().addingTimeInterval(10)
+        let attackers = Statuses()
+        for index in 0..<40 {
+            Thread.detachNewThread {
+                while Date() < stop {
+                    if let answer = try? Self.exchange(port, path, method: "POST", headers: json, body: costly, from: "127.0.2.\(index + 1)") {
+                        attackers.add(answer.status, answer.body)
+                    }
+                }
+                attackers.finish()
+            }
+        }
+        try await Task.sleep(for: .milliseconds(500))
+        // The legitimate caller meanwhile: refused for the busy inspector (3 times at least).
+        let small = Array(#"{"mode":"tree","assertion":"oA"}"#.utf8)
+        var during: [Int] = []
+        var busy = 0
+        while busy < 3 && Date() < stop {
+            let answer = try Self.exchange(port, "/api/appattest/inspect", method: "POST", headers: json, body: small, from: "127.0.0.6")
+            during.append(answer.status)
+            if answer.status == 429 && answer.body.contains("busy with other callers") { busy += 1 }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        try await attackers.wait(for: 40)
+        try #require(busy >= 3, "the attack did not fill the queue: \(during) \(attackers.counts)")
+        // After the attack: what is left of its budget of 3 is whole (before the change, each
+        // refusal spent it: 429 here), and the budget still binds once spent.
+        let served = during.filter { $0 == 200 }.count
+        var after: [Int] = []
+        for _ in 0..<(3 - served + 1) {
+            after.append(try Self.exchange(port, "/api/appattest/inspect", method: "POST", headers: json, body: small, from: "127.0.0.6").status)
+        }
+        _ = service.stop()
+        print("inspector budget: during the attack \(during) (busy \(busy)); after \(after); attackers \(attackers.counts)")
+        #expect(Array(after.dropLast()).allSatisfy { $0 == 200 } && after.last == 429, "after: \(after); during: \(during)")
+    }
 }
 
 /// The mode bits of a file, as the tests read it.
