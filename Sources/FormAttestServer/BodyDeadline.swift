@@ -25,7 +25,8 @@ import NIOHTTPTypes
 /// measurable.
 ///
 /// A body must also keep arriving at ``MinimumBodyRate`` on average: after its grace (1 s) from the
-/// head, a body whose bytes so far are fewer than the rate times the time since the head is
+/// head (2 s with `Expect: 100-continue`, whose clients wait a second for a `100 Continue` the
+/// service does not send before they send the body), a body whose bytes so far are fewer than the rate times the time since the head is
 /// refused like one past its deadline (408, the connection ends), counted
 /// `formattest_connections_refused_total{reason="slow_body"}` and logged a line a second at most.
 /// Without it, a client that trickles a byte a second holds its connection busy (never shed) for
@@ -96,6 +97,11 @@ final class BodyDeadlineHandler: ChannelInboundHandler, RemovableChannelHandler 
                 loopBound.value.context.fireErrorCaught(BodyDeadlineExceeded())
             }
             self.headArrived = .now()
+            // A client that sent `Expect: 100-continue` waits for an interim answer the service
+            // does not send (curl: 1 s) before its body: its rate counts from 1 s later.
+            if let expect = head.headerFields[.expect], expect.lowercased().contains("100-continue") {
+                self.headArrived = self.headArrived + .seconds(1)
+            }
             self.armRateCheck(context: context)
         case .body(let buffer):
             self.bodyBytes += buffer.readableBytes

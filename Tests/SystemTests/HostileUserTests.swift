@@ -1285,6 +1285,17 @@ struct HostileUserTests {
         let steadyAnswer = String(decoding: Self.readAll(steady, seconds: 3), as: UTF8.self)
         close(steady)
         #expect(steadyAnswer.hasPrefix("HTTP/1.1 400"), "\(steadyAnswer.prefix(200))")
+        // A client that sent `Expect: 100-continue` and, as curl does, sends its whole body after
+        // waiting 1 s for a `100 Continue` the service does not send: read whole (400), not 408.
+        let expecting = try Self.dial(service.port, from: "127.0.0.21")
+        let expectHead = "POST /api/appattest/inspect HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nExpect: 100-continue\r\n"
+        let expectRequest = Array((expectHead + "Content-Length: 4000\r\n\r\n").utf8)
+        _ = expectRequest.withUnsafeBytes { send(expecting, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        try await Task.sleep(for: .milliseconds(1100))
+        _ = body.withUnsafeBytes { send(expecting, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        let expectAnswer = String(decoding: Self.readAll(expecting, seconds: 3), as: UTF8.self)
+        close(expecting)
+        #expect(expectAnswer.hasPrefix("HTTP/1.1 400"), "\(expectAnswer.prefix(200))")
 
         let metrics = try Self.exchange(service.port, "/metrics").body
         let refused = Self.metric(metrics, #"formattest_connections_refused_total{reason="slow_body"}"#)
