@@ -382,7 +382,6 @@ struct AppAttestController {
     /// same code as `formattest inspect`). It shows; it never judges (no verdict).
     @Sendable func inspect(_ request: Request, context: AppRequestContext) async throws -> Response {
         let body = try await RequestBody.read(request, context: context)
-        try await self.rateLimiter.checkInspection(request: request, context: context, now: self.now())
         let modeName = body.value["mode"]?.stringValue ?? InspectionMode.semantic.rawValue
         guard let mode = InspectionMode(rawValue: modeName) else {
             throw APIError.invalidRequest("mode must be semantic, forensic or tree")
@@ -396,7 +395,11 @@ struct AppAttestController {
             throw APIError.invalidRequest("the object is larger than 8 KiB")
         }
         let caller = self.rateLimiter.inspectionCaller(request: request, context: context)
-        return try await self.inspectionGate.run(caller: caller) { () throws(APIError) -> Response in
+        // The caller's budget is spent once its turn at the slot came: a refusal for a full queue,
+        // a wait past its bound or a second concurrent inspection costs it nothing (r4 F4: the
+        // attackers holding the queue spent the legitimate caller's budget with its refusals).
+        return try await self.inspectionGate.run(caller: caller) { () async throws -> Response in
+            try await self.rateLimiter.checkInspection(request: request, context: context, now: self.now())
             let inspection = Inspection(bytes, mode: mode)
             // Refused before the JSON and the text are built when the nodes alone already
             // exceed the cap (the rendering is most of the cost of an amplifying object).

@@ -5,6 +5,8 @@
 
 import Hummingbird
 import HummingbirdCore
+import Logging
+import Metrics
 import NIOCore
 import NIOHTTP1
 import NIOHTTPTypes
@@ -21,6 +23,15 @@ import NIOHTTPTypes
 /// cost 25-30 µs of the server's CPU per request under load (alternating runs, docs/performance.md);
 /// this timer is set and cancelled on the event loop that reads the request, and costs nothing
 /// measurable.
+///
+/// A body must also keep arriving at ``MinimumBodyRate`` on average: after its grace (1 s) from the
+/// head (2 s with `Expect: 100-continue`, whose clients wait a second for a `100 Continue` the
+/// service does not send before they send the body), a body whose bytes so far are fewer than the rate times the time since the head is
+/// refused like one past its deadline (408, the connection ends), counted
+/// `formattest_connections_refused_total{reason="slow_body"}` and logged a line a second at most.
+/// Without it, a client that trickles a byte a second holds its connection busy (never shed) for
+/// the whole body timeout, and a few hundred addresses doing so keep every slot busy (issue 31 r4
+/// F1). One timer per body, set for when the bytes so far fall behind and moved only when it fires.
 ///
 /// It also enforces what a refused body means for the connection, before Hummingbird sees more:
 /// - Once a request's body is over ``AppRequestContext/maximumBodySize`` (declared by its
@@ -42,6 +53,10 @@ final class BodyDeadlineHandler: ChannelInboundHandler, RemovableChannelHandler 
 
     private let timeout: TimeAmount
     private var deadline: Scheduled<Void>?
+    private let minimumRate: MinimumBodyRate
+    /// When the current request's head arrived.
+    private var headArrived = NIODeadline.uptimeNanoseconds(0)
+    private var rateCheck: Scheduled<Void>?
     /// Between a request's head and its end.
     private var bodyInProgress = false
     /// The current request's body bytes passed on so far.
@@ -49,8 +64,9 @@ final class BodyDeadlineHandler: ChannelInboundHandler, RemovableChannelHandler 
     /// Set when a body was refused (over the limit, or past its deadline): nothing more is passed on.
     private var refused = false
 
-    init(timeout: Duration) {
+    init(timeout: Duration, minimumRate: MinimumBodyRate = .off) {
         self.timeout = TimeAmount(timeout)
+        self.minimumRate = minimumRate
     }
 
     /// Whether a `Content-Length` value declares more than `limit` bytes: a run of digits whose
@@ -80,6 +96,13 @@ final class BodyDeadlineHandler: ChannelInboundHandler, RemovableChannelHandler 
                 loopBound.value.handler.refuse()
                 loopBound.value.context.fireErrorCaught(BodyDeadlineExceeded())
             }
+            self.headArrived = .now()
+            // A client that sent `Expect: 100-continue` waits for an interim answer the service
+            // does not send (curl: 1 s) before its body: its rate counts from 1 s later.
+            if let expect = head.headerFields[.expect], expect.lowercased().contains("100-continue") {
+                self.headArrived = self.headArrived + .seconds(1)
+            }
+            self.armRateCheck(context: context)
         case .body(let buffer):
             self.bodyBytes += buffer.readableBytes
             // This part takes the body over the limit: it goes on, so that the body's reader
@@ -90,9 +113,31 @@ final class BodyDeadlineHandler: ChannelInboundHandler, RemovableChannelHandler 
         case .end:
             self.deadline?.cancel()
             self.deadline = nil
+            self.rateCheck?.cancel()
+            self.rateCheck = nil
             self.bodyInProgress = false
         }
         context.fireChannelRead(data)
+    }
+
+    /// Sets the rate's timer for when the body's bytes so far fall behind the minimum rate (the
+    /// grace's end at the earliest); when it fires, the body is refused if no bytes came meanwhile,
+    /// else the timer moves on.
+    private func armRateCheck(context: ChannelHandlerContext) {
+        guard let due = self.minimumRate.due(bytes: self.bodyBytes, since: self.headArrived) else { return }
+        let loopBound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
+        self.rateCheck = context.eventLoop.assumeIsolated().scheduleTask(deadline: due) {
+            let (handler, context) = loopBound.value
+            handler.rateCheck = nil
+            guard handler.bodyInProgress, !handler.refused else { return }
+            if handler.minimumRate.isBehind(bytes: handler.bodyBytes, since: handler.headArrived, now: .now()) {
+                handler.minimumRate.refused(bytes: handler.bodyBytes, since: handler.headArrived)
+                handler.refuse()
+                context.fireErrorCaught(BodyDeadlineExceeded())
+            } else {
+                handler.armRateCheck(context: context)
+            }
+        }
     }
 
     /// From now on nothing more is passed on, and no deadline is pending.
@@ -100,6 +145,8 @@ final class BodyDeadlineHandler: ChannelInboundHandler, RemovableChannelHandler 
         self.refused = true
         self.deadline?.cancel()
         self.deadline = nil
+        self.rateCheck?.cancel()
+        self.rateCheck = nil
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
@@ -114,12 +161,66 @@ final class BodyDeadlineHandler: ChannelInboundHandler, RemovableChannelHandler 
     func channelInactive(context: ChannelHandlerContext) {
         self.deadline?.cancel()
         self.deadline = nil
+        self.rateCheck?.cancel()
+        self.rateCheck = nil
         context.fireChannelInactive()
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
         self.deadline?.cancel()
         self.deadline = nil
+        self.rateCheck?.cancel()
+        self.rateCheck = nil
+    }
+}
+
+/// The minimum rate a request body must arrive at (``BodyDeadlineHandler``): after `grace` from
+/// the head, the body's bytes so far must be at least `bytesPerSecond` times the time since the
+/// head. As Apache's `mod_reqtimeout` `body=…,MinRate=…`. Shared by a listener's connections for its
+/// log line (at most one a second).
+struct MinimumBodyRate: Sendable {
+    /// Bytes a second; 0: no minimum.
+    let bytesPerSecond: Int
+    let grace: TimeAmount
+    let logger: Logger?
+    let log: RateLimitedLog
+
+    static let off = MinimumBodyRate(bytesPerSecond: 0, grace: .seconds(1), logger: nil)
+
+    init(bytesPerSecond: Int, grace: TimeAmount = .seconds(1), logger: Logger?) {
+        self.bytesPerSecond = bytesPerSecond
+        self.grace = grace
+        self.logger = logger
+        self.log = RateLimitedLog()
+    }
+
+    /// When `bytes` fall behind the rate (the grace's end at the earliest); nil with no minimum.
+    func due(bytes: Int, since head: NIODeadline) -> NIODeadline? {
+        guard self.bytesPerSecond > 0 else { return nil }
+        let (covered, overflow) = Int64(bytes).multipliedReportingOverflow(by: 1_000_000_000 / Int64(self.bytesPerSecond))
+        let behind = head + .nanoseconds(overflow ? Int64.max / 2 : covered)
+        return max(head + self.grace, behind)
+    }
+
+    /// Whether `bytes` are fewer than the rate asks for at `now` (never within the grace).
+    func isBehind(bytes: Int, since head: NIODeadline, now: NIODeadline) -> Bool {
+        guard self.bytesPerSecond > 0, now - head >= self.grace else { return false }
+        let elapsed = (now - head).nanoseconds
+        return Double(bytes) < Double(self.bytesPerSecond) * Double(elapsed) / 1e9
+    }
+
+    /// Counts a body refused for its rate, and logs it (a line a second at most).
+    func refused(bytes: Int, since head: NIODeadline) {
+        Counter(label: "formattest_connections_refused_total", dimensions: [("reason", "slow_body")]).increment()
+        if let logger = self.logger, let count = self.log.due() {
+            logger.warning(
+                "request body too slow: fewer bytes than the minimum body rate asks for; answered 408 and the connection closed",
+                metadata: [
+                    "bytes": "\(bytes)", "milliseconds": "\((NIODeadline.now() - head).nanoseconds / 1_000_000)",
+                    "min_body_rate": "\(self.bytesPerSecond)", "refused": "\(count)",
+                    "metric": "formattest_connections_refused_total{reason=\"slow_body\"}",
+                ])
+        }
     }
 }
 
@@ -130,7 +231,8 @@ struct BrokenRequestBody: Error, CustomStringConvertible {
     var description: String { "the request's body is malformed or cut short: \(self.parserError)" }
 }
 
-/// A request's body did not arrive within the body timeout (``BodyDeadlineHandler``).
+/// A request's body did not arrive within the body timeout, or fell behind the minimum body rate
+/// (``BodyDeadlineHandler``).
 struct BodyDeadlineExceeded: Error {}
 
 @available(*, unavailable)

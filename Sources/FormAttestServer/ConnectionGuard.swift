@@ -13,11 +13,12 @@ import NIOHTTPTypes
 /// The connection limits of one listener: in total, per peer address, and the time a connection
 /// may take to send a request's head.
 public struct ConnectionLimits: Sendable, Hashable {
-    /// Open connections in total. At the limit a new connection is admitted by closing an idle
-    /// connection (no request in flight) of the peer that holds the most connections, the one
-    /// idle longest among them (``ConnectionRegistry``); the listener stops accepting (new
-    /// connections wait in the kernel's backlog) only at ``ceiling``, when nothing idle could be
-    /// shed.
+    /// Open connections in total. At the limit a new connection is admitted by closing the
+    /// connection idle longest (no request in flight, nothing unwritten, idle for at least
+    /// ``ConnectionRegistry/minimumIdle``; the peer holding the most only breaks ties), at most
+    /// ``ConnectionRegistry/shedsPerSecond`` a second (``ConnectionRegistry``); the listener stops
+    /// accepting (new connections wait in the kernel's backlog) only at ``ceiling``, when nothing
+    /// could be shed.
     public var total: Int
     /// Open connections per peer address (IPv4 /32, IPv6 by the rate limits' prefix): one more is
     /// closed at once. Not applied behind trusted proxies (every peer is a proxy then).
@@ -49,20 +50,30 @@ public struct ConnectionLimits: Sendable, Hashable {
 
 /// The hard ceiling, as Hummingbird's accept gate: counts open connections and stops reading the
 /// server channel (accepting) at ``ConnectionLimits/ceiling``. The transitions are logged and
-/// counted (`formattest_connections_saturated_total`), so that a full listener is never silent.
+/// counted (`formattest_connections_saturated_total`), so that a full listener is never silent;
+/// the line at most once a second, with the count since the last (r4 F5: an attacker at the
+/// ceiling made 27 lines a second).
 struct ConnectionCap: AvailableConnectionsDelegate {
     let maximum: Int
     let logger: Logger
     var open = 0
+    let log = RateLimitedLog()
+
+    init(maximum: Int, logger: Logger) {
+        self.maximum = maximum
+        self.logger = logger
+    }
 
     mutating func connectionOpened() {
         self.open += 1
         if self.open == self.maximum {
             Counter(label: "formattest_connections_saturated_total").increment()
-            self.logger.warning(
-                "connection limit reached: every connection has a request in flight; new connections wait in the backlog until one closes",
-                metadata: ["open": "\(self.open)", "limit": "\(self.maximum)"]
-            )
+            if let count = self.log.due() {
+                self.logger.warning(
+                    "connection limit reached: every connection has a request in flight; new connections wait in the backlog until one closes",
+                    metadata: ["open": "\(self.open)", "limit": "\(self.maximum)", "reached": "\(count)"]
+                )
+            }
         }
     }
 
@@ -76,9 +87,13 @@ struct ConnectionCap: AvailableConnectionsDelegate {
 /// The open connections of one listener, each with its peer key and its state (a request in
 /// flight, or idle since when), shared by the connections' handlers (which run on several event
 /// loops). It applies the per-address cap and, over the total, chooses the idle connection to
-/// shed: of the peer holding the most connections, the one idle longest. A connection with a
-/// request in flight is never chosen, and one chosen is closed only if it is still idle on its
-/// own event loop (``ConnectionGuardHandler``).
+/// shed: the one idle longest, among those idle for at least ``minimumIdle`` (the peer holding the
+/// most connections breaks ties only). A connection with a request in flight is never chosen, nor
+/// one idle only for an instant: a keep-alive connection between two requests, or a fresh one
+/// whose first request head is on its way (issue 31 r4 F2: shed then, the client's next request
+/// met EOF); and no more than ``shedsPerSecond`` are shed a second, whatever the churn of new
+/// connections. One chosen is closed only if it is still idle on its own event loop
+/// (``ConnectionGuardHandler``).
 final class ConnectionRegistry: Sendable {
     /// What ``admit(_:now:shed:)`` decided.
     enum Admission {
@@ -105,6 +120,9 @@ final class ConnectionRegistry: Sendable {
         var perPeer: [String: Int] = [:]
         var shedding = 0
         var nextID = 0
+        /// The sheds in the current second, from `windowStart`.
+        var sheds = 0
+        var windowStart = NIODeadline.uptimeNanoseconds(0)
     }
 
     private let state = NIOLockedValueBox(State())
@@ -115,10 +133,16 @@ final class ConnectionRegistry: Sendable {
     /// The per-address cap; `nil` behind trusted proxies.
     let perAddress: Int?
     let total: Int
+    /// A connection is sheddable only after this long idle (or, fresh, without a request head).
+    let minimumIdle: TimeAmount
+    /// Sheds a second at most: 1/16 of the total, at least 4 (as the ceiling's slack).
+    let shedsPerSecond: Int
 
-    init(total: Int, perAddress: Int?) {
+    init(total: Int, perAddress: Int?, minimumIdle: TimeAmount = .seconds(1)) {
         self.total = total
         self.perAddress = perAddress
+        self.minimumIdle = minimumIdle
+        self.shedsPerSecond = max(4, total / 16)
     }
 
     /// Registers a new connection of `peer` (idle until its first request head).
@@ -131,16 +155,25 @@ final class ConnectionRegistry: Sendable {
             state.perPeer[peer] = open + 1
             state.entries[id] = Entry(peer: peer, busy: false, idleSince: now, shedding: false, shed: shed)
             guard state.entries.count - state.shedding > self.total else { return .admitted(id: id) }
-            // Over the total: the idle connection of the peer with the most connections, idle longest.
+            // Over the total: at most `shedsPerSecond` sheds a second.
+            if now - state.windowStart >= .seconds(1) {
+                state.windowStart = now
+                state.sheds = 0
+            }
+            guard state.sheds < self.shedsPerSecond else { return .admittedShedding(id: id, victim: nil) }
+            // The connection idle longest, idle for at least `minimumIdle`; the peer with the most
+            // connections breaks ties.
+            let idleBefore = now - self.minimumIdle
             var chosen: (id: Int, peerOpen: Int, since: NIODeadline)?
-            for (candidate, entry) in state.entries where candidate != id && !entry.busy && !entry.shedding {
+            for (candidate, entry) in state.entries where candidate != id && !entry.busy && !entry.shedding && entry.idleSince <= idleBefore {
                 let peerOpen = state.perPeer[entry.peer, default: 0]
-                if let best = chosen, peerOpen < best.peerOpen || (peerOpen == best.peerOpen && entry.idleSince >= best.since) { continue }
+                if let best = chosen, entry.idleSince > best.since || (entry.idleSince == best.since && peerOpen <= best.peerOpen) { continue }
                 chosen = (candidate, peerOpen, entry.idleSince)
             }
             guard let victim = chosen else { return .admittedShedding(id: id, victim: nil) }
             state.entries[victim.id]?.shedding = true
             state.shedding += 1
+            state.sheds += 1
             return .admittedShedding(id: id, victim: state.entries[victim.id]?.shed)
         }
     }
@@ -278,7 +311,7 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
         Counter(label: "formattest_connections_refused_total", dimensions: [("reason", "shed_idle")]).increment()
         if let count = self.registry.shedLog.due() {
             self.logger.warning(
-                "idle connection closed: the listener is at its connection limit and its peer holds the most connections",
+                "idle connection closed: the listener is at its connection limit and it was idle longest",
                 metadata: ["shed": "\(count)", "limit": "\(self.registry.total)", "metric": "formattest_connections_refused_total{reason=\"shed_idle\"}"]
             )
         }

@@ -86,7 +86,7 @@ public enum ErrorCatalog {
         }
         // The HTTP layer's own.
         entries += [
-            Self.http(APIError.requestTimeout, "the request body did not arrive within the body timeout; the connection is closed", "Send the whole body promptly; retry once on a good connection."),
+            Self.http(APIError.requestTimeout, "the request body did not arrive within the body timeout, or fell behind the minimum body rate; the connection is closed", "Send the whole body promptly; retry once on a good connection."),
             Self.http(APIError.bodyTooLarge, "the request body is larger than 64 KiB; the connection is closed", "Send a smaller request; do not retry it unchanged."),
             Self.http(
                 APIError.inspectionTooLarge(0), "the inspector's answer for this object would be larger than the service sends (256 KiB)",

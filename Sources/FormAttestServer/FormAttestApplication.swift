@@ -96,12 +96,13 @@ public enum FormAttestApplication {
             total: limits.total, perAddress: configuration.rateLimits.trustedProxyHops > 0 ? nil : limits.perAddress)
         let headerTimeout = min(limits.headerTimeout, configuration.idleTimeout)
         let ipv6Prefix = configuration.rateLimits.ipv6Prefix
+        let minimumRate = MinimumBodyRate(bytesPerSecond: configuration.minimumBodyRate, logger: logger)
         return .http1(
             configuration: .init(
                 additionalChannelHandlers: [
                     ConnectionGuardHandler(
                         registry: registry, ipv6Prefix: ipv6Prefix, headerTimeout: headerTimeout, writeTimeout: bodyTimeout, logger: logger),
-                    BodyDeadlineHandler(timeout: bodyTimeout),
+                    BodyDeadlineHandler(timeout: bodyTimeout, minimumRate: minimumRate),
                 ],
                 idleTimeout: TimeAmount(configuration.idleTimeout)
             ))

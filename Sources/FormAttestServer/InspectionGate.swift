@@ -15,7 +15,8 @@ import NIOConcurrencyHelpers
 /// few callers looping on inspections cannot starve another. The queue is bounded
 /// (`maximumWaiting`; one more is refused at once) and so is the wait (`maximumWait`: a waiter not
 /// served by then is refused, 429 with `Retry-After: 1`). Each caller's own budget is counted in
-/// the store (``RateLimiter/checkInspection(request:context:now:)``).
+/// the store (``RateLimiter/checkInspection(request:context:now:)``) once its turn has come, by
+/// `body`: a refusal at the gate spends none of it.
 final class InspectionGate: Sendable {
     /// The largest answer the inspector sends (its JSON with the text view); a larger one is
     /// refused with 422 `inspection_too_large`. Real attestation objects give well under this.
@@ -62,7 +63,7 @@ final class InspectionGate: Sendable {
     /// Runs `body` when `caller`'s turn comes; throws 429 when the caller already has an
     /// inspection waiting or running, when the queue is full, or when the turn does not come
     /// within ``maximumWait``.
-    func run<T>(caller: String, _ body: () throws -> T) async throws -> T {
+    func run<T>(caller: String, _ body: () async throws -> T) async throws -> T {
         switch await self.enter(caller) {
         case .run:
             break
@@ -72,7 +73,7 @@ final class InspectionGate: Sendable {
             throw APIError.rateLimited(retryAfter: 1, reason: "the inspector is busy with other callers' requests; retry in 1 s")
         }
         defer { self.leave(caller) }
-        return try body()
+        return try await body()
     }
 
     /// Waits for the slot (or a refusal).

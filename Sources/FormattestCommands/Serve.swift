@@ -79,6 +79,7 @@ public struct ServeOptions: ParsableArguments {
     @Option(name: .customLong("counter-rule"), help: ServeSettings.help("counter-rule")) var counterRule: String?
     @Option(name: .customLong("idle-timeout"), help: ServeSettings.help("idle-timeout")) var idleTimeout: String?
     @Option(name: .customLong("body-timeout"), help: ServeSettings.help("body-timeout")) var bodyTimeout: String?
+    @Option(name: .customLong("min-body-rate"), help: ServeSettings.help("min-body-rate")) var minBodyRate: String?
     @Option(name: .customLong("purge-interval"), help: ServeSettings.help("purge-interval")) var purgeInterval: String?
     @Option(name: .customLong("purge-step-target"), help: ServeSettings.help("purge-step-target")) var purgeStepTarget: String?
     @Flag(name: .customLong("require-valid-receipt"), help: ServeSettings.help("require-valid-receipt")) var requireValidReceipt = false
@@ -155,6 +156,7 @@ public struct ServeOptions: ParsableArguments {
             "counter-rule": self.counterRule.map { [$0] } ?? [],
             "idle-timeout": self.idleTimeout.map { [$0] } ?? [],
             "body-timeout": self.bodyTimeout.map { [$0] } ?? [],
+            "min-body-rate": self.minBodyRate.map { [$0] } ?? [],
             "purge-interval": self.purgeInterval.map { [$0] } ?? [],
             "purge-step-target": self.purgeStepTarget.map { [$0] } ?? [],
             "require-valid-receipt": self.requireValidReceipt ? ["true"] : [],
@@ -269,6 +271,7 @@ public struct ServeOptions: ParsableArguments {
         configuration.adminListener = plan.adminListener
         configuration.idleTimeout = .milliseconds(Int64((settings.seconds("idle-timeout") ?? 60) * 1000))
         configuration.bodyTimeout = .milliseconds(Int64((settings.seconds("body-timeout") ?? 10) * 1000))
+        configuration.minimumBodyRate = settings.integer("min-body-rate") ?? 1000
         configuration.purgeInterval = .milliseconds(Int64((settings.seconds("purge-interval") ?? 60) * 1000))
         configuration.purgeStepTarget = .microseconds(Int64((settings.seconds("purge-step-target") ?? 0.005) * 1_000_000))
         configuration.connectionLimits = ConnectionLimits(

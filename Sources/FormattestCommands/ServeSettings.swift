@@ -119,6 +119,10 @@ enum ServeSettings {
         .init("idle-timeout", env: ["FORMATTEST_IDLE_TIMEOUT"], .seconds(0.001...86_400), default: "60", help: "Seconds before a connection that sends nothing is closed"),
         .init("body-timeout", env: ["FORMATTEST_BODY_TIMEOUT"], .seconds(0.001...86_400), default: "10", help: "Seconds a request body may take to arrive (408 after), and an answer part to be taken by the client (the connection is closed after)"),
         .init(
+            "min-body-rate", env: ["FORMATTEST_MIN_BODY_RATE"], .integer(0...100_000_000), default: "1000",
+            help: "Bytes a second a request body must keep arriving at on average after a 1 s grace (408 and the connection closed after); 0: no minimum"
+        ),
+        .init(
             "purge-interval", env: ["FORMATTEST_PURGE_INTERVAL"], .seconds(0.1...86_400), default: "60",
             help: "Seconds between passes that delete expired challenges, form hashes and rate-limit windows"
         ),

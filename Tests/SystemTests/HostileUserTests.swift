@@ -957,9 +957,13 @@ struct HostileUserTests {
 
         // In total: over the cap a new connection sheds an idle one (next tests); at the hard
         // ceiling (2 + 4 = 6), with every connection's request in flight, a new connection waits
-        // (no answer) until one closes.
+        // (no answer) until one closes. (No minimum body rate here: the requests' bodies never
+        // come, and the body timeout holds them in flight.)
         let capped = try Service(
-            ["--store", "memory", "--insecure-no-caller-auth", "--max-connections", "2", "--header-timeout", "30", "--body-timeout", "30"],
+            [
+                "--store", "memory", "--insecure-no-caller-auth", "--max-connections", "2", "--header-timeout", "30", "--body-timeout", "30",
+                "--min-body-rate", "0",
+            ],
             files: TemporaryFiles()
         )
         var held: [Int32] = []
@@ -985,7 +989,7 @@ struct HostileUserTests {
         #expect(capped.stop().contains("connection limit reached"))
     }
 
-    @Test("r3 F3: at the total cap a new client gets in at once: an idle connection of the peer holding the most connections is closed, never another peer's")
+    @Test("r3 F3: at the total cap a new client gets in at once: the connection idle longest (for 1 s at least) is closed, never another")
     func idleConnectionsShed() async throws {
         let files = try TemporaryFiles()
         let service = try Service(
@@ -1005,8 +1009,11 @@ struct HostileUserTests {
                 holders.append((source, handle))
             }
         }
-        // Newcomers from two more addresses: each answered at once (before the change: no answer,
-        // the connection waits in the backlog); each sheds one of 127.0.0.2's (8, then 7: the most).
+        // Newcomers from two more addresses, once every holder has been idle for 1 s (r4: no
+        // connection idle for less is shed): each answered at once (before r3: no answer, the
+        // connection waits in the backlog); each sheds the connection idle longest: 127.0.0.2's
+        // first two.
+        try await Task.sleep(for: .milliseconds(1200))
         var newcomers: [Int32] = []
         for source in ["127.0.0.5", "127.0.0.6"] {
             let started = Date()
@@ -1082,7 +1089,7 @@ struct HostileUserTests {
         let service = try Service(
             [
                 "--store", "memory", "--insecure-no-caller-auth", "--max-connections", "4", "--max-connections-per-address", "4",
-                "--header-timeout", "30", "--body-timeout", "30", "--idle-timeout", "60",
+                "--header-timeout", "30", "--body-timeout", "30", "--idle-timeout", "60", "--min-body-rate", "0",
             ],
             files: files
         )
@@ -1095,7 +1102,8 @@ struct HostileUserTests {
         }
         let idle = try Self.dial(service.port, from: "127.0.0.2")
         #expect(Self.healthz(on: idle) == 200)
-        try await Task.sleep(for: .milliseconds(300))
+        // Idle for 1 s at least: sheddable (r4).
+        try await Task.sleep(for: .milliseconds(1200))
         // Its fifth is over the per-address cap: closed at once.
         let fifth = try Self.dial(service.port, from: "127.0.0.2")
         #expect(Self.closedAfter(fifth, seconds: 1) != nil, "the per-address cap did not close the fifth")
@@ -1126,6 +1134,313 @@ struct HostileUserTests {
         [idle, second].forEach { close($0) }
         let log = service.stop()
         #expect(log.contains("per-address connection limit"), "\(log.suffix(2000))")
+    }
+
+    // MARK: - r4: slow bodies, churn, the ceiling's log
+
+    /// A connection to 127.0.0.1:`port` from `source`, or -1 (for threads, which cannot `#require`).
+    static func rawDial(_ port: Int, from source: String) -> Int32 {
+        let handle = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard handle >= 0 else { return -1 }
+        var local = sockaddr_in()
+        local.sin_family = sa_family_t(AF_INET)
+        local.sin_addr.s_addr = inet_addr(source)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &local) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(handle, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(handle, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, connected == 0 else {
+            close(handle)
+            return -1
+        }
+        return handle
+    }
+
+    /// Sends bytes on connections from a thread of its own until stopped, and holds connections
+    /// the thread opens; `stop()` returns once the thread has ended (so that no descriptor it
+    /// writes to is closed and reused under it).
+    final class Background: @unchecked Sendable {
+        private let lock = NSLock()
+        private var stopped = false
+        private var handles: [Int32] = []
+        private let ended = DispatchSemaphore(value: 0)
+
+        var isStopped: Bool { self.lock.withLock { self.stopped } }
+        func hold(_ handle: Int32) { self.lock.withLock { self.handles.append(handle) } }
+        var held: [Int32] { self.lock.withLock { self.handles } }
+        private var steps = 0
+        /// Counts a step; returns its number (from 1).
+        func nextStep() -> Int {
+            self.lock.withLock {
+                self.steps += 1
+                return self.steps
+            }
+        }
+        var stepCount: Int { self.lock.withLock { self.steps } }
+
+        /// Runs `step` every `interval` seconds on a thread until stopped.
+        func start(every interval: Double, _ step: @escaping @Sendable (Background) -> Void) {
+            Thread.detachNewThread {
+                while !self.isStopped {
+                    step(self)
+                    Thread.sleep(forTimeInterval: interval)
+                }
+                self.ended.signal()
+            }
+        }
+
+        /// Stops the thread, waits for it, and closes what it holds.
+        func stop() {
+            self.lock.withLock { self.stopped = true }
+            self.ended.wait()
+            for handle in self.held { close(handle) }
+        }
+    }
+
+    /// A POST head announcing `length` body bytes, for the inspector.
+    static func postHead(_ handle: Int32, length: Int) {
+        let text = "POST /api/appattest/inspect HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: \(length)\r\n\r\n"
+        let head = Array(text.utf8)
+        _ = head.withUnsafeBytes { send(handle, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    }
+
+    /// What has arrived on `handle` so far, without waiting.
+    static func received(_ handle: Int32) -> [UInt8] {
+        var answer: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = recv(handle, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+            guard count > 0 else { break }
+            answer += buffer[0..<count]
+        }
+        return answer
+    }
+
+    @Test("r4 F1: a body trickled below the minimum body rate is answered 408 after the 1 s grace, long before the body timeout, so trickling clients from many addresses cannot keep every slot busy; a body above the rate is read whole")
+    func slowBodiesRefused() async throws {
+        let files = try TemporaryFiles()
+        let service = try Service(
+            [
+                "--store", "memory", "--insecure-no-caller-auth", "--max-connections", "4", "--header-timeout", "30", "--body-timeout", "30",
+                "--idle-timeout", "60",
+            ],
+            files: files
+        )
+        // slowbody.py's shape at small scale: 8 addresses fill the hard ceiling (4 + 4), each with
+        // a POST head announcing 4,000 bytes, then one body byte a second.
+        var slow: [Int32] = []
+        for index in 10..<18 {
+            let handle = try Self.dial(service.port, from: "127.0.0.\(index)")
+            Self.postHead(handle, length: 4000)
+            slow.append(handle)
+        }
+        let started = Date()
+        // An honest client meanwhile: answered once the trickling bodies are refused (before the
+        // change: it waits in the backlog for the body timeout, 30 s).
+        let honest = try Self.dial(service.port, from: "127.0.0.30")
+        let request = Array("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8)
+        _ = request.withUnsafeBytes { send(honest, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        var answers: [Int32: (status: String, after: Double)] = [:]
+        var honestAnswer: [UInt8] = []
+        var honestAfter: Double?
+        while Date().timeIntervalSince(started) < 6 && (answers.count < slow.count || honestAfter == nil) {
+            for handle in slow where answers[handle] == nil {
+                _ = [UInt8(ascii: " ")].withUnsafeBytes { send(handle, $0.baseAddress, 1, Int32(MSG_NOSIGNAL)) }
+            }
+            for _ in 0..<10 {
+                for handle in slow where answers[handle] == nil {
+                    let text = String(decoding: Self.received(handle), as: UTF8.self)
+                    if !text.isEmpty { answers[handle] = (String(text.prefix(12)), Date().timeIntervalSince(started)) }
+                }
+                honestAnswer += Self.received(honest)
+                if honestAfter == nil && !honestAnswer.isEmpty { honestAfter = Date().timeIntervalSince(started) }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
+        for handle in slow { close(handle) }
+        close(honest)
+        let times = answers.values.map { String(format: "%.1f", $0.after) }.sorted()
+        let honestTook = honestAfter.map { String(format: "%.1f s", $0) } ?? "nothing in 6 s"
+        print("slow bodies: answered \(answers.count) of \(slow.count) at \(times) s; the honest client after \(honestTook)")
+        #expect(answers.count == slow.count && answers.values.allSatisfy { $0.status == "HTTP/1.1 408" && $0.after < 4 }, "\(answers.values)")
+        #expect(String(decoding: honestAnswer, as: UTF8.self).hasPrefix("HTTP/1.1 200") && (honestAfter ?? 99) < 5)
+
+        // The one change: the body arrives at 2,000 B/s (500 bytes every 250 ms) instead of 1 B/s;
+        // it is read whole and answered by the inspector (400: not an object it takes), not 408.
+        let steady = try Self.dial(service.port, from: "127.0.0.20")
+        Self.postHead(steady, length: 4000)
+        let prefix = #"{"mode":"semantic","pad":""#
+        let body = Array((prefix + String(repeating: "a", count: 4000 - prefix.utf8.count - 2) + #""}"#).utf8)
+        #expect(body.count == 4000)
+        for offset in stride(from: 0, to: body.count, by: 500) {
+            _ = body[offset..<min(offset + 500, body.count)].withUnsafeBytes { send(steady, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            try await Task.sleep(for: .milliseconds(250))
+        }
+        let steadyAnswer = String(decoding: Self.readAll(steady, seconds: 3), as: UTF8.self)
+        close(steady)
+        #expect(steadyAnswer.hasPrefix("HTTP/1.1 400"), "\(steadyAnswer.prefix(200))")
+        // A client that sent `Expect: 100-continue` and, as curl does, sends its whole body after
+        // waiting 1 s for a `100 Continue` the service does not send: read whole (400), not 408.
+        let expecting = try Self.dial(service.port, from: "127.0.0.21")
+        let expectHead = "POST /api/appattest/inspect HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nExpect: 100-continue\r\n"
+        let expectRequest = Array((expectHead + "Content-Length: 4000\r\n\r\n").utf8)
+        _ = expectRequest.withUnsafeBytes { send(expecting, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        try await Task.sleep(for: .milliseconds(1100))
+        _ = body.withUnsafeBytes { send(expecting, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        let expectAnswer = String(decoding: Self.readAll(expecting, seconds: 3), as: UTF8.self)
+        close(expecting)
+        #expect(expectAnswer.hasPrefix("HTTP/1.1 400"), "\(expectAnswer.prefix(200))")
+
+        let metrics = try Self.exchange(service.port, "/metrics").body
+        let refused = Self.metric(metrics, #"formattest_connections_refused_total{reason="slow_body"}"#)
+        let log = service.stop()
+        #expect(refused == Double(slow.count), "slow_body \(refused)")
+        #expect(log.contains("request body too slow"), "\(log.suffix(2000))")
+    }
+
+    @Test("r4 F5: the listener reaching its hard ceiling again and again logs a line a second at most, and counts each time")
+    func ceilingLogRateLimited() async throws {
+        let files = try TemporaryFiles()
+        let service = try Service(
+            [
+                "--store", "memory", "--insecure-no-caller-auth", "--max-connections", "2", "--header-timeout", "30", "--body-timeout", "30",
+                "--idle-timeout", "60", "--log-level", "warning",
+            ],
+            files: files
+        )
+        // Five connections whose bodies (60,000 bytes) arrive at 2,400 B/s, above the minimum
+        // rate: requests in flight for the test's length, never shed.
+        let trickle = Background()
+        for index in 0..<5 {
+            let handle = try Self.dial(service.port, from: "127.0.0.\(20 + index)")
+            Self.postHead(handle, length: 60_000)
+            trickle.hold(handle)
+        }
+        let chunk = [UInt8](repeating: UInt8(ascii: " "), count: 600)
+        trickle.start(every: 0.25) { background in
+            for handle in background.held { _ = chunk.withUnsafeBytes { send(handle, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } }
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        // A sixth connection, opened, answered and closed 30 times: the ceiling (6) reached each time.
+        let started = Date()
+        var statuses: [Int] = []
+        for _ in 0..<30 {
+            let handle = try Self.dial(service.port, from: "127.0.0.40")
+            statuses.append(Self.healthz(on: handle, seconds: 3))
+            close(handle)
+        }
+        let elapsed = Date().timeIntervalSince(started)
+        let metrics = try Self.exchange(service.port, "/metrics").body
+        let saturated = Self.metric(metrics, "formattest_connections_saturated_total")
+        trickle.stop()
+        let log = service.stop()
+        let lines = log.split(separator: "\n").filter { $0.contains("connection limit reached") }.count
+        print("the ceiling reached \(saturated) times in \(String(format: "%.1f", elapsed)) s: \(lines) log lines")
+        #expect(statuses.allSatisfy { $0 == 200 }, "\(statuses)")
+        #expect(elapsed < 10, "30 connections took \(elapsed) s: too slow to tell")
+        #expect(saturated >= 30, "saturated \(saturated)")
+        #expect(lines >= 1 && lines <= Int(elapsed) + 2, "\(lines) lines in \(elapsed) s")
+    }
+
+    @Test("r4 F2, F3: churn of fresh connections from many addresses over the total never sheds a pooling client's keep-alive connections between their requests")
+    func churnSparesKeepAlive() async throws {
+        let files = try TemporaryFiles()
+        let service = try Service(
+            [
+                "--store", "memory", "--insecure-no-caller-auth", "--max-connections", "8", "--header-timeout", "30", "--idle-timeout", "60",
+                "--log-level", "warning",
+            ],
+            files: files
+        )
+        let port = service.port
+        // pool.py's shape at small scale: a backend with 4 keep-alive connections from one
+        // address (the peer holding the most), a request on each in turn, 20 ms apart.
+        var pool: [Int32] = []
+        for _ in 0..<4 { pool.append(try Self.dial(port, from: "127.0.0.2")) }
+        // churn.py's: a fresh address every 40 ms, its connection held silent (at most 80).
+        let churn = Background()
+        churn.start(every: 0.04) { background in
+            let index = background.nextStep()
+            guard index <= 80 else { return }
+            let handle = Self.rawDial(port, from: "127.0.1.\(index)")
+            if handle >= 0 { background.hold(handle) }
+        }
+        var served = 0
+        var lost = 0
+        let stop = Date().addingTimeInterval(4)
+        while Date() < stop {
+            for index in pool.indices {
+                if Self.healthz(on: pool[index], seconds: 3) == 200 {
+                    served += 1
+                } else {
+                    lost += 1
+                    close(pool[index])
+                    pool[index] = try Self.dial(port, from: "127.0.0.2")
+                }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+        }
+        let fresh = churn.stepCount
+        churn.stop()
+        for handle in pool { close(handle) }
+        _ = service.stop()
+        print("churn: \(min(fresh, 80)) fresh connections; the pool's requests: \(served) answered, \(lost) lost")
+        #expect(served >= 40, "served \(served)")
+        #expect(lost == 0, "\(lost) of the pool's requests met a closed connection (served \(served))")
+    }
+
+    @Test("r4 F4: refusals at the inspector's gate (a full queue, a wait past its bound) spend none of the caller's budget; its served inspections still do")
+    func inspectorRefusalsFree() async throws {
+        let files = try TemporaryFiles()
+        let service = try Service(
+            ["--store", "memory", "--insecure-no-caller-auth", "--rate-limit-inspect", "3", "--log-level", "warning"], files: files)
+        let port = service.port
+        let json = [("Content-Type", "application/json")]
+        let costly = Self.costlyInspection
+        let path = "/api/appattest/inspect"
+        // inspect_budget.py's shape: 40 addresses loop on the costly object for 10 s and keep the
+        // queue's 16 places full.
+        let stop = Date().addingTimeInterval(10)
+        let attackers = Statuses()
+        for index in 0..<40 {
+            Thread.detachNewThread {
+                while Date() < stop {
+                    if let answer = try? Self.exchange(port, path, method: "POST", headers: json, body: costly, from: "127.0.2.\(index + 1)") {
+                        attackers.add(answer.status, answer.body)
+                    }
+                }
+                attackers.finish()
+            }
+        }
+        try await Task.sleep(for: .milliseconds(500))
+        // The legitimate caller meanwhile: refused for the busy inspector (3 times at least).
+        let small = Array(#"{"mode":"tree","assertion":"oA"}"#.utf8)
+        var during: [Int] = []
+        var busy = 0
+        while busy < 3 && Date() < stop {
+            let answer = try Self.exchange(port, "/api/appattest/inspect", method: "POST", headers: json, body: small, from: "127.0.0.6")
+            during.append(answer.status)
+            if answer.status == 429 && answer.body.contains("busy with other callers") { busy += 1 }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        try await attackers.wait(for: 40)
+        try #require(busy >= 3, "the attack did not fill the queue: \(during) \(attackers.counts)")
+        // After the attack: what is left of its budget of 3 is whole (before the change, each
+        // refusal spent it: 429 here), and the budget still binds once spent.
+        let served = during.filter { $0 == 200 }.count
+        var after: [Int] = []
+        for _ in 0..<(3 - served + 1) {
+            after.append(try Self.exchange(port, "/api/appattest/inspect", method: "POST", headers: json, body: small, from: "127.0.0.6").status)
+        }
+        _ = service.stop()
+        print("inspector budget: during the attack \(during) (busy \(busy)); after \(after); attackers \(attackers.counts)")
+        #expect(Array(after.dropLast()).allSatisfy { $0 == 200 } && after.last == 429, "after: \(after); during: \(during)")
     }
 }
 
