@@ -32,7 +32,7 @@ public struct EvidenceLogConfiguration: Sendable {
 ///
 /// The leaf's data is the record's payload (its RFC 8785 bytes, what the server's JWS signs), so
 /// the leaf hash is SHA-256(0x00 ‖ payload): anyone holding a record can find its leaf.
-actor EvidenceLog {
+package actor EvidenceLog {
     /// The directory's log, used by one thread at a time (appends and reads take the lock on
     /// NIO's blocking-IO pool).
     private final class Files: @unchecked Sendable {
@@ -60,7 +60,7 @@ actor EvidenceLog {
         }
     }
 
-    let configuration: EvidenceLogConfiguration
+    package let configuration: EvidenceLogConfiguration
     private let files: Files
     /// The key registrations version-2 records reference (`<directory>/registrations`).
     private let registrations: ContentAddressedDirectory
@@ -76,15 +76,15 @@ actor EvidenceLog {
     private var signedCheckpoint: (size: UInt64, note: String)?
 
     /// A refusal to open the log.
-    struct OpenError: Error, CustomStringConvertible {
-        let description: String
+    package struct OpenError: Error, CustomStringConvertible {
+        package let description: String
     }
 
     /// Opens (or creates) the log and recovers it to its last committed size. The log must
     /// extend the last checkpoint it signed (`<directory>/checkpoint`, written before any
     /// checkpoint is served): a log cut back, rolled back to an older state, or signed by another
     /// key is refused, so that the service never signs a tree that forks from one it published.
-    static func open(_ configuration: EvidenceLogConfiguration) async throws -> EvidenceLog {
+    package static func open(_ configuration: EvidenceLogConfiguration) async throws -> EvidenceLog {
         let directory = configuration.directory
         let path = directory + "/checkpoint"
         let last: Checkpoint? = try await NIOThreadPool.singleton.runIfActive { () throws -> Checkpoint? in
@@ -132,13 +132,13 @@ actor EvidenceLog {
     }
 
     /// Where key registrations are stored, in the log's directory.
-    static let registrationsDirectory = "registrations"
+    package static let registrationsDirectory = "registrations"
 
     /// Stores a key's registration document durably, once: the file and its directory are
     /// synced before this returns, so a record that references it is appended only after it is
     /// on disk (a committed leaf never references a registration that is not). The group commit
     /// is untouched: this runs before ``append(_:)``, outside the drain.
-    func storeRegistration(_ document: [UInt8]) async throws {
+    package func storeRegistration(_ document: [UInt8]) async throws {
         let id = ContentAddressedDirectory.id(of: document)
         if self.storedRegistrations.contains(id) { return }
         let registrations = self.registrations
@@ -158,6 +158,36 @@ actor EvidenceLog {
             if !self.draining {
                 self.draining = true
                 Task { await self.drain() }
+            }
+        }
+    }
+
+    /// Appends `leaves` as consecutive leaves in one commit and returns the first one's index:
+    /// for an import, which appends many records in order and needs no group commit (the
+    /// directory's lock keeps a running service out).
+    package func append(contentsOf leaves: [[UInt8]]) async throws -> UInt64 {
+        for leaf in leaves where leaf.count > TileLayout.maximumEntryLength {
+            throw OpenError(description: "a record of \(leaf.count) bytes is over the log's \(TileLayout.maximumEntryLength)")
+        }
+        let files = self.files
+        return try await NIOThreadPool.singleton.runIfActive { try files.with { try $0.append(leaves) } }
+    }
+
+    /// The log's committed leaf hashes (32 bytes each), in order, each as `transform` makes it
+    /// (an import keeps them compact).
+    package func leafHashes<Hash: Sendable>(_ transform: @escaping @Sendable ([UInt8]) -> Hash) async throws -> [Hash] {
+        let files = self.files
+        return try await NIOThreadPool.singleton.runIfActive {
+            try files.with { log in
+                var hashes: [Hash] = []
+                hashes.reserveCapacity(Int(log.size))
+                var tile: UInt64 = 0
+                while UInt64(hashes.count) < log.size {
+                    let level = try log.hashTile(level: 0, index: tile)
+                    hashes.append(contentsOf: level.prefix(Int(log.size) - hashes.count).map(transform))
+                    tile += 1
+                }
+                return hashes
             }
         }
     }
@@ -182,7 +212,7 @@ actor EvidenceLog {
     /// The signed checkpoint of the log's committed size (signed once per size). A checkpoint
     /// is written durably to `<directory>/checkpoint` before it is returned: opening the log
     /// checks that the log extends it.
-    func checkpoint() async throws -> String {
+    package func checkpoint() async throws -> String {
         let files = self.files
         let (size, root) = try await NIOThreadPool.singleton.runIfActive { files.with { ($0.size, $0.root) } }
         if let signed = self.signedCheckpoint, signed.size == size { return signed.note }

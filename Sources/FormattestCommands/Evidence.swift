@@ -114,7 +114,7 @@ struct EvidenceCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "evidence",
         abstract: "Evidence records of accepted forms.",
-        subcommands: [EvidenceVerify.self, EvidenceLogKey.self, EvidenceAudit.self, EvidenceExport.self]
+        subcommands: [EvidenceVerify.self, EvidenceLogKey.self, EvidenceAudit.self, EvidenceExport.self, EvidenceImport.self]
     )
 }
 

@@ -13,8 +13,11 @@ joserfc (an independent JOSE library) checks the server's signature with the pub
 jsonschema checks each payload against schemas/evidence-record.schema.json. Prints `N passed, M failed` last and exits non-zero on any failure.
 """
 
+import base64
+import hashlib
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -24,9 +27,106 @@ from joserfc import jws
 from joserfc.jwk import KeySet
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from formattest_support import Checks, get, post_json as post, transfer_form as form  # noqa: E402
+from formattest_support import Checks, b64url_decode, get, post_json as post, transfer_form as form  # noqa: E402
 
 SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "schemas", "evidence-record.schema.json")
+
+
+def payload_of(path):
+    with open(path, "rb") as handle:
+        return b64url_decode(json.load(handle)["payload"])
+
+
+def check_import(check, run, write, evidence_dir, work, jwks, roots):
+    """`formattest evidence import` (issue 34's migration): the archive the service just wrote is
+    appended to a new evidence log in acceptance order (verifiedAt, then SHA-256 of the payload),
+    each leaf the payload the server signed; the log audits, every record exports as a bundle that
+    verifies; a second run appends nothing; an archive with one altered or misnamed file imports
+    nothing (or, with --skip-invalid, the rest); an archive imported in two parts gives the same log."""
+    status, verifier, err = run("evidence", "log-key", "--name", "bank.example/import-test", "--out", os.path.join(work, "log.key"))
+    check("log-key", status == 0, err)
+    verifier = verifier.strip()
+    key = os.path.join(work, "log.key")
+
+    def import_into(archive, log, *extra):
+        return run("evidence", "import", "--archive", archive, "--log", log, "--evidence-log-key", key, "--jwks", jwks, *roots, *extra)
+
+    names = sorted(name for name in os.listdir(evidence_dir) if name.endswith(".json"))
+    # The order the command must give, computed here from the records themselves.
+    def order_key(name):
+        payload = payload_of(os.path.join(evidence_dir, name))
+        return (json.loads(payload)["verifiedAt"], hashlib.sha256(payload).digest())
+    # RFC 3339 with milliseconds in UTC, all the same length: text order is time order.
+    expected = sorted(names, key=order_key)
+    log = os.path.join(work, "log")
+    status, out, err = import_into(evidence_dir, log)
+    check("import: exit 0", status == 0, (status, out, err))
+    check("import: every record appended", f"imported {len(names)} records" in out and "0 already in the log" in out, out)
+    checkpoint = os.path.join(log, "checkpoint")
+    status, out, err = run("evidence", "audit", "--log", log, "--log-key", verifier, "--new", checkpoint)
+    check("import: the log audits against its checkpoint", status == 0 and f"audited {len(names)} leaves" in out, (status, out, err))
+    for index, name in enumerate(expected):
+        bundle = os.path.join(work, f"bundle-{index}.json")
+        if os.path.exists(bundle):
+            os.remove(bundle)
+        status, _, err = run("evidence", "export", "--log", log, "--log-key", verifier, "--index", str(index), "--archive", evidence_dir, "--out", bundle)
+        check(f"import: leaf {index} exports with its archived envelope", status == 0, err)
+        if status != 0:
+            continue
+        with open(bundle, "rb") as handle:
+            envelope = json.load(handle).get("envelope") or {}
+        leaf = b64url_decode(envelope["payload"]) if "payload" in envelope else None
+        check(f"import: leaf {index} is {name} (acceptance order)", leaf == payload_of(os.path.join(evidence_dir, name)), name)
+        status, out, err = run("evidence", "verify", bundle, "--log-key", verifier, "--jwks", jwks, *roots, "--json")
+        check(f"import: leaf {index}'s bundle verifies offline", status == 0 and json.loads(out).get("verified") is True, (status, out, err))
+
+    status, out, err = import_into(evidence_dir, log)
+    check("import again: exit 0, nothing appended", status == 0 and "imported 0 records" in out and f"{len(names)} already in the log" in out, (status, out, err))
+    status, out, err = run("evidence", "audit", "--log", log, "--log-key", verifier, "--new", checkpoint)
+    check("import again: the log still holds exactly the same leaves", status == 0 and f"audited {len(names)} leaves" in out and "more leaves" not in out, (status, out, err))
+
+    # In two parts (as after a run stopped halfway): the same leaves, in the same order.
+    part = os.path.join(work, "archive-part")
+    os.mkdir(part)
+    for name in expected[:-1]:
+        shutil.copyfile(os.path.join(evidence_dir, name), os.path.join(part, name))
+    log_parts = os.path.join(work, "log-parts")
+    status, out, err = import_into(part, log_parts)
+    check("import in parts: the first part", status == 0 and f"imported {len(names) - 1} records" in out, (status, out, err))
+    status, out, err = import_into(evidence_dir, log_parts)
+    check("import in parts: the rest only", status == 0 and "imported 1 records" in out and f"{len(names) - 1} already in the log" in out, (status, out, err))
+    with open(os.path.join(log_parts, "checkpoint"), "rb") as a, open(checkpoint, "rb") as b:
+        # The same origin, size and root hash (the signatures are Ed25519 over the same text).
+        check("import in parts: the same tree as in one run", a.read().split(b"\n\n")[0] == b.read().split(b"\n\n")[0])
+
+    # One altered file: nothing imported, the file named; --skip-invalid imports the others.
+    bad = os.path.join(work, "archive-bad")
+    shutil.copytree(evidence_dir, bad)
+    victim = os.path.join(bad, expected[1])
+    with open(victim, "rb") as handle:
+        document = json.load(handle)
+    payload = json.loads(b64url_decode(document["payload"]))
+    payload["username"] = "mallory"
+    document["payload"] = base64.urlsafe_b64encode(json.dumps(payload, separators=(",", ":"), sort_keys=True).encode()).rstrip(b"=").decode()
+    with open(victim, "w") as handle:
+        json.dump(document, handle)
+    log_bad = os.path.join(work, "log-bad")
+    status, out, err = import_into(bad, log_bad)
+    check("altered record: exit 1, named, nothing imported", status == 1 and expected[1] in out and "nothing imported" in out, (status, out, err))
+    check("altered record: no checkpoint written", not os.path.exists(os.path.join(log_bad, "checkpoint")))
+    status, out, err = import_into(bad, log_bad, "--skip-invalid")
+    check("--skip-invalid: the others imported, the altered one named, exit 1",
+          status == 1 and f"imported {len(names) - 1} records" in out and expected[1] in out and "1 left out" in out, (status, out, err))
+
+    # A record under another name than its id.
+    renamed = os.path.join(work, "archive-renamed")
+    os.mkdir(renamed)
+    shutil.copyfile(os.path.join(evidence_dir, expected[0]), os.path.join(renamed, "A" * 43 + ".json"))
+    status, out, err = import_into(renamed, os.path.join(work, "log-renamed"))
+    check("a file not named by its record's id: refused", status == 1 and "not named by its record's id" in out, (status, out, err))
+    # Usage errors: exit 2, nothing written.
+    status, _, err = import_into(os.path.join(work, "no-such-archive"), os.path.join(work, "log-none"))
+    check("a missing archive: exit 2", status == 2 and "--archive" in err, (status, err))
 
 
 def main():
@@ -119,6 +219,8 @@ def main():
         other = write("other-jwks.json", b'{"keys":[]}')
         status, out, _ = run("evidence", "verify", path, "--jwks", other, *roots, "--json")
         check(f"{kind} {counter}: refused with another JWKS", status == 1 and json.loads(out)["error"]["code"] == "evidence_unknown_signer", out)
+
+    check_import(check, run, write, evidence_dir, work, jwks, roots)
 
     # One byte changed in the first record's file, at positions spread over all of it.
     with open(os.path.join(evidence_dir, files[0]), "rb") as handle:
