@@ -187,6 +187,9 @@ struct TracedStore: OperationalAttestationStore {
     func passkeys(username: String) async throws(StoreError) -> [StoredPasskey] {
         try await TraceStep.store("passkeys") { () async throws(StoreError) in try await self.base.passkeys(username: username) }
     }
+    func passkeyCredentials(username: String) async throws(StoreError) -> PasskeyCredentials {
+        try await TraceStep.store("passkeyCredentials") { () async throws(StoreError) in try await self.base.passkeyCredentials(username: username) }
+    }
     func countPasskeys(username: String, _ filter: KeyCountFilter) async throws(StoreError) -> Int {
         try await TraceStep.store("countPasskeys") { () async throws(StoreError) in try await self.base.countPasskeys(username: username, filter) }
     }

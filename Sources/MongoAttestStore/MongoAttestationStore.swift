@@ -387,6 +387,36 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
         return try await self.findPasskeys(filter: filter, limit: limit)
     }
 
+    public func passkeyCredentials(username: String) async throws(StoreError) -> PasskeyCredentials {
+        // Projected to the fields needed: no registration blob is sent.
+        func find(_ filter: [(String, BSONValue)], field: String, limit: Int) -> BSONValue {
+            .document([
+                ("find", .string(self.passkeys)), ("filter", .document(filter)),
+                ("sort", .document([("createdAt", .int32(1)), ("_id", .int32(1))])),
+                ("projection", .document([(field, .int32(1))])), ("limit", .int32(Int32(limit))), ("batchSize", .int32(Int32(limit))),
+            ])
+        }
+        let first = find([("username", .string(username))], field: "userHandle", limit: 1)
+        let active = find(
+            [("username", .string(username)), ("revokedAt", .document([("$exists", .bool(false))]))], field: "_id",
+            limit: PasskeyCredentials.maximumActive)
+        return try await self.run { () throws -> PasskeyCredentials in
+            func documents(_ reply: [String: Any]) -> [[String: Any]] { ((reply["cursor"] as? [String: Any])?["firstBatch"] as? [[String: Any]]) ?? [] }
+            func refuse(_ field: String) -> StoreError {
+                StoreError(code: .unavailable, reason: "MongoDB: a stored passkey's \(field) is missing or not what FormAttest writes")
+            }
+            let handle = try documents(try self.pool.command(first)).first.map { document throws(StoreError) -> [UInt8] in
+                guard let bytes = ExtendedJSON.binary(document["userHandle"]) else { throw refuse("userHandle") }
+                return bytes
+            }
+            let ids = try documents(try self.pool.command(active)).map { document throws(StoreError) -> [UInt8] in
+                guard let bytes = ExtendedJSON.binary(document["_id"]) else { throw refuse("_id") }
+                return bytes
+            }
+            return PasskeyCredentials(userHandle: handle, activeCredentialIDs: ids)
+        }
+    }
+
     public func countPasskeys(username: String, _ filter: KeyCountFilter) async throws(StoreError) -> Int {
         var query: [(String, BSONValue)] = [("username", .string(username))]
         switch filter {

@@ -444,6 +444,31 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
         )
     }
 
+    public func passkeyCredentials(username: String) async throws(StoreError) -> PasskeyCredentials {
+        // The passkeys table alone, by its username index: no registration blob is read.
+        do {
+            return try await self.database.read { db in
+                let handle = try Row.fetchOne(
+                    db, sql: "SELECT user_handle FROM passkeys WHERE username = ? ORDER BY created_at, credential_id LIMIT 1", arguments: [username])
+                let active = try Row.fetchAll(
+                    db,
+                    sql: "SELECT credential_id FROM passkeys WHERE username = ? AND revoked_at IS NULL ORDER BY created_at, credential_id LIMIT ?",
+                    arguments: [username, PasskeyCredentials.maximumActive])
+                func bytes(_ row: Row, _ column: String) throws -> [UInt8] {
+                    guard let data = row[column] as Data?, !data.isEmpty else {
+                        throw StoreError(code: .unavailable, reason: "a stored passkey's \(column) is missing or not a blob")
+                    }
+                    return Array(data)
+                }
+                return PasskeyCredentials(
+                    userHandle: try handle.map { try bytes($0, "user_handle") },
+                    activeCredentialIDs: try active.map { try bytes($0, "credential_id") })
+            }
+        } catch {
+            throw Self.storeError(error)
+        }
+    }
+
     public func countPasskeys(username: String, _ filter: KeyCountFilter) async throws(StoreError) -> Int {
         // The passkeys table alone, by its username index: no registration blob is read.
         let condition: String

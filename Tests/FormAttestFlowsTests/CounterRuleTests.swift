@@ -166,6 +166,9 @@ actor StaleReadStore: AttestationStore {
     func commitAssertion(_ commit: AssertionCommit) async throws(StoreError) { try await self.base.commitAssertion(commit) }
     func loadPasskey(credentialID: [UInt8]) async throws(StoreError) -> StoredPasskey? { try await self.base.loadPasskey(credentialID: credentialID) }
     func passkeys(username: String) async throws(StoreError) -> [StoredPasskey] { try await self.base.passkeys(username: username) }
+    func passkeyCredentials(username: String) async throws(StoreError) -> PasskeyCredentials {
+        try await self.base.passkeyCredentials(username: username)
+    }
     func countPasskeys(username: String, _ filter: KeyCountFilter) async throws(StoreError) -> Int {
         try await self.base.countPasskeys(username: username, filter)
     }

@@ -76,6 +76,9 @@ actor WriteFailingStore: OperationalAttestationStore {
     func passkeys(username: String, after position: KeyPosition?, limit: Int) async throws(StoreError) -> [StoredPasskey] {
         try await self.inner.passkeys(username: username, after: position, limit: limit)
     }
+    func passkeyCredentials(username: String) async throws(StoreError) -> PasskeyCredentials {
+        try await self.inner.passkeyCredentials(username: username)
+    }
     func countPasskeys(username: String, _ filter: KeyCountFilter) async throws(StoreError) -> Int {
         try await self.inner.countPasskeys(username: username, filter)
     }

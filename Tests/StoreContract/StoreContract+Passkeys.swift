@@ -79,6 +79,23 @@ extension StoreContract {
         // Keys are counted apart: a passkey is not an App Attest key.
         #expect(try await store.countKeys(username: "alice", .all) == 0)
 
+        // What a registration reads, without a blob: the active ids in order, and the handle of
+        // the user's first passkey, revoked or not (r5 F8).
+        let credentials = try await store.passkeyCredentials(username: "alice")
+        #expect(credentials.activeCredentialIDs == order.filter { $0 != passkey(2).credentialID })
+        #expect(credentials.userHandle == passkey(1).userHandle)
+        #expect(try await store.passkeyCredentials(username: "jos\u{E9}") == PasskeyCredentials(userHandle: nil, activeCredentialIDs: []))
+        #expect(try await store.passkeyCredentials(username: "bob").activeCredentialIDs == [passkey(7, user: "bob").credentialID])
+        var older = passkey(0x41, user: "carol")
+        older.userHandle = [UInt8](repeating: 0x01, count: 16)
+        older.createdAt = t0.addingTimeInterval(-100)
+        var newer = passkey(0x40, user: "carol")
+        newer.userHandle = [UInt8](repeating: 0x02, count: 16)
+        try await register(store, newer)
+        try await register(store, older)
+        try await store.revokePasskey(credentialID: older.credentialID, at: t0)
+        #expect(try await store.passkeyCredentials(username: "carol") == PasskeyCredentials(userHandle: older.userHandle, activeCredentialIDs: [newer.credentialID]))
+
         var listed: [[UInt8]] = []
         var position: KeyPosition?
         for _ in 0..<10 {

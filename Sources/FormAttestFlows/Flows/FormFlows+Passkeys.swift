@@ -107,13 +107,13 @@ extension FormFlows {
     /// Issues a passkey challenge for `username` with the user handle to create the credential for.
     public func passkeyRegistrationOptions(username: String, now: Date) async throws(FlowError) -> PasskeyRegistrationOptions {
         let verifier = try self.passkeyVerifier()
-        let existing = try await self.passkeys(of: username)
+        let existing = try await self.passkeyCredentials(of: username)
         let challenge = try await self.issueChallenge(purpose: .passkey, username: username, now: now)
         return PasskeyRegistrationOptions(
             challenge: challenge,
-            userHandle: existing.first?.userHandle ?? self.randomBytes(32),
+            userHandle: existing.userHandle ?? self.randomBytes(32),
             relyingPartyID: verifier.policy.relyingPartyID,
-            excludeCredentials: existing.filter { $0.revokedAt == nil }.map(\.credentialID)
+            excludeCredentials: existing.activeCredentialIDs
         )
     }
 
@@ -128,7 +128,7 @@ extension FormFlows {
             throw FlowError(code: .challengeInvalid, category: .policy, reason: "the passkey challenge is not 32 bytes")
         }
         // One user, one handle: every passkey of the user is created for the same user.id.
-        if let handle = try await self.passkeys(of: request.username).first?.userHandle, !constantTimeEquals(handle, request.userHandle) {
+        if let handle = try await self.passkeyCredentials(of: request.username).userHandle, !constantTimeEquals(handle, request.userHandle) {
             throw FlowError(code: .invalidRequest, category: .malformedInput, reason: "userHandle is not this user's (fetch the registration options)")
         }
         let registration: VerifiedRegistration
@@ -313,10 +313,10 @@ extension FormFlows {
         return verifier
     }
 
-    private func passkeys(of username: String) async throws(FlowError) -> [StoredPasskey] {
+    private func passkeyCredentials(of username: String) async throws(FlowError) -> PasskeyCredentials {
         try Self.checkUsername(username)
         do {
-            return try await self.store.passkeys(username: username)
+            return try await self.store.passkeyCredentials(username: username)
         } catch {
             throw FlowError(error)
         }

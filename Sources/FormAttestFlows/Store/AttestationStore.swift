@@ -81,6 +81,11 @@ public protocol AttestationStore: Sendable {
     /// The user's passkeys, active and revoked, oldest first (by registration time, then credential id).
     func passkeys(username: String) async throws(StoreError) -> [StoredPasskey]
 
+    /// What a passkey registration needs of the user's passkeys, read without any registration
+    /// blob: the user handle their first passkey was created for (nil when they have none) and
+    /// the credential ids of their active passkeys (at most ``PasskeyCredentials/maximumActive``).
+    func passkeyCredentials(username: String) async throws(StoreError) -> PasskeyCredentials
+
     /// How many of the user's passkeys match `filter`, counted by the store without reading any
     /// registration blob.
     func countPasskeys(username: String, _ filter: KeyCountFilter) async throws(StoreError) -> Int
@@ -92,6 +97,26 @@ public protocol AttestationStore: Sendable {
     /// - Throws: ``StoreError/Code/challengeInvalid`` or ``StoreError/Code/duplicateKey`` (the
     ///   credential id is registered, to this user or another).
     func commitPasskeyRegistration(_ commit: PasskeyRegistrationCommit) async throws(StoreError)
+}
+
+/// What ``AttestationStore/passkeyCredentials(username:)`` reads: what registering another
+/// passkey for a user needs, and no more (red team r5 F8: every registration read every passkey
+/// of the user with its registration blob, revoked ones included).
+public struct PasskeyCredentials: Sendable, Hashable {
+    /// The most active credential ids read (a user's active passkeys are bounded by
+    /// `max-passkeys-per-user`, which is at most this).
+    public static let maximumActive = 1_000
+
+    /// The user handle the user's first passkey (by registration time, then credential id) was
+    /// created for; nil when the user has no passkey, active or revoked.
+    public var userHandle: [UInt8]?
+    /// The credential ids of the user's active passkeys, oldest first.
+    public var activeCredentialIDs: [[UInt8]]
+
+    public init(userHandle: [UInt8]?, activeCredentialIDs: [[UInt8]]) {
+        self.userHandle = userHandle
+        self.activeCredentialIDs = activeCredentialIDs
+    }
 }
 
 /// Which of a user's keys ``AttestationStore/countKeys(username:_:)`` counts.

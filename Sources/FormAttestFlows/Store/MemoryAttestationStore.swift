@@ -201,6 +201,13 @@ public actor MemoryAttestationStore: StepwiseAttestationStore {
             .sorted { $0.createdAt != $1.createdAt ? $0.createdAt < $1.createdAt : $0.credentialID.lexicographicallyPrecedes($1.credentialID) }
     }
 
+    public func passkeyCredentials(username: String) throws(StoreError) -> PasskeyCredentials {
+        let all = try self.passkeys(username: username)
+        return PasskeyCredentials(
+            userHandle: all.first?.userHandle,
+            activeCredentialIDs: Array(all.filter { $0.revokedAt == nil }.map(\.credentialID).prefix(PasskeyCredentials.maximumActive)))
+    }
+
     public func countPasskeys(username: String, _ filter: KeyCountFilter) throws(StoreError) -> Int {
         try self.check()
         return self.passkeys.values.filter { Array($0.username.utf8) == Array(username.utf8) && filter.matches($0) }.count
