@@ -35,4 +35,32 @@ struct PasskeyInteropTests {
             contentsOf: repositoryDirectory.appendingPathComponent("docs/passkeys.md"), encoding: .utf8)
         #expect(documentation.contains(table), "docs/passkeys.md does not hold the table e2e/interop/passkey_interop.py prints:\n\(table)")
     }
+
+    @Test(
+        "the interop check fails when one side changes one thing: a formattest whose passkey-assertion ignores --require-user-verification is caught on exactly the two assertions refused for UV"
+    )
+    func lenientVerifierIsCaught() async throws {
+        let browser = try PythonCheck(venv: ".venv-browser", overrideVariable: "FORMATTEST_BROWSER_PYTHON")
+        let files = try TemporaryFiles()
+        // The real binary behind a wrapper that drops --require-user-verification from
+        // `verify passkey-assertion` (and passes everything else through unchanged).
+        let wrapper = files.directory.appendingPathComponent("lenient-formattest")
+        let script = """
+            #!/bin/sh
+            if [ "$1 $2" = "verify passkey-assertion" ]; then
+                for argument do shift; [ "$argument" = --require-user-verification ] || set -- "$@" "$argument"; done
+            fi
+            exec '\(Formattest.executable.path)' "$@"
+
+            """
+        try Data(script.utf8).write(to: wrapper)
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: wrapper.path)
+        let check = try await browser.run("e2e/interop/passkey_interop.py", [wrapper.path])
+        #expect(check.status == 1, "\(check.output)")
+        let failures = check.output.split(separator: "\n").filter { $0.hasPrefix("FAILED: ") }
+        #expect(failures.count == 2, "\(failures)")
+        #expect(failures.contains { $0.contains("assertion uv: UV cleared (re-signed), UV required formattest accepted") }, "\(failures)")
+        #expect(failures.contains { $0.contains("assertion no-uv: UV off, UV required formattest accepted") }, "\(failures)")
+        #expect(check.output.contains(" passed, 2 failed"), "\(check.output)")
+    }
 }
