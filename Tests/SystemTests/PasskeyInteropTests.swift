@@ -37,7 +37,7 @@ struct PasskeyInteropTests {
     }
 
     @Test(
-        "the interop check fails when one side changes one thing: a formattest whose passkey-assertion ignores --require-user-verification is caught on exactly the two assertions refused for UV"
+        "the interop check fails when one side changes one thing: a formattest whose passkey-assertion ignores --require-user-verification is caught on exactly the four assertions refused for UV (ES256 UV cleared, ES256 without UV, EdDSA, RS256)"
     )
     func lenientVerifierIsCaught() async throws {
         let browser = try PythonCheck(venv: ".venv-browser", overrideVariable: "FORMATTEST_BROWSER_PYTHON")
@@ -58,9 +58,15 @@ struct PasskeyInteropTests {
         let check = try await browser.run("e2e/interop/passkey_interop.py", [wrapper.path])
         #expect(check.status == 1, "\(check.output)")
         let failures = check.output.split(separator: "\n").filter { $0.hasPrefix("FAILED: ") }
-        #expect(failures.count == 2, "\(failures)")
-        #expect(failures.contains { $0.contains("assertion uv: UV cleared (re-signed), UV required formattest accepted") }, "\(failures)")
-        #expect(failures.contains { $0.contains("assertion no-uv: UV off, UV required formattest accepted") }, "\(failures)")
-        #expect(check.output.contains(" passed, 2 failed"), "\(check.output)")
+        #expect(failures.count == 4, "\(failures)")
+        for expected in [
+            "assertion uv: UV cleared (re-signed), UV required formattest accepted",
+            "assertion no-uv: UV off, UV required formattest accepted",
+            "assertion eddsa: UV cleared (re-signed), UV required formattest accepted",
+            "assertion rs256: UV cleared (re-signed), UV required formattest accepted",
+        ] {
+            #expect(failures.contains { $0.contains(expected) }, "no failure \(expected): \(failures)")
+        }
+        #expect(check.output.contains(" passed, 4 failed"), "\(check.output)")
     }
 }

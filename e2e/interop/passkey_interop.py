@@ -14,7 +14,9 @@ shape:
   and an assertion;
 - `no-uv`: an authenticator without user verification: a registration and an assertion, UV off;
 - `synced`: user verification on and the backup flags on (BE and BS, a synced passkey's shape): a
-  registration and an assertion.
+  registration and an assertion;
+- `eddsa` and `rs256`: user verification on, an EdDSA (Ed25519) and an RS256 credential instead of
+  the others' ES256: a registration and an assertion each.
 The assertions' challenge is SHA-256 of the RFC 8785 bytes of a transfer form (the clientDataHash
 App Attest signs; `formattest verify passkey-assertion --form` derives it from the form), the
 registrations' a random 32-byte server challenge (`--challenge`).
@@ -50,11 +52,11 @@ import tempfile
 import threading
 
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from webauthn import verify_authentication_response, verify_registration_response
-from webauthn.helpers import parse_cbor
+from webauthn.helpers import decode_credential_public_key, decoded_public_key_to_cryptography, parse_cbor
 from webauthn.helpers.exceptions import WebAuthnException
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
@@ -65,6 +67,10 @@ OTHER_RP_ID = "example.com"
 EVIL_ORIGIN = "https://evil.example"
 
 UP, UV, BE, BS, AT, ED = 0x01, 0x04, 0x08, 0x10, 0x40, 0x80
+
+# The authenticators whose point is the credential's key type (COSE alg): EdDSA and RS256 beside
+# the others' ES256.
+KEY_TYPES = {"eddsa": -8, "rs256": -257}
 
 # Where the two libraries differ by design. A case that names one of these expects py_webauthn
 # and FormAttest to differ exactly as its expectations say; every other case expects agreement.
@@ -137,12 +143,12 @@ class PageHandler(http.server.BaseHTTPRequestHandler):
 
 
 CREATE = """
-const [challenge, userID, userVerification, attestation, done] = arguments;
+const [challenge, userID, userVerification, attestation, algorithm, done] = arguments;
 const bytes = (text) => Uint8Array.from(atob(text.replace(/-/g, '+').replace(/_/g, '/')), (c) => c.charCodeAt(0));
 navigator.credentials.create({publicKey: {
     challenge: bytes(challenge), rp: {id: 'localhost', name: 'FormAttest interop'},
     user: {id: bytes(userID), name: 'alice', displayName: 'Alice'},
-    pubKeyCredParams: [{type: 'public-key', alg: -7}],
+    pubKeyCredParams: [{type: 'public-key', alg: algorithm}],
     authenticatorSelection: {residentKey: 'required', userVerification}, attestation}})
   .then((credential) => done(credential.toJSON()), (error) => done({error: String(error)}));
 """
@@ -158,7 +164,7 @@ navigator.credentials.get({publicKey: {
 
 
 def record(origin, form_hash):
-    """Chromium's responses, by authenticator (`uv`, `no-uv`, `synced`): the registration (attestation
+    """Chromium's responses, by authenticator (`uv`, `no-uv`, `synced`, `eddsa`, `rs256`): the registration (attestation
     none) and its challenge, for `uv` also the `direct` one (packed) and its challenge, the
     credential's private key (PKCS#8, read back with WebAuthn.getCredentials) and the assertion over
     `form_hash`. Each authenticator is alone in the browser while it is used."""
@@ -175,9 +181,11 @@ def record(origin, form_hash):
             raise SystemExit(f"{origin} is not a secure context with WebAuthn")
         driver.execute_cdp_cmd("WebAuthn.enable", {})
         settings = {
-            "uv": dict(uv=True, backup=False),
-            "no-uv": dict(uv=False, backup=False),
-            "synced": dict(uv=True, backup=True),
+            "uv": dict(uv=True, backup=False, algorithm=-7),
+            "no-uv": dict(uv=False, backup=False, algorithm=-7),
+            "synced": dict(uv=True, backup=True, algorithm=-7),
+            "eddsa": dict(uv=True, backup=False, algorithm=-8),
+            "rs256": dict(uv=True, backup=False, algorithm=-257),
         }
         for name, setting in settings.items():
             authenticator = driver.execute_cdp_cmd("WebAuthn.addVirtualAuthenticator", {"options": {
@@ -190,13 +198,13 @@ def record(origin, form_hash):
             entry = {}
             entry["registration-challenge"] = os.urandom(32)
             entry["registration"] = driver.execute_async_script(
-                CREATE, b64url(entry["registration-challenge"]), b64url(os.urandom(16)), wanted, "none")
+                CREATE, b64url(entry["registration-challenge"]), b64url(os.urandom(16)), wanted, "none", setting["algorithm"])
             if "error" in entry["registration"]:
                 raise SystemExit(f"{name}: navigator.credentials.create failed: {entry['registration']['error']}")
             if name == "uv":
                 entry["packed-challenge"] = os.urandom(32)
                 entry["registration-packed"] = driver.execute_async_script(
-                    CREATE, b64url(entry["packed-challenge"]), b64url(os.urandom(16)), wanted, "direct")
+                    CREATE, b64url(entry["packed-challenge"]), b64url(os.urandom(16)), wanted, "direct", setting["algorithm"])
                 if "error" in entry["registration-packed"]:
                     raise SystemExit(f"{name}: the direct registration failed: {entry['registration-packed']['error']}")
             credential_id = entry["registration"]["rawId"]
@@ -360,11 +368,22 @@ def with_count(data, count):
     return data[:33] + count.to_bytes(4, "big") + data[37:]
 
 
+def sign(key, data):
+    """A signature of the credential's algorithm: ES256 (DER), EdDSA (Ed25519) or RS256 (PKCS#1 v1.5)."""
+    if isinstance(key, ec.EllipticCurvePrivateKey):
+        return key.sign(data, ec.ECDSA(hashes.SHA256()))
+    if isinstance(key, ed25519.Ed25519PrivateKey):
+        return key.sign(data)
+    if isinstance(key, rsa.RSAPrivateKey):
+        return key.sign(data, padding.PKCS1v15(), hashes.SHA256())
+    raise SystemExit(f"no signer for {type(key).__name__}")
+
+
 def resigned(response, key):
     """The assertion signed anew over its (changed) authenticatorData ‖ SHA-256(clientDataJSON)."""
     changed = json.loads(json.dumps(response))
     signed = unb64(response["response"]["authenticatorData"]) + hashlib.sha256(client_data(response)).digest()
-    changed["response"]["signature"] = b64url(key.sign(signed, ec.ECDSA(hashes.SHA256())))
+    changed["response"]["signature"] = b64url(sign(key, signed))
     return changed
 
 
@@ -389,6 +408,8 @@ def registration_cases(name, entry, origin, accept_settings):
                           code=code, py=py, **extra))
 
     case("none (as recorded)", response, True)
+    if name in KEY_TYPES:
+        return cases
     case("origin (clientDataJSON)", with_client_data(response, {"origin": EVIL_ORIGIN}), False,
          "passkey_origin_not_allowed", "Unexpected client data origin")
     case("origin (expected another)", response, False, "passkey_origin_not_allowed", "Unexpected client data origin",
@@ -477,6 +498,17 @@ def assertion_cases(name, entry, origin, form, other_form, public_key_py, public
         return resigned(changed, key)
 
     case("as recorded", response, True)
+    if name in KEY_TYPES:
+        case("re-signed, unchanged", signed(), True)
+        case("UV cleared (re-signed), UV required", signed(flags(data, clear_bits=UV)), False, "passkey_user_not_verified",
+             "User verification is required")
+        case("sign count equal to the stored one", response, False, "passkey_sign_count_not_increasing",
+             "was not greater than", settings={"previous_sign_count": count})
+        signature = unb64(response["response"]["signature"])
+        case("signature, one bit",
+             with_member(response, ["response", "signature"], b64url(signature[:-1] + bytes([signature[-1] ^ 1]))), False,
+             "passkey_signature_invalid", "Could not verify authentication signature")
+        return cases
     if name != "uv":
         if not require_uv:
             case("UV off, UV required", response, False, "passkey_user_not_verified", "User verification is required",
@@ -599,6 +631,9 @@ def main():
           not flags_of(no_uv["registration"]) & UV and not flags_of(no_uv["assertion"]) & UV)
     check("synced: BE and BS set in registration and assertion",
           flags_of(synced["registration"]) & (BE | BS) == BE | BS and flags_of(synced["assertion"]) & (BE | BS) == BE | BS)
+    for name, algorithm in KEY_TYPES.items():
+        check(f"{name}: the credential's COSE algorithm is {algorithm}", registered_cose_key(recorded[name]).get(3) == algorithm,
+              str(registered_cose_key(recorded[name]).get(3)))
     check("the assertion's challenge is the form's hash",
           json.loads(client_data(uv["assertion"]))["challenge"] == b64url(form_hash))
     raw = client_data(uv["assertion"])
@@ -674,14 +709,21 @@ def main():
     check.finish()
 
 
-def private_key_matches(entry):
-    """The private key read back from the authenticator is the registered credential's."""
-    key = serialization.load_der_private_key(entry["private-key"], password=None)
-    numbers = key.public_key().public_numbers()
+def registered_cose_key(entry):
     data = authenticator_data_of(entry["registration"])
     length = int.from_bytes(data[53:55], "big")
-    cose = parse_cbor(data[55 + length:])
-    return cose.get(-2) == numbers.x.to_bytes(32, "big") and cose.get(-3) == numbers.y.to_bytes(32, "big")
+    return parse_cbor(data[55 + length:])
+
+
+def private_key_matches(entry):
+    """The private key read back from the authenticator is the registered credential's: their
+    public keys (SubjectPublicKeyInfo) are the same."""
+    key = serialization.load_der_private_key(entry["private-key"], password=None)
+    data = authenticator_data_of(entry["registration"])
+    length = int.from_bytes(data[53:55], "big")
+    registered = decoded_public_key_to_cryptography(decode_credential_public_key(data[55 + length:]))
+    spki = (serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    return key.public_key().public_bytes(*spki) == registered.public_bytes(*spki)
 
 
 def ft_public_key(binary, work, case):
