@@ -11,7 +11,7 @@ domain: CTAP2, the internal transport, resident keys), recorded in the PublicKey
 shape:
 - `uv`: user verification on, the backup flags off: a registration with attestation `none`, a
   registration with attestation `direct` (Chromium answers `packed` with its batch certificate),
-  and an assertion;
+  and two assertions (the authenticator's count going up between them);
 - `no-uv`: an authenticator without user verification: a registration and an assertion, UV off;
 - `synced`: user verification on and the backup flags on (BE and BS, a synced passkey's shape): a
   registration and an assertion;
@@ -216,6 +216,11 @@ def record(origin, form_hash):
             entry["assertion"] = driver.execute_async_script(GET, b64url(form_hash), credential_id, wanted)
             if "error" in entry["assertion"]:
                 raise SystemExit(f"{name}: navigator.credentials.get failed: {entry['assertion']['error']}")
+            if name == "uv":
+                # A second use of the credential: the authenticator's own count goes up.
+                entry["later-assertion"] = driver.execute_async_script(GET, b64url(form_hash), credential_id, wanted)
+                if "error" in entry["later-assertion"]:
+                    raise SystemExit(f"{name}: the second navigator.credentials.get failed: {entry['later-assertion']['error']}")
             driver.execute_cdp_cmd("WebAuthn.removeVirtualAuthenticator", {"authenticatorId": authenticator})
             recorded[name] = entry
     finally:
@@ -554,6 +559,11 @@ def assertion_cases(name, entry, origin, form, other_form, public_key_py, public
          settings={"previous_sign_count": count})
     case("sign count below the stored one", response, False, "passkey_sign_count_not_increasing", "was not greater than",
          settings={"previous_sign_count": count + 5})
+    later = entry["later-assertion"]
+    later_count = int.from_bytes(authenticator_data_of(later)[33:37], "big")
+    case("the authenticator's next assertion, the stored count this one's", later, True, settings={"previous_sign_count": count})
+    case("this assertion again after the next one (stored count the next one's)", response, False,
+         "passkey_sign_count_not_increasing", "was not greater than", settings={"previous_sign_count": later_count})
     case("sign count 0 (re-signed), stored count not 0", signed(with_count(data, 0)), False,
          "passkey_sign_count_not_increasing", "was not greater than", settings={"previous_sign_count": max(1, registered_count)})
     case("sign count 0 (re-signed), stored count 0 (no counter)", signed(with_count(data, 0)), True,
@@ -634,6 +644,9 @@ def main():
     for name, algorithm in KEY_TYPES.items():
         check(f"{name}: the credential's COSE algorithm is {algorithm}", registered_cose_key(recorded[name]).get(3) == algorithm,
               str(registered_cose_key(recorded[name]).get(3)))
+    check("uv: the authenticator's count went up between its two assertions",
+          int.from_bytes(authenticator_data_of(uv["later-assertion"])[33:37], "big")
+          > int.from_bytes(authenticator_data_of(uv["assertion"])[33:37], "big"))
     check("the assertion's challenge is the form's hash",
           json.loads(client_data(uv["assertion"]))["challenge"] == b64url(form_hash))
     raw = client_data(uv["assertion"])
