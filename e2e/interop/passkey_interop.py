@@ -46,6 +46,7 @@ import hashlib
 import http.server
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -494,8 +495,8 @@ def assertion_cases(name, entry, origin, form, other_form, public_key_py, public
         cases.append(Case("assertion", name, change, changed, settings=dict(base, **(settings or {})), expect=expect,
                           code=code, py=py, **extra))
 
-    def signed(changed_data=None, changed_client_data=None, source=None):
-        changed = source or response
+    def signed(changed_data=None, changed_client_data=None):
+        changed = response
         if changed_data is not None:
             changed = with_authenticator_data(changed, changed_data)
         if changed_client_data is not None:
@@ -719,6 +720,7 @@ def main():
     if table_path:
         with open(table_path, "w") as file:
             file.write("\n".join(table) + "\n")
+    shutil.rmtree(work, ignore_errors=True)
     check.finish()
 
 
