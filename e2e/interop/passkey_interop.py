@@ -197,7 +197,9 @@ def record(origin, form_hash):
             }})["authenticatorId"]
             wanted = "required" if setting["uv"] else "discouraged"
             entry = {}
-            entry["registration-challenge"] = os.urandom(32)
+            # The no-uv registration's challenge begins with '-' in base64url (a first byte of
+            # 0xF8-0xFB), as one random challenge in 64 does: the command line must take it.
+            entry["registration-challenge"] = (b"\xf8" if name == "no-uv" else b"") + os.urandom(32 if name != "no-uv" else 31)
             entry["registration"] = driver.execute_async_script(
                 CREATE, b64url(entry["registration-challenge"]), b64url(os.urandom(16)), wanted, "none", setting["algorithm"])
             if "error" in entry["registration"]:
@@ -282,11 +284,12 @@ def formattest_verdict(binary, work, case):
             file.write(json.dumps(case.form).encode())
         arguments += ["--form", form]
     else:
-        arguments += ["--challenge", b64url(case.challenge)]
+        # `--name=value`: a base64url value may begin with '-', which would read as an option.
+        arguments.append("--challenge=" + b64url(case.challenge))
     if case.require_uv:
         arguments.append("--require-user-verification")
     if case.ceremony == "assertion":
-        arguments += ["--public-key", case.public_key_ft, "--previous-sign-count", str(case.previous_sign_count)]
+        arguments += ["--public-key=" + case.public_key_ft, "--previous-sign-count", str(case.previous_sign_count)]
     run = subprocess.run(arguments, capture_output=True, text=True, timeout=60)
     if run.returncode not in (0, 1):
         raise SystemExit(f"formattest exited {run.returncode} on {case.name}: {run.stdout} {run.stderr}")
@@ -648,6 +651,8 @@ def main():
     check("uv: the authenticator's count went up between its two assertions",
           int.from_bytes(authenticator_data_of(uv["later-assertion"])[33:37], "big")
           > int.from_bytes(authenticator_data_of(uv["assertion"])[33:37], "big"))
+    check("no-uv: the registration's challenge begins with '-' in base64url",
+          b64url(no_uv["registration-challenge"]).startswith("-"))
     check("the assertion's challenge is the form's hash",
           json.loads(client_data(uv["assertion"]))["challenge"] == b64url(form_hash))
     raw = client_data(uv["assertion"])
@@ -745,7 +750,7 @@ def ft_public_key(binary, work, case):
     response = os.path.join(work, "registration.json")
     with open(response, "w") as file:
         json.dump(case.response, file)
-    run = subprocess.run([binary, "verify", "passkey-registration", "--response", response, "--challenge", b64url(case.challenge),
+    run = subprocess.run([binary, "verify", "passkey-registration", "--response", response, "--challenge=" + b64url(case.challenge),
                           "--origin", case.origins[0], "--rp-id", case.rp_id, "--json"], capture_output=True, text=True, timeout=60)
     if run.returncode != 0:
         raise SystemExit(f"formattest refused the registration {case.authenticator}: {run.stdout} {run.stderr}")
