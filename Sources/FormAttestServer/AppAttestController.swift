@@ -150,7 +150,8 @@ struct AppAttestController {
         }
         let now = self.now()
         try await self.checkStorage(context)
-        try await self.rateLimiter.check(endpoint: "challenge", user: username, pool: purpose == .pool, request: request, context: context, now: now)
+        try await self.rateLimiter.check(
+            endpoint: "challenge", user: username, lasting: purpose == .pool ? .poolChallenge : .none, request: request, context: context, now: now)
         let challenge = try await self.outcome("challenge", context: context) { () async throws(FlowError) in
             try await self.flows.issueChallenge(purpose: purpose, username: username, now: now)
         }
@@ -164,7 +165,7 @@ struct AppAttestController {
         attestRequest.session = context.identity?.sessionID
         let now = self.now()
         try await self.checkStorage(context)
-        try await self.rateLimiter.check(endpoint: "attest", user: attestRequest.username, request: request, context: context, now: now)
+        try await self.rateLimiter.check(endpoint: "attest", user: attestRequest.username, lasting: .registration, request: request, context: context, now: now)
         let result = try await self.outcome("attest", context: context) { () async throws(FlowError) in
             try await self.flows.attest(attestRequest, now: now)
         }
@@ -181,7 +182,8 @@ struct AppAttestController {
         pooled.session = context.identity?.sessionID
         let now = self.now()
         try await self.checkStorage(context)
-        try await self.rateLimiter.check(endpoint: "register-pooled", user: pooled.username, pool: true, request: request, context: context, now: now)
+        try await self.rateLimiter.check(
+            endpoint: "register-pooled", user: pooled.username, lasting: .pooledRegistration, request: request, context: context, now: now)
         let result = try await self.outcome("register-pooled", context: context) { () async throws(FlowError) in
             try await self.flows.registerPooled(pooled, now: now)
         }

@@ -168,10 +168,14 @@ public enum FormAttestApplication {
 
         var evidenceLog: EvidenceLog?
         if let logConfiguration = configuration.evidence?.log { evidenceLog = try await EvidenceLog.open(logConfiguration) }
+        // The per-user pool budget is counted over as long as a pool challenge lives.
+        var rateLimits = configuration.rateLimits
+        rateLimits.poolPerUserWindow = configuration.flows.poolChallengeLifetime
+        let rateLimiter = RateLimiter(limits: rateLimits, store: store)
         var controller = AppAttestController(
             flows: flows,
             formatter: TokenFormatter(signer: signer, packed: configuration.packedAttestation),
-            rateLimiter: RateLimiter(limits: configuration.rateLimits, store: store),
+            rateLimiter: rateLimiter,
             evidence: try configuration.evidence.map {
                 try EvidenceRecorder(
                     configuration: $0, signingKey: signingKeys.current, verifierPolicy: configuration.policy, flows: configuration.flows, log: evidenceLog)
@@ -186,7 +190,7 @@ public enum FormAttestApplication {
             // request's path is spelled (`//api/appattest/assert`), if it reaches these handlers
             // it went through the caller authentication.
             .addRoutes(to: router.group("api/appattest").add(middleware: CallerAuthenticationMiddleware(authentication: configuration.callerAuthentication)))
-        PasskeyController(flows: flows, rateLimiter: RateLimiter(limits: configuration.rateLimits, store: store), storageGuard: storageGuard, now: configuration.now)
+        PasskeyController(flows: flows, rateLimiter: rateLimiter, storageGuard: storageGuard, now: configuration.now)
             .addRoutes(to: router.group("api/passkeys").add(middleware: CallerAuthenticationMiddleware(authentication: configuration.callerAuthentication)))
         if configuration.adminListener == nil {
             self.addOperatorRoutes(to: router, configuration: configuration, store: store)

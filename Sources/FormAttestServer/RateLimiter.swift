@@ -34,6 +34,15 @@ import Darwin
 /// backend's pool budget (`pool`), whether or not they name a user: a backend naming a fresh
 /// user on each request would otherwise spend only its total (r3 F4).
 ///
+/// What a request leaves behind for long is budgeted over as long (red team r5):
+/// - a pool challenge also spends its user's `poolPerUser`, counted over the pool challenges'
+///   lifetime (`poolPerUserWindow`), so that no one user, whoever vouches for it, holds more
+///   than twice that many at once (two consecutive windows);
+/// - a registration (an App Attest key, a pooled key or a passkey, each kept with its
+///   registration) by a trusted backend also spends the backend's `registrationsPerBackend`,
+///   whatever user it names: a backend naming a fresh user each time (software passkeys need no
+///   device) would otherwise fill the store at its total's rate.
+///
 /// A client address is an IPv4 address (/32; an IPv4-mapped IPv6 address is read as its IPv4
 /// address) or an IPv6 prefix (`ipv6Prefix` bits, /64 by default: one subscriber's allocation).
 public struct RateLimits: Sendable, Hashable {
@@ -58,14 +67,26 @@ public struct RateLimits: Sendable, Hashable {
     /// Pool challenges and `register-pooled` requests together per window per backend secret,
     /// whatever user they name.
     public var pool: Int
+    /// Pool challenges per user per ``poolPerUserWindow``, whoever asks for them.
+    public var poolPerUser: Int
+    /// The window of ``poolPerUser``, in seconds: the pool challenges' lifetime (30 days).
+    public var poolPerUserWindow: TimeInterval
+    /// Registrations (attest, register-pooled, passkey register) per window per backend secret,
+    /// whatever user they name.
+    public var registrationsPerBackend: Int
 
     /// Defaults: 30 a minute per user and per address, 3000 per backend (30 naming no user),
-    /// IPv6 by /64, 60 inspections, 60 pool requests per backend, no proxy.
+    /// IPv6 by /64, 60 inspections, 60 pool requests per backend, 100 pool challenges per user in
+    /// 30 days, 600 registrations a minute per backend, no proxy.
     public init(
         perUser: Int = 30, perAddress: Int = 30, window: TimeInterval = 60, trustedProxyHops: Int = 0, perBackend: Int = 3000,
-        perBackendUnnamed: Int = 30, ipv6Prefix: Int = 64, inspect: Int = 60, pool: Int = 60
+        perBackendUnnamed: Int = 30, ipv6Prefix: Int = 64, inspect: Int = 60, pool: Int = 60, poolPerUser: Int = 100,
+        poolPerUserWindow: TimeInterval = 30 * 86_400, registrationsPerBackend: Int = 600
     ) {
         self.pool = pool
+        self.poolPerUser = poolPerUser
+        self.poolPerUserWindow = poolPerUserWindow
+        self.registrationsPerBackend = registrationsPerBackend
         self.perUser = perUser
         self.perAddress = perAddress
         self.window = window
@@ -85,14 +106,45 @@ struct RateLimiter: Sendable {
     /// `backend-unnamed`, `inspect-*`), the subject, and its limit.
     typealias Subject = (kind: String, subject: String, limit: Int)
 
+    /// What a request leaves in the store for long, beyond its endpoint's budgets.
+    enum Lasting {
+        /// Nothing beyond the request's own rows.
+        case none
+        /// A pool challenge (kept 30 days).
+        case poolChallenge
+        /// A pooled key's registration (it consumes a pool challenge).
+        case pooledRegistration
+        /// An App Attest key's or a passkey's registration.
+        case registration
+    }
+
     /// Counts this request against each of its budgets; throws 429 when one is over its limit
     /// (503 when the store cannot count: fail closed).
-    func check(endpoint: String, user: String?, pool: Bool = false, request: Request, context: AppRequestContext, now: Date) async throws {
+    func check(endpoint: String, user: String?, lasting: Lasting = .none, request: Request, context: AppRequestContext, now: Date) async throws {
         try await self.count(endpoint: endpoint, self.subjects(user: user, request: request, context: context), now: now)
-        // A pool request: the backend's pool budget too, shared by pool challenges and
-        // register-pooled, whatever user the request names.
-        if pool, context.identity?.kind == .trustedBackend {
-            try await self.count(endpoint: "pool", [("backend-pool", context.identity?.backend ?? "", self.limits.pool)], now: now)
+        let backend = context.identity?.kind == .trustedBackend ? context.identity?.backend ?? "" : nil
+        switch lasting {
+        case .none:
+            break
+        case .poolChallenge:
+            // The backend's pool budget (shared with register-pooled), and the user's over the
+            // challenges' lifetime.
+            if let backend { try await self.count(endpoint: "pool", [("backend-pool", backend, self.limits.pool)], now: now) }
+            if let user {
+                try await self.count(
+                    endpoint: "pool", [("user-pool", user, self.limits.poolPerUser)], window: self.limits.poolPerUserWindow, now: now)
+            }
+        case .pooledRegistration:
+            if let backend {
+                try await self.count(endpoint: "pool", [("backend-pool", backend, self.limits.pool)], now: now)
+                try await self.count(
+                    endpoint: "registration", [("backend-registrations", backend, self.limits.registrationsPerBackend)], now: now)
+            }
+        case .registration:
+            if let backend {
+                try await self.count(
+                    endpoint: "registration", [("backend-registrations", backend, self.limits.registrationsPerBackend)], now: now)
+            }
         }
     }
 
@@ -165,9 +217,10 @@ struct RateLimiter: Sendable {
         }
     }
 
-    private func count(endpoint: String, _ subjects: [Subject], now: Date) async throws {
-        let start = Date(timeIntervalSince1970: (now.timeIntervalSince1970 / self.limits.window).rounded(.down) * self.limits.window)
-        let end = start.addingTimeInterval(self.limits.window)
+    private func count(endpoint: String, _ subjects: [Subject], window length: TimeInterval? = nil, now: Date) async throws {
+        let length = length ?? self.limits.window
+        let start = Date(timeIntervalSince1970: (now.timeIntervalSince1970 / length).rounded(.down) * length)
+        let end = start.addingTimeInterval(length)
         for (kind, subject, limit) in subjects {
             let window = RateLimitWindow(id: Self.digest(endpoint, kind, subject), start: start, expiresAt: end)
             let count: Int

@@ -64,6 +64,12 @@ struct CallerOptions: ParsableArguments {
     @Option(name: .customLong("rate-limit-pool"), help: "Pool challenges and register-pooled requests per window per backend secret (default 60).")
     var rateLimitPool = 60
 
+    @Option(name: .customLong("rate-limit-pool-per-user"), help: "Pool challenges per user in 30 days (default 100).")
+    var rateLimitPoolPerUser = 100
+
+    @Option(name: .customLong("rate-limit-registrations-per-backend"), help: "Registrations per window per backend secret (default 600).")
+    var rateLimitRegistrationsPerBackend = 600
+
     func validate(devSimulator: Bool) throws {
         let chosen = [self.jwks != nil, self.secretFile != nil, self.insecureNoCallerAuth].filter { $0 }.count
         guard chosen <= 1 else {
@@ -95,6 +101,10 @@ struct CallerOptions: ParsableArguments {
         guard (32...128).contains(self.rateLimitIPv6Prefix) else { throw ValidationError("--rate-limit-ipv6-prefix must be 32-128.") }
         guard (1...1_000_000).contains(self.rateLimitInspect) else { throw ValidationError("--rate-limit-inspect must be 1-1000000.") }
         guard (1...1_000_000).contains(self.rateLimitPool) else { throw ValidationError("--rate-limit-pool must be 1-1000000.") }
+        guard (1...1_000_000).contains(self.rateLimitPoolPerUser) else { throw ValidationError("--rate-limit-pool-per-user must be 1-1000000.") }
+        guard (1...1_000_000).contains(self.rateLimitRegistrationsPerBackend) else {
+            throw ValidationError("--rate-limit-registrations-per-backend must be 1-1000000.")
+        }
     }
 
     /// A secret file's text. One that starts with a UTF-8 byte order mark is refused: the mark
@@ -121,7 +131,8 @@ struct CallerOptions: ParsableArguments {
         RateLimits(
             perUser: self.rateLimitPerUser, perAddress: self.rateLimitPerAddress, window: self.rateLimitWindow, trustedProxyHops: self.trustedProxyHops,
             perBackend: self.rateLimitPerBackend, perBackendUnnamed: self.rateLimitBackendUnnamed, ipv6Prefix: self.rateLimitIPv6Prefix,
-            inspect: self.rateLimitInspect, pool: self.rateLimitPool
+            inspect: self.rateLimitInspect, pool: self.rateLimitPool, poolPerUser: self.rateLimitPoolPerUser,
+            registrationsPerBackend: self.rateLimitRegistrationsPerBackend
         )
     }
 

@@ -113,6 +113,9 @@ public struct ServeOptions: ParsableArguments {
     @Option(name: .customLong("rate-limit-ipv6-prefix"), help: ServeSettings.help("rate-limit-ipv6-prefix")) var rateLimitIPv6Prefix: String?
     @Option(name: .customLong("rate-limit-inspect"), help: ServeSettings.help("rate-limit-inspect")) var rateLimitInspect: String?
     @Option(name: .customLong("rate-limit-pool"), help: ServeSettings.help("rate-limit-pool")) var rateLimitPool: String?
+    @Option(name: .customLong("rate-limit-pool-per-user"), help: ServeSettings.help("rate-limit-pool-per-user")) var rateLimitPoolPerUser: String?
+    @Option(name: .customLong("rate-limit-registrations-per-backend"), help: ServeSettings.help("rate-limit-registrations-per-backend"))
+    var rateLimitRegistrationsPerBackend: String?
     @Option(name: .customLong("max-connections"), help: ServeSettings.help("max-connections")) var maxConnections: String?
     @Option(name: .customLong("max-connections-per-address"), help: ServeSettings.help("max-connections-per-address")) var maxConnectionsPerAddress: String?
     @Option(name: .customLong("header-timeout"), help: ServeSettings.help("header-timeout")) var headerTimeout: String?
@@ -190,6 +193,8 @@ public struct ServeOptions: ParsableArguments {
             "rate-limit-ipv6-prefix": self.rateLimitIPv6Prefix.map { [$0] } ?? [],
             "rate-limit-inspect": self.rateLimitInspect.map { [$0] } ?? [],
             "rate-limit-pool": self.rateLimitPool.map { [$0] } ?? [],
+            "rate-limit-pool-per-user": self.rateLimitPoolPerUser.map { [$0] } ?? [],
+            "rate-limit-registrations-per-backend": self.rateLimitRegistrationsPerBackend.map { [$0] } ?? [],
             "max-connections": self.maxConnections.map { [$0] } ?? [],
             "max-connections-per-address": self.maxConnectionsPerAddress.map { [$0] } ?? [],
             "header-timeout": self.headerTimeout.map { [$0] } ?? [],
@@ -521,6 +526,7 @@ struct ServePlan {
                 "caller-jwks", "caller-issuer", "caller-audience", "caller-user-claim", "bind-session", "caller-secret-file", "admin-secret-file",
                 "insecure-no-caller-auth", "max-keys-per-user", "rate-limit-per-user", "rate-limit-per-address", "rate-limit-window", "trusted-proxy-hops",
                 "rate-limit-per-backend", "rate-limit-backend-unnamed", "rate-limit-ipv6-prefix", "rate-limit-inspect", "rate-limit-pool",
+                "rate-limit-pool-per-user", "rate-limit-registrations-per-backend",
             ])
         )
         try self.caller.validate(devSimulator: self.devSimulator)

@@ -241,6 +241,14 @@ enum ServeSettings {
             help: "Pool challenges and register-pooled requests together per window per backend secret, whether or not they name a user (each pool challenge is kept 30 days)"
         ),
         .init(
+            "rate-limit-pool-per-user", env: ["FORMATTEST_RATE_LIMIT_POOL_PER_USER"], .integer(1...1_000_000), default: "100",
+            help: "Pool challenges per user in 30 days (the pool challenges' lifetime), whoever asks for them: a user holds at most twice this many at once"
+        ),
+        .init(
+            "rate-limit-registrations-per-backend", env: ["FORMATTEST_RATE_LIMIT_REGISTRATIONS_PER_BACKEND"], .integer(1...1_000_000), default: "600",
+            help: "Registrations (attest, register-pooled, passkey register) per window per backend secret, whatever user they name"
+        ),
+        .init(
             "max-connections", env: ["FORMATTEST_MAX_CONNECTIONS"], .integer(1...1_000_000), default: "1024",
             help: "Open connections per listener; over it a new one closes an idle connection (no request in flight) of the peer holding the most (logged, counted); only at a hard ceiling 1/16 above it (at least 4), with nothing idle, do new ones wait in the backlog; one the descriptor limit cannot hold is refused at start (the default is lowered to fit)"
         ),
