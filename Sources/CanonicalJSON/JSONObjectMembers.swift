@@ -59,7 +59,10 @@ package struct JSONObjectMembers: Sendable {
 
     /// The value of the member whose name has exactly these code units, or `nil`.
     package subscript(name: String) -> Value? {
-        for member in self.members where member.name.elementsEqual(name.utf8) {
+        // Lengths first: names of another length (most of them) are never compared byte by byte.
+        let wanted = name.utf8
+        let count = wanted.count
+        for member in self.members where member.name.count == count && member.name.elementsEqual(wanted) {
             return member.value
         }
         return nil

@@ -516,6 +516,12 @@ struct StrictJSONParser {
         // buffer that is thrown away (and allocated only if the string has one).
         var discarded: [UInt8] = []
         while true {
+            // The common case first: a run of printable ASCII other than '"' and '\\'.
+            while self.position < self.input.count {
+                let byte = self.input[self.position]
+                guard byte >= 0x20, byte < 0x80, byte != UInt8(ascii: "\""), byte != UInt8(ascii: "\\") else { break }
+                self.position += 1
+            }
             guard let byte = self.current else {
                 throw self.error(.syntax, "unterminated string")
             }
