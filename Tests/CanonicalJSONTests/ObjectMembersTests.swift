@@ -99,6 +99,20 @@ struct ObjectMembersTests {
         #expect(Self.scanned(Array(text.utf8)).refusal == code)
     }
 
+    @Test("an object of more than 16 members (names sorted to find a duplicate): distinct names read, one duplicate refused")
+    func manyMembers() {
+        func object(_ names: [String]) -> String { "{" + names.map { #""\#($0)":1"# }.joined(separator: ",") + "}" }
+        let names = (0..<40).map { "m\($0)" }
+        let distinct = object(names)
+        #expect(Self.scanned(Array(distinct.utf8)) == Self.parsed(Array(distinct.utf8)))
+        #expect(Self.scanned(Array(distinct.utf8)).refusal == nil)
+        // The same object with its last name made a copy of the first: exactly one change.
+        let duplicated = object(names.dropLast() + ["m0"])
+        #expect(duplicated != distinct)
+        #expect(Self.scanned(Array(duplicated.utf8)).refusal == .duplicateName)
+        #expect(Self.parsed(Array(duplicated.utf8)).refusal == .duplicateName)
+    }
+
     @Test("bytes that are not UTF-8 inside a value that is never read, and a text over the size limit")
     func utf8AndSize() {
         for bytes in [
