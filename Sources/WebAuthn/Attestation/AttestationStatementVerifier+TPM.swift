@@ -51,7 +51,13 @@ extension AttestationStatementVerifier {
             throw WebAuthnError(code: .attestationSignatureInvalid, reason: "the tpm signature over certInfo does not verify with x5c[0]")
         }
         try self.checkAIKCertificate(chain.leaf)
-        return try await chain.validate(anchors: self.anchors, at: self.time)
+        // The AIK certificate marks its subject alternative name (read above) and its certificate
+        // policies critical; WebAuthn asks nothing of the policies.
+        return try await chain.validate(
+            anchors: self.anchors,
+            at: self.time,
+            handledCriticalExtensions: [.X509ExtensionID.subjectAlternativeName, Self.certificatePoliciesExtension]
+        )
     }
 
     /// Whether pubArea's key is `credential` (an exponent of 0 means 65537, TPM 2.0 Part 2 12.2.3.5).
@@ -92,6 +98,8 @@ extension AttestationStatementVerifier {
         return [UInt8(pubArea.nameAlgorithm >> 8), UInt8(pubArea.nameAlgorithm & 0xFF)] + digest
     }
 
+    /// id-ce-certificatePolicies (RFC 5280 4.2.1.4).
+    static let certificatePoliciesExtension: ASN1ObjectIdentifier = [2, 5, 29, 32]
     /// tcg-kp-AIKCertificate.
     static let aikCertificateUsage: ASN1ObjectIdentifier = [2, 23, 133, 8, 3]
     /// tcg-at-tpmManufacturer, tcg-at-tpmModel, tcg-at-tpmVersion.
