@@ -308,6 +308,240 @@ struct StrictJSONParser {
         }
     }
 
+    // MARK: - Members without their values (JSONObjectMembers)
+
+    /// Reads the whole input as one JSON object and returns its members, each with where its value
+    /// lies, after checking every nested value exactly as ``parseDocument()`` does (the same
+    /// limits, duplicate names, UTF-8, escapes, surrogates, numbers) but without building any.
+    mutating func scanDocumentMembers() throws(CanonicalJSONError) -> [JSONObjectMembers.Member] {
+        guard self.input.count <= self.limits.maximumSize else {
+            throw CanonicalJSONError(
+                code: .tooLarge,
+                reason: "\(self.input.count) bytes; the limit is \(self.limits.maximumSize)",
+                offset: 0
+            )
+        }
+        self.skipWhitespace()
+        guard self.current == UInt8(ascii: "{") else {
+            throw self.error(.syntax, "the JSON text is not an object")
+        }
+        let members = try self.scanObject(depth: 1)
+        self.skipWhitespace()
+        guard self.position == self.input.count else {
+            throw self.error(.syntax, "unexpected data after the JSON value")
+        }
+        return members
+    }
+
+    /// The members of the object that starts at `offset`, a value already checked by
+    /// ``scanDocumentMembers()`` (so the limits were already applied to it).
+    mutating func scanMembers(ofObjectAt offset: Int) throws(CanonicalJSONError) -> [JSONObjectMembers.Member] {
+        self.position = offset
+        return try self.scanObject(depth: 1)
+    }
+
+    /// The elements of the array that starts at `offset`, a value already checked by
+    /// ``scanDocumentMembers()``.
+    mutating func scanElements(ofArrayAt offset: Int) throws(CanonicalJSONError) -> [JSONObjectMembers.Value] {
+        self.position = offset + 1  // [
+        var elements: [JSONObjectMembers.Value] = []
+        self.skipWhitespace()
+        if self.current == UInt8(ascii: "]") { return elements }
+        while true {
+            self.skipWhitespace()
+            elements.append(try self.scanValue(depth: 1))
+            self.skipWhitespace()
+            switch self.current {
+            case UInt8(ascii: ","):
+                self.position += 1
+            case UInt8(ascii: "]"):
+                return elements
+            default:
+                throw self.error(.syntax, "',' or ']' was expected in an array")
+            }
+        }
+    }
+
+    /// The unescaped bytes of the string whose opening quote is at `offset`.
+    mutating func unescapedString(at offset: Int) throws(CanonicalJSONError) -> [UInt8] {
+        self.position = offset
+        return try self.parseString().utf8
+    }
+
+    /// Checks one value as ``parseValue(depth:)`` does and says where it lies.
+    private mutating func scanValue(depth: Int) throws(CanonicalJSONError) -> JSONObjectMembers.Value {
+        guard let byte = self.current else {
+            throw self.error(.syntax, "unexpected end of input, a value was expected")
+        }
+        let start = self.position
+        let kind: JSONObjectMembers.Kind
+        switch byte {
+        case UInt8(ascii: "{"):
+            _ = try self.scanObject(depth: depth + 1)
+            kind = .object
+        case UInt8(ascii: "["):
+            try self.skipArray(depth: depth + 1)
+            kind = .array
+        case UInt8(ascii: "\""):
+            let escaped = try self.skipString()
+            // A string's range is its content, between the quotes.
+            return JSONObjectMembers.Value(kind: .string, range: (start + 1)..<(self.position - 1), escaped: escaped)
+        case UInt8(ascii: "t"):
+            try self.expectLiteral("true")
+            kind = .bool(true)
+        case UInt8(ascii: "f"):
+            try self.expectLiteral("false")
+            kind = .bool(false)
+        case UInt8(ascii: "n"):
+            try self.expectLiteral("null")
+            kind = .null
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            _ = try self.parseNumber()
+            kind = .number
+        default:
+            throw self.error(.syntax, "unexpected byte 0x\(String(byte, radix: 16)), a value was expected")
+        }
+        return JSONObjectMembers.Value(kind: kind, range: start..<self.position, escaped: false)
+    }
+
+    /// Checks an object as ``parseObject(depth:)`` does, duplicate names included, and returns its
+    /// members without building their values.
+    private mutating func scanObject(depth: Int) throws(CanonicalJSONError) -> [JSONObjectMembers.Member] {
+        try self.checkDepth(depth)
+        let start = self.position
+        self.position += 1  // {
+        var members: [JSONObjectMembers.Member] = []
+        self.skipWhitespace()
+        if self.current == UInt8(ascii: "}") {
+            self.position += 1
+            return members
+        }
+        while true {
+            self.skipWhitespace()
+            guard self.current == UInt8(ascii: "\"") else {
+                throw self.error(.syntax, "a member name (string) was expected")
+            }
+            let nameStart = self.position
+            let name: ArraySlice<UInt8>
+            if try self.skipString() {
+                // A name with escapes is compared by its unescaped code units, as parseObject does.
+                let end = self.position
+                self.position = nameStart
+                name = ArraySlice(try self.parseString().utf8)
+                self.position = end
+            } else {
+                name = self.input[(nameStart + 1)..<(self.position - 1)]
+            }
+            self.skipWhitespace()
+            guard self.current == UInt8(ascii: ":") else {
+                throw self.error(.syntax, "':' was expected after a member name")
+            }
+            self.position += 1
+            self.skipWhitespace()
+            let value = try self.scanValue(depth: depth)
+            members.append(JSONObjectMembers.Member(name: name, value: value))
+            self.skipWhitespace()
+            switch self.current {
+            case UInt8(ascii: ","):
+                self.position += 1
+            case UInt8(ascii: "}"):
+                self.position += 1
+                try Self.checkDistinctNames(members, at: start)
+                return members
+            default:
+                throw self.error(.syntax, "',' or '}' was expected in an object")
+            }
+        }
+    }
+
+    /// Refuses two members with the same name, as ``object(_:at:)`` does.
+    private static func checkDistinctNames(_ members: [JSONObjectMembers.Member], at offset: Int) throws(CanonicalJSONError) {
+        var duplicate: ArraySlice<UInt8>?
+        if members.count <= 16 {
+            // Few members (every WebAuthn object): compare each pair.
+            search: for index in members.indices {
+                for other in members[(index + 1)...] where other.name.elementsEqual(members[index].name) {
+                    duplicate = other.name
+                    break search
+                }
+            }
+        } else {
+            // Many members: sort the names, so that hostile input costs n log n, not n².
+            let names = members.map(\.name).sorted { $0.lexicographicallyPrecedes($1) }
+            for (previous, next) in zip(names, names.dropFirst()) where previous.elementsEqual(next) {
+                duplicate = previous
+                break
+            }
+        }
+        if let duplicate {
+            throw CanonicalJSONError(
+                code: .duplicateName,
+                reason: "the object has two members named \"\(String(decoding: duplicate, as: UTF8.self))\"",
+                offset: offset
+            )
+        }
+    }
+
+    /// Checks an array as ``parseArray(depth:)`` does, without building it.
+    private mutating func skipArray(depth: Int) throws(CanonicalJSONError) {
+        try self.checkDepth(depth)
+        self.position += 1  // [
+        self.skipWhitespace()
+        if self.current == UInt8(ascii: "]") {
+            self.position += 1
+            return
+        }
+        while true {
+            self.skipWhitespace()
+            _ = try self.scanValue(depth: depth)
+            self.skipWhitespace()
+            switch self.current {
+            case UInt8(ascii: ","):
+                self.position += 1
+            case UInt8(ascii: "]"):
+                self.position += 1
+                return
+            default:
+                throw self.error(.syntax, "',' or ']' was expected in an array")
+            }
+        }
+    }
+
+    /// Checks a string as ``parseString()`` does without copying it; `true` when it has escapes
+    /// (its content then differs from its bytes).
+    private mutating func skipString() throws(CanonicalJSONError) -> Bool {
+        self.position += 1  // opening quote
+        var escaped = false
+        // Escapes and multi-byte characters are checked by the same code as parseString's, into a
+        // buffer that is thrown away (and allocated only if the string has one).
+        var discarded: [UInt8] = []
+        while true {
+            // The common case first: a run of printable ASCII other than '"' and '\\'.
+            while self.position < self.input.count {
+                let byte = self.input[self.position]
+                guard byte >= 0x20, byte < 0x80, byte != UInt8(ascii: "\""), byte != UInt8(ascii: "\\") else { break }
+                self.position += 1
+            }
+            guard let byte = self.current else {
+                throw self.error(.syntax, "unterminated string")
+            }
+            switch byte {
+            case UInt8(ascii: "\""):
+                self.position += 1
+                return escaped
+            case UInt8(ascii: "\\"):
+                escaped = true
+                try self.parseEscape(into: &discarded)
+            case 0x00..<0x20:
+                throw self.error(.syntax, "a control character must be escaped in a string")
+            case 0x20..<0x80:
+                self.position += 1
+            default:
+                try self.copyMultibyteScalar(into: &discarded)
+            }
+        }
+    }
+
     // MARK: - Numbers
 
     /// Parses `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?` into the nearest double.

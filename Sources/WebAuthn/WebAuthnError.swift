@@ -88,12 +88,12 @@ public struct WebAuthnError: Error, Sendable, Hashable, CustomStringConvertible 
             case .credentialIDMismatch: "rawId is not the credential id of the authenticator data or of the expected credential"
             case .invalidPublicKey: "the credential public key is not a supported COSE key (ES256, EdDSA, RS256, PS256, PS384)"
             case .algorithmNotAllowed: "the credential's (or the statement's) algorithm is not one the policy accepts"
-            case .unsupportedFormat: "the attestation format is not one the verifier implements (none, packed, fido-u2f, apple)"
+            case .unsupportedFormat: "the attestation format is not one the verifier implements (none, packed, fido-u2f, apple, tpm, android-key)"
             case .attestationSignatureInvalid: "the attestation statement's signature does not verify"
             case .attestationCertificateInvalid: "the attestation certificate does not meet its format's requirements"
             case .aaguidMismatch: "the attestation certificate's AAGUID extension differs from the authenticator data's"
-            case .nonceMismatch: "the apple certificate's nonce is not SHA-256(authData ‖ clientDataHash)"
-            case .publicKeyMismatch: "the attestation certificate's key is not the credential key, or of the wrong type"
+            case .nonceMismatch: "the statement does not bind this registration (apple nonce, tpm extraData, android-key challenge)"
+            case .publicKeyMismatch: "the attested key (certificate or tpm pubArea) is not the credential key, or of the wrong type"
             case .malformedCertificate: "a certificate of x5c cannot be parsed"
             case .certificateExpired: "a certificate of x5c had expired at the verification time"
             case .certificateNotYetValid: "a certificate of x5c was not yet valid at the verification time"
@@ -150,7 +150,7 @@ public struct WebAuthnError: Error, Sendable, Hashable, CustomStringConvertible 
         public static let invalidPublicKey = Code(.invalidPublicKey)
         /// §7.1 step 19: the credential's algorithm is not one the policy accepts (RS1 never unless configured).
         public static let algorithmNotAllowed = Code(.algorithmNotAllowed)
-        /// §7.1 step 21: `fmt` is not a format this verifier implements (none, packed, fido-u2f, apple).
+        /// §7.1 step 21: `fmt` is not a format this verifier implements (none, packed, fido-u2f, apple, tpm, android-key).
         public static let unsupportedFormat = Code(.unsupportedFormat)
         /// §7.1 step 22: the attestation statement's signature does not verify.
         public static let attestationSignatureInvalid = Code(.attestationSignatureInvalid)
@@ -159,9 +159,12 @@ public struct WebAuthnError: Error, Sendable, Hashable, CustomStringConvertible 
         public static let attestationCertificateInvalid = Code(.attestationCertificateInvalid)
         /// §8.2.1: the certificate's AAGUID extension (1.3.6.1.4.1.45724.1.1.4) differs from authData's aaguid.
         public static let aaguidMismatch = Code(.aaguidMismatch)
-        /// §8.8 (apple): the certificate's nonce (1.2.840.113635.100.8.2) is not SHA-256(authData ‖ clientDataHash).
+        /// §8.8 (apple): the certificate's nonce (1.2.840.113635.100.8.2) is not SHA-256(authData ‖ clientDataHash);
+        /// §8.3 (tpm): certInfo's extraData is not the hash of authData ‖ clientDataHash; §8.4
+        /// (android-key): the key description's attestationChallenge is not clientDataHash.
         public static let nonceMismatch = Code(.nonceMismatch)
-        /// The attestation certificate's key is not the credential public key (apple), or a key of the wrong type (fido-u2f).
+        /// The attestation certificate's key is not the credential public key (apple, android-key), a
+        /// key of the wrong type (fido-u2f), or the key tpm's pubArea and certInfo name is not it (tpm).
         public static let publicKeyMismatch = Code(.publicKeyMismatch)
         /// A certificate of `x5c` (or a trust anchor) is not a well-formed X.509 certificate.
         public static let malformedCertificate = Code(.malformedCertificate)

@@ -154,6 +154,136 @@ struct ParserTests {
         }
     }
 
+    @Test(
+        "base64, one test per rule of the one-pass decoder",
+        arguments: [
+            ("-_8=", [0xFB, 0xFF] as [UInt8]?),  // padding is accepted with the url alphabet too
+            ("AA==", [0x00]),
+            ("AAA=", [0x00, 0x00]),
+            ("AAAA=", nil),  // padding after a complete quantum
+            ("A===", nil),  // a remainder of one symbol, padded
+            ("AA=", nil),  // padding that does not complete the quantum
+            ("AA=A", nil),  // '=' before the end
+            ("=AA", nil),
+            ("AB==", nil),  // non-zero unused bits, padded
+            ("AAB", nil),  // non-zero unused bits, two of them
+            ("-A+A", nil),  // mixed alphabets, the url symbol first
+            ("AA\u{E9}", nil),  // a character outside both alphabets
+            ("AA\n", nil),
+            ("AAA.", nil),
+        ]
+    )
+    func base64Rules(text: String, expected: [UInt8]?) {
+        #expect(WebAuthnBase64.decode(text) == expected)
+        // The same through the UTF-8 entry point, on a slice that does not start at zero.
+        let slice = Array(("x" + text).utf8).dropFirst()
+        #expect(WebAuthnBase64.decode(utf8: slice) == expected)
+    }
+
+    /// The decoder before it became one pass (three allocations), kept as the reference.
+    static func referenceBase64(_ text: String) -> [UInt8]? {
+        var symbols = Array(text.utf8)
+        var padding = 0
+        while symbols.last == UInt8(ascii: "=") {
+            symbols.removeLast()
+            padding += 1
+        }
+        let remainder = symbols.count % 4
+        guard remainder != 1, padding == 0 || (remainder != 0 && padding == 4 - remainder) else { return nil }
+        var url = false
+        var standard = false
+        var values: [UInt8] = []
+        for symbol in symbols {
+            switch symbol {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"): values.append(symbol - UInt8(ascii: "A"))
+            case UInt8(ascii: "a")...UInt8(ascii: "z"): values.append(symbol - UInt8(ascii: "a") + 26)
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): values.append(symbol - UInt8(ascii: "0") + 52)
+            case UInt8(ascii: "-"), UInt8(ascii: "_"):
+                url = true
+                values.append(symbol == UInt8(ascii: "-") ? 62 : 63)
+            case UInt8(ascii: "+"), UInt8(ascii: "/"):
+                standard = true
+                values.append(symbol == UInt8(ascii: "+") ? 62 : 63)
+            default: return nil
+            }
+        }
+        guard !(url && standard) else { return nil }
+        var bytes: [UInt8] = []
+        var accumulator: UInt32 = 0
+        var bits = 0
+        for value in values {
+            accumulator = (accumulator << 6) | UInt32(value)
+            bits += 6
+            if bits >= 8 {
+                bits -= 8
+                bytes.append(UInt8(truncatingIfNeeded: accumulator >> UInt32(bits)))
+                accumulator &= (1 << UInt32(bits)) - 1
+            }
+        }
+        guard accumulator == 0 else { return nil }
+        return bytes
+    }
+
+    @Test("base64: the one-pass decoder accepts and refuses exactly what the reference does, on every text of up to 5 symbols")
+    func base64AgreesWithReference() {
+        let symbols = ["A", "B", "Q", "g", "/", "+", "-", "_", "=", " "]
+        var texts = [""]
+        var accepted = 0
+        var total = 0
+        for _ in 0..<5 {
+            texts = texts.flatMap { text in symbols.map { text + $0 } }
+            for text in texts {
+                let decoded = WebAuthnBase64.decode(text)
+                let reference = Self.referenceBase64(text)
+                if decoded != reference {
+                    Issue.record("\(text): \(String(describing: decoded)) against \(String(describing: reference))")
+                }
+                if decoded != nil { accepted += 1 }
+                total += 1
+            }
+        }
+        #expect(total == 111_110 && accepted > 1000 && accepted < total / 2)
+    }
+
+    @Test("the response's members: duplicates at any level, bad values never read and too deep a nesting are refused")
+    func responseStrictness() throws {
+        let valid = String(decoding: Self.authenticator.authenticationJSON(), as: UTF8.self)
+        _ = try AuthenticationResponse(json: Array(valid.utf8))
+        let mutations = [
+            // A duplicate member at the top, in response, and in a member the verifier never reads.
+            valid.replacingOccurrences(of: #""type":"public-key""#, with: #""type":"public-key","type":"public-key""#),
+            valid.replacingOccurrences(of: #""type":"public-key""#, with: #""type":"public-key","\u0074ype":"public-key""#),
+            valid.replacingOccurrences(of: #""response":{"#, with: #""response":{"signature":"AA","#),
+            valid.replacingOccurrences(of: #""clientExtensionResults":{}"#, with: #""clientExtensionResults":{"a":1,"a":1}"#),
+            // Values the verifier never reads are still checked.
+            valid.replacingOccurrences(of: #""clientExtensionResults":{}"#, with: #""clientExtensionResults":{},"x":"\ud800""#),
+            valid.replacingOccurrences(of: #""clientExtensionResults":{}"#, with: #""clientExtensionResults":{},"x":1e999"#),
+            valid.replacingOccurrences(of: #""clientExtensionResults":{}"#, with: #""clientExtensionResults":{"a":[[[[[[[[1]]]]]]]]}"#),
+            valid.replacingOccurrences(of: #""response":{"#, with: #""response":{"x":[1,],"#),
+            // A binary member that is not a string.
+            valid.replacingOccurrences(of: #""signature":""#, with: #""signature":1,"s":""#),
+        ]
+        for mutation in mutations {
+            #expect(mutation != valid)
+            #expect(throws: WebAuthnError(code: .malformedResponse, reason: "")) { _ = try AuthenticationResponse(json: Array(mutation.utf8)) }
+        }
+        // Unknown members are ignored; escaped names and escaped base64 are read unescaped, as before.
+        let signature = try #require(AuthenticationTests.member("signature", in: valid))
+        let first = try #require(signature.unicodeScalars.first)
+        let escapedFirst = "\\u00" + String(first.value, radix: 16)
+        let escaped = valid.replacingOccurrences(
+            of: #""signature":"\#(signature)""#,
+            with: #""\u0073ignature":"\#(escapedFirst)\#(signature.dropFirst())""#
+        )
+        .replacingOccurrences(
+            of: #""clientExtensionResults":{}"#,
+            with: #""clientExtensionResults":{"x":{"y":[null,true,-0.5]}},"publicKeyAlgorithm":-7"#
+        )
+        #expect(escaped.contains(#""\u0073ignature":"\u00"#))
+        let parsed = try AuthenticationResponse(json: Array(escaped.utf8))
+        #expect(parsed.signature == WebAuthnBase64.decode(signature))
+    }
+
     @Test("the response shape: type, id = rawId, response object, binary members")
     func responseShape() throws {
         let valid = String(decoding: Self.authenticator.registrationJSON(), as: UTF8.self)

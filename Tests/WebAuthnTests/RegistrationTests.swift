@@ -265,20 +265,24 @@ struct RegistrationTests {
         await self.expectRefusal(.certificateChainInvalid, authenticator, policy: policy)
     }
 
-    @Test("an unknown format, and tpm and android-key, are refused as unsupported")
-    func unsupportedFormat() async throws {
+    @Test(
+        "an unknown format is refused as unsupported; tpm and android-key with another format's statement as malformed",
+        arguments: [
+            ("android-safetynet", WebAuthnError.Code.unsupportedFormat), ("x", .unsupportedFormat), ("TPM", .unsupportedFormat),
+            ("tpm", .malformedAttestation), ("android-key", .malformedAttestation),
+        ]
+    )
+    func unsupportedFormat(name: String, code: WebAuthnError.Code) async throws {
         let authenticator = SoftwareAuthenticator()
         let verifier = try WebAuthnVerifier(policy: authenticator.policy())
-        for name in ["tpm", "android-key", "android-safetynet", "x"] {
-            let json = String(decoding: authenticator.registrationJSON(), as: UTF8.self)
-            // "none" is encoded as the CBOR text 64 6E 6F 6E 65; rebuild the object with another fmt.
-            let object = try #require(Self.attestationObject(in: json))
-            let renamed = Self.replacingFormat(in: object, with: name)
-            let changed = json.replacingOccurrences(of: WebAuthnBase64.encode(object), with: WebAuthnBase64.encode(renamed))
-            await #expect(throws: WebAuthnError(code: .unsupportedFormat, reason: "")) {
-                _ = try await verifier.verifyRegistration(
-                    json: Array(changed.utf8), challenge: authenticator.challenge, at: SoftwareAuthenticator.now)
-            }
+        let json = String(decoding: authenticator.registrationJSON(), as: UTF8.self)
+        // "none" is encoded as the CBOR text 64 6E 6F 6E 65; rebuild the object with another fmt.
+        let object = try #require(Self.attestationObject(in: json))
+        let renamed = Self.replacingFormat(in: object, with: name)
+        let changed = json.replacingOccurrences(of: WebAuthnBase64.encode(object), with: WebAuthnBase64.encode(renamed))
+        await #expect(throws: WebAuthnError(code: code, reason: "")) {
+            _ = try await verifier.verifyRegistration(
+                json: Array(changed.utf8), challenge: authenticator.challenge, at: SoftwareAuthenticator.now)
         }
     }
 

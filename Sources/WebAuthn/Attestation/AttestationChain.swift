@@ -46,7 +46,11 @@ struct AttestationChain {
     /// the last one is, and the answer is `false` (not anchored).
     ///
     /// - Returns: whether the chain reached a trust anchor.
-    func validate(anchors: [Certificate], at time: Date) async throws(WebAuthnError) -> Bool {
+    func validate(
+        anchors: [Certificate],
+        at time: Date,
+        handledCriticalExtensions: [ASN1ObjectIdentifier] = []
+    ) async throws(WebAuthnError) -> Bool {
         for (index, certificate) in ([self.leaf] + self.intermediates).enumerated() {
             guard time >= certificate.notValidBefore else {
                 throw WebAuthnError(code: .certificateNotYetValid, reason: "x5c[\(index)] is valid from \(certificate.notValidBefore), after \(time)")
@@ -66,11 +70,23 @@ struct AttestationChain {
         }
         var verifier = Verifier(rootCertificates: CertificateStore(anchors)) {
             RFC5280Policy(fixedExpiryValidationTime: time)
+            FormatCheckedExtensions(verifyingCriticalExtensions: handledCriticalExtensions)
         }
         let result = await verifier.validate(leaf: self.leaf, intermediates: CertificateStore(self.intermediates))
         guard case .validCertificate = result else {
             throw WebAuthnError(code: .certificateChainInvalid, reason: "x5c does not chain to a configured trust anchor at \(time)")
         }
         return true
+    }
+}
+
+/// Critical extensions a format's own checks have already read (tpm: the AIK certificate's subject
+/// alternative name and certificate policies, §8.3.2), declared handled so that RFC 5280 path
+/// validation does not refuse the chain for them; it adds no requirement of its own.
+struct FormatCheckedExtensions: VerifierPolicy {
+    let verifyingCriticalExtensions: [ASN1ObjectIdentifier]
+
+    func chainMeetsPolicyRequirements(chain: UnverifiedCertificateChain) async -> PolicyEvaluationResult {
+        .meetsPolicy
     }
 }

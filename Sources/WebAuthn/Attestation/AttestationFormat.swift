@@ -5,8 +5,8 @@
 
 /// The attestation statement formats (WebAuthn §8) this verifier implements.
 ///
-/// `tpm` and `android-key` are registered formats it does not implement yet: a registration in
-/// either is refused with ``WebAuthnError/Code/unsupportedFormat``, as is any other `fmt`.
+/// Any other `fmt` (`android-safetynet`, which WebAuthn Level 3 deprecates, among them) is refused
+/// with ``WebAuthnError/Code/unsupportedFormat``.
 public struct AttestationFormat: RawRepresentable, Sendable, Hashable, CustomStringConvertible {
     public let rawValue: String
 
@@ -23,8 +23,13 @@ public struct AttestationFormat: RawRepresentable, Sendable, Hashable, CustomStr
     /// §8.8: Apple's anonymous attestation.
     public static let apple = AttestationFormat(rawValue: "apple")
 
+    /// §8.3: a TPM's attestation identity key certifies the credential key (Windows Hello).
+    public static let tpm = AttestationFormat(rawValue: "tpm")
+    /// §8.4: an Android Keystore key attestation.
+    public static let androidKey = AttestationFormat(rawValue: "android-key")
+
     /// The formats verified, in the order the project implements them.
-    public static let implemented: [AttestationFormat] = [.none, .packed, .fidoU2F, .apple]
+    public static let implemented: [AttestationFormat] = [.none, .packed, .fidoU2F, .apple, .tpm, .androidKey]
 
     public var description: String { self.rawValue }
 }

@@ -26,13 +26,15 @@ struct AttestationStatementVerifier {
         case .packed: return try await self.verifyPacked()
         case .fidoU2F: return try await self.verifyFIDOU2F()
         case .apple: return try await self.verifyApple()
+        case .tpm: return try await self.verifyTPM()
+        case .androidKey: return try await self.verifyAndroidKey()
         default:
             throw WebAuthnError(code: .unsupportedFormat, reason: "attestation format \"\(self.object.format)\" is not implemented")
         }
     }
 
     /// The statement's members, exactly `names` (some of them optional).
-    private func members(required: Set<String>, optional: Set<String> = []) throws(WebAuthnError) -> [String: CBORItem] {
+    func members(required: Set<String>, optional: Set<String> = []) throws(WebAuthnError) -> [String: CBORItem] {
         let entries = self.object.statement.mapEntries ?? []
         var members: [String: CBORItem] = [:]
         for entry in entries {
@@ -48,7 +50,7 @@ struct AttestationStatementVerifier {
     }
 
     /// The signed bytes of packed, apple and tpm: authData ‖ clientDataHash.
-    private var signedData: [UInt8] { self.object.authenticatorData.rawValue + self.clientDataHash }
+    var signedData: [UInt8] { self.object.authenticatorData.rawValue + self.clientDataHash }
 
     // MARK: - none (§8.7)
 
@@ -109,15 +111,12 @@ struct AttestationStatementVerifier {
                 reason: "the packed certificate's subject lacks C, O, CN or OU = \"Authenticator Attestation\""
             )
         }
-        let basicConstraints: BasicConstraints?
-        do {
-            basicConstraints = try certificate.extensions.basicConstraints
-        } catch {
-            throw WebAuthnError(code: .attestationCertificateInvalid, reason: "the packed certificate's basic constraints are malformed")
-        }
-        guard case .notCertificateAuthority? = basicConstraints else {
-            throw WebAuthnError(code: .attestationCertificateInvalid, reason: "the packed certificate's basic constraints do not say CA false")
-        }
+        try self.checkNotCertificateAuthority(certificate, "packed")
+        try self.checkAAGUIDExtension(certificate)
+    }
+
+    /// The AAGUID extension (packed, tpm), when present: not critical and equal to authData's aaguid.
+    func checkAAGUIDExtension(_ certificate: Certificate) throws(WebAuthnError) {
         if let aaguidExtension = certificate.extensions[oid: Self.fidoAAGUIDExtension] {
             guard !aaguidExtension.critical else {
                 throw WebAuthnError(code: .attestationCertificateInvalid, reason: "the AAGUID extension is marked critical")
@@ -125,6 +124,19 @@ struct AttestationStatementVerifier {
             guard Array(aaguidExtension.value) == [0x04, 0x10] + self.credential.aaguid else {
                 throw WebAuthnError(code: .aaguidMismatch, reason: "the certificate's AAGUID extension differs from authData's aaguid")
             }
+        }
+    }
+
+    /// Basic constraints present and saying CA false (packed, tpm).
+    func checkNotCertificateAuthority(_ certificate: Certificate, _ what: String) throws(WebAuthnError) {
+        let basicConstraints: BasicConstraints?
+        do {
+            basicConstraints = try certificate.extensions.basicConstraints
+        } catch {
+            throw WebAuthnError(code: .attestationCertificateInvalid, reason: "the \(what) certificate's basic constraints are malformed")
+        }
+        guard case .notCertificateAuthority? = basicConstraints else {
+            throw WebAuthnError(code: .attestationCertificateInvalid, reason: "the \(what) certificate's basic constraints do not say CA false")
         }
     }
 

@@ -144,6 +144,24 @@ public struct CredentialPublicKey: Sendable {
         return Array(key.x963Representation)
     }
 
+    /// The modulus and public exponent of an RSA key (big-endian, no leading zeros), `nil` for other keys.
+    var rsaPrimitives: (modulus: [UInt8], exponent: [UInt8])? {
+        guard case .rsa(let key) = self.key, let primitives = try? key.getKeyPrimitives() else { return nil }
+        return (Array(primitives.modulus), Array(primitives.publicExponent))
+    }
+
+    /// Whether `other` is the same public key (whatever the algorithm each verifies with).
+    func isSameKey(as other: CredentialPublicKey) -> Bool {
+        switch (self.key, other.key) {
+        case (.p256(let mine), .p256(let theirs)): return mine.x963Representation == theirs.x963Representation
+        case (.ed25519(let mine), .ed25519(let theirs)): return mine.rawRepresentation == theirs.rawRepresentation
+        case (.rsa, .rsa):
+            guard let mine = self.rsaPrimitives, let theirs = other.rsaPrimitives else { return false }
+            return mine.modulus == theirs.modulus && mine.exponent == theirs.exponent
+        default: return false
+        }
+    }
+
     /// Whether `signature` is this key's signature over `data` with ``algorithm``.
     ///
     /// ES256 signatures are DER (as WebAuthn sends them), EdDSA raw 64 bytes, RSA raw.

@@ -41,7 +41,7 @@ public struct CollectedClientData: Sendable, Hashable {
             malformed: .malformedClientData
         )
         func requiredString(_ name: String) throws(WebAuthnError) -> String {
-            guard let text = value[name]?.stringValue else {
+            guard let text = value.stringValue(name) else {
                 throw WebAuthnError(code: .malformedClientData, reason: "clientDataJSON has no string member \"\(name)\"")
             }
             return text
@@ -50,14 +50,14 @@ public struct CollectedClientData: Sendable, Hashable {
         self.type = try requiredString("type")
         self.challenge = try requiredString("challenge")
         self.origin = try requiredString("origin")
-        switch value["crossOrigin"] {
+        switch value["crossOrigin"]?.kind {
         case nil: self.crossOrigin = false
         case .bool(let flag): self.crossOrigin = flag
         default: throw WebAuthnError(code: .malformedClientData, reason: "clientDataJSON's crossOrigin is not a boolean")
         }
-        switch value["topOrigin"] {
+        switch value["topOrigin"]?.kind {
         case nil: self.topOrigin = nil
-        case .string(let text): self.topOrigin = text.string
+        case .string: self.topOrigin = value.stringValue("topOrigin")
         default: throw WebAuthnError(code: .malformedClientData, reason: "clientDataJSON's topOrigin is not a string")
         }
     }

@@ -13,40 +13,60 @@
 public enum WebAuthnBase64 {
     /// Decodes base64url or base64, padded or not; `nil` for anything else.
     public static func decode(_ text: String) -> [UInt8]? {
-        var symbols = Array(text.utf8)
+        self.decode(utf8: text.utf8)
+    }
+
+    /// Decodes base64url or base64 text given as its UTF-8 bytes, padded or not; `nil` for
+    /// anything else.
+    ///
+    /// One pass straight into the output: the padding is counted from the end, the length checked,
+    /// then each symbol is read once and its six bits go into the result; the one allocation is the
+    /// result's.
+    public static func decode(utf8 text: some BidirectionalCollection<UInt8>) -> [UInt8]? {
+        // Padding ('=') only at the end.
+        var end = text.endIndex
         var padding = 0
-        while symbols.last == UInt8(ascii: "=") {
-            symbols.removeLast()
+        while end != text.startIndex {
+            let before = text.index(before: end)
+            guard text[before] == UInt8(ascii: "=") else { break }
+            end = before
             padding += 1
         }
-        let remainder = symbols.count % 4
+        let count = text.distance(from: text.startIndex, to: end)
+        let remainder = count % 4
         // A remainder of 1 cannot encode whole bytes; padding, when present, must complete the quantum.
         guard remainder != 1, padding == 0 || (remainder != 0 && padding == 4 - remainder) else { return nil }
-        var urlAlphabet = false
-        var standardAlphabet = false
-        var values: [UInt8] = []
-        values.reserveCapacity(symbols.count)
-        for symbol in symbols {
-            switch symbol {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"): values.append(symbol - UInt8(ascii: "A"))
-            case UInt8(ascii: "a")...UInt8(ascii: "z"): values.append(symbol - UInt8(ascii: "a") + 26)
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): values.append(symbol - UInt8(ascii: "0") + 52)
-            case UInt8(ascii: "-"), UInt8(ascii: "_"):
-                urlAlphabet = true
-                values.append(symbol == UInt8(ascii: "-") ? 62 : 63)
-            case UInt8(ascii: "+"), UInt8(ascii: "/"):
-                standardAlphabet = true
-                values.append(symbol == UInt8(ascii: "+") ? 62 : 63)
-            default: return nil
-            }
-        }
-        guard !(urlAlphabet && standardAlphabet) else { return nil }
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(values.count * 3 / 4)
+        // Exactly the decoded length: 3 bytes a quantum, 1 or 2 for a final 2 or 3 symbols.
+        bytes.reserveCapacity(count / 4 * 3 + (remainder == 0 ? 0 : remainder - 1))
+        // Bit 0: a symbol only base64url has ('-', '_'); bit 1: one only base64 has ('+', '/').
+        var alphabets: UInt8 = 0
         var accumulator: UInt32 = 0
         var bits = 0
-        for value in values {
-            // Invariant: bits < 8 before the shift, so the accumulator keeps at most 14 bits.
+        var index = text.startIndex
+        while index != end {
+            let symbol = text[index]
+            let value: UInt8
+            switch symbol {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"): value = symbol &- UInt8(ascii: "A")
+            case UInt8(ascii: "a")...UInt8(ascii: "z"): value = symbol &- UInt8(ascii: "a") &+ 26
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): value = symbol &- UInt8(ascii: "0") &+ 52
+            case UInt8(ascii: "-"):
+                value = 62
+                alphabets |= 1
+            case UInt8(ascii: "_"):
+                value = 63
+                alphabets |= 1
+            case UInt8(ascii: "+"):
+                value = 62
+                alphabets |= 2
+            case UInt8(ascii: "/"):
+                value = 63
+                alphabets |= 2
+            default: return nil
+            }
+            // Invariant: bits < 8 before the shift, so the accumulator keeps at most 14 bits (and
+            // the wrapping arithmetic above stays within 0...63).
             accumulator = (accumulator << 6) | UInt32(value)
             bits += 6
             if bits >= 8 {
@@ -54,7 +74,10 @@ public enum WebAuthnBase64 {
                 bytes.append(UInt8(truncatingIfNeeded: accumulator >> UInt32(bits)))
                 accumulator &= (1 << UInt32(bits)) - 1
             }
+            index = text.index(after: index)
         }
+        // One alphabet per value.
+        guard alphabets != 3 else { return nil }
         // Unused trailing bits must be zero (a canonical encoding).
         guard accumulator == 0 else { return nil }
         return bytes

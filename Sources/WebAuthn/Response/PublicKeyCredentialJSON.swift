@@ -13,7 +13,7 @@ import CanonicalJSON
 /// use (`publicKey`, `publicKeyAlgorithm` that `toJSON()` adds, a library's own) are ignored.
 struct PublicKeyCredentialJSON {
     let rawID: [UInt8]
-    let response: JSONValue
+    let response: JSONObjectMembers
     let authenticatorAttachment: String?
 
     init(bytes: some Collection<UInt8>) throws(WebAuthnError) {
@@ -23,7 +23,7 @@ struct PublicKeyCredentialJSON {
             what: "the response",
             malformed: .malformedResponse
         )
-        guard value["type"]?.stringValue == "public-key" else {
+        guard let type = value.stringBytes("type"), type.elementsEqual("public-key".utf8) else {
             throw WebAuthnError.malformedResponse("the response's type is not \"public-key\"")
         }
         let id = try Self.binary(value, "id", what: "id")
@@ -31,30 +31,32 @@ struct PublicKeyCredentialJSON {
         guard id == rawID else {
             throw WebAuthnError.malformedResponse("id and rawId name different credentials")
         }
-        guard let response = value["response"], case .object = response else {
+        guard let response = value["response"], response.kind == .object else {
             throw WebAuthnError.malformedResponse("the response has no object member \"response\"")
         }
-        switch value["clientExtensionResults"] {
+        switch value["clientExtensionResults"]?.kind {
         case nil, .object: break
         default: throw WebAuthnError.malformedResponse("clientExtensionResults is not an object")
         }
         switch value["authenticatorAttachment"] {
-        case nil, .null: self.authenticatorAttachment = nil
-        case .string(let text): self.authenticatorAttachment = text.string
+        case nil: self.authenticatorAttachment = nil
+        case let attachment? where attachment.kind == .null: self.authenticatorAttachment = nil
+        case let attachment? where attachment.kind == .string:
+            self.authenticatorAttachment = String(decoding: value.string(attachment), as: UTF8.self)
         default: throw WebAuthnError.malformedResponse("authenticatorAttachment is not a string")
         }
         self.rawID = rawID
-        self.response = response
+        self.response = value.object(response)
     }
 
-    /// A required binary member of `object`.
-    static func binary(_ object: JSONValue, _ name: String, what: String, limit: Int = WebAuthnLimits.maximumResponseSize)
+    /// A required binary member of `object`, decoded straight from the input's bytes.
+    static func binary(_ object: JSONObjectMembers, _ name: String, what: String, limit: Int = WebAuthnLimits.maximumResponseSize)
         throws(WebAuthnError) -> [UInt8]
     {
-        guard let text = object[name]?.stringValue else {
+        guard let text = object.stringBytes(name) else {
             throw WebAuthnError.malformedResponse("\(what) is missing or not a string")
         }
-        guard let bytes = WebAuthnBase64.decode(text) else {
+        guard let bytes = WebAuthnBase64.decode(utf8: text) else {
             throw WebAuthnError.malformedResponse("\(what) is not base64url or base64")
         }
         guard bytes.count <= limit else {
@@ -90,14 +92,15 @@ public struct RegistrationResponse: Sendable {
         self.attestationObject = try PublicKeyCredentialJSON.binary(
             response, "attestationObject", what: "response.attestationObject", limit: WebAuthnLimits.maximumAttestationObjectSize)
         switch response["transports"] {
-        case nil, .null: self.transports = []
-        case .array(let items):
+        case nil: self.transports = []
+        case let items? where items.kind == .null: self.transports = []
+        case let items? where items.kind == .array:
             var transports: [String] = []
-            for item in items {
-                guard let text = item.stringValue else {
+            for item in response.elements(items) {
+                guard item.kind == .string else {
                     throw WebAuthnError.malformedResponse("response.transports holds a value that is not a string")
                 }
-                transports.append(text)
+                transports.append(String(decoding: response.string(item), as: UTF8.self))
             }
             self.transports = transports
         default: throw WebAuthnError.malformedResponse("response.transports is not an array")
@@ -131,7 +134,7 @@ public struct AuthenticationResponse: Sendable {
             response, "authenticatorData", what: "response.authenticatorData", limit: WebAuthnLimits.maximumAuthenticatorDataSize)
         self.signature = try PublicKeyCredentialJSON.binary(
             response, "signature", what: "response.signature", limit: WebAuthnLimits.maximumSignatureSize)
-        switch response["userHandle"] {
+        switch response["userHandle"]?.kind {
         case nil, .null: self.userHandle = nil
         default:
             self.userHandle = try PublicKeyCredentialJSON.binary(
