@@ -1442,6 +1442,58 @@ struct HostileUserTests {
         print("inspector budget: during the attack \(during) (busy \(busy)); after \(after); attackers \(attackers.counts)")
         #expect(Array(after.dropLast()).allSatisfy { $0 == 200 } && after.last == 429, "after: \(after); during: \(during)")
     }
+
+    @Test("r4 F4: entry to the inspector's queue is fair: with 40 addresses keeping it full, each caller not served recently gets a place, and the next turn")
+    func inspectorFairEntry() async throws {
+        let files = try TemporaryFiles()
+        let service = try Service(
+            ["--store", "memory", "--insecure-no-caller-auth", "--rate-limit-inspect", "100000", "--log-level", "warning"], files: files)
+        let port = service.port
+        let json = [("Content-Type", "application/json")]
+        let costly = Self.costlyInspection
+        let path = "/api/appattest/inspect"
+        // inspect_polite.py's shape without the pause: 40 addresses, each within its budget,
+        // loop on the costly object and keep the queue's 16 places full.
+        let stop = Date().addingTimeInterval(120)
+        let finished = Flag()
+        let attackers = Statuses()
+        for index in 0..<40 {
+            Thread.detachNewThread {
+                while Date() < stop && !finished.isSet {
+                    if let answer = try? Self.exchange(port, path, method: "POST", headers: json, body: costly, from: "127.0.3.\(index + 1)") {
+                        attackers.add(answer.status, answer.body)
+                    }
+                }
+                attackers.finish()
+            }
+        }
+        // Until the attackers have had 60 turns (each address one at least, when turns are fair).
+        for _ in 0..<1200 where (attackers.counts[200] ?? 0) < 60 { try await Task.sleep(for: .milliseconds(100)) }
+        // Eight callers never served, one request each, half a second apart.
+        let small = Array(#"{"mode":"tree","assertion":"oA"}"#.utf8)
+        var newcomers: [Int] = []
+        for index in 0..<8 {
+            newcomers.append(try Self.exchange(port, path, method: "POST", headers: json, body: small, from: "127.0.4.\(index + 1)").status)
+            try await Task.sleep(for: .milliseconds(500))
+        }
+        finished.set()
+        try await attackers.wait(for: 40)
+        _ = service.stop()
+        let displaced = attackers.refusals.filter { $0.contains("served less recently") }.count
+        print("inspector entry under 40 looping addresses: newcomers \(newcomers); attackers \(attackers.counts), \(displaced) displaced")
+        try #require((attackers.counts[429] ?? 0) > 0, "the attack did not fill the queue: \(attackers.counts)")
+        // Before the change, places went to whoever asked first: the newcomers got 429 for the
+        // busy inspector on most attempts (red team: 16 of 18).
+        #expect(newcomers == [Int](repeating: 200, count: 8), "\(newcomers)")
+    }
+
+    /// A flag set once, read by threads.
+    final class Flag: @unchecked Sendable {
+        private let lock = NSLock()
+        private var value = false
+        func set() { self.lock.withLock { self.value = true } }
+        var isSet: Bool { self.lock.withLock { self.value } }
+    }
 }
 
 /// The mode bits of a file, as the tests read it.
