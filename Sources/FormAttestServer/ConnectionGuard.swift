@@ -3,6 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
+import HTTPTypes
 import HummingbirdCore
 import Logging
 import Metrics
@@ -32,6 +33,14 @@ public struct ConnectionLimits: Sendable, Hashable {
         self.perAddress = perAddress
         self.headerTimeout = headerTimeout
     }
+
+    /// Requests a connection may have waiting for their answers (HTTP/1.1 pipelining): a request
+    /// arriving while this many are unanswered is the connection's last (served with
+    /// `Connection: close`); nothing after it is read, and the connection closes once its answers
+    /// are written. Without it, one read of a few KB of pipelined requests queued thousands of
+    /// them, which were served one after another, without letting other connections' requests
+    /// in, long after the client had gone (issue 31 r5 F1).
+    public static let maximumPipelined = 16
 
     /// The hard ceiling of open connections, where the listener stops accepting: a little above
     /// ``total`` (1/16 more, at least 4), for connections admitted while every other one had a
@@ -130,6 +139,8 @@ final class ConnectionRegistry: Sendable {
     let shedLog = RateLimitedLog()
     /// The write deadline's log line, at most one a second.
     let writeTimeoutLog = RateLimitedLog()
+    /// The pipelining bound's log line, at most one a second.
+    let pipelinedLog = RateLimitedLog()
     /// The per-address cap; `nil` behind trusted proxies.
     let perAddress: Int?
     let total: Int
@@ -240,9 +251,12 @@ final class RateLimitedLog: Sendable {
 /// connection that has not sent a complete request head within `headerTimeout` of opening, or of
 /// its last answer, is closed: `formattest_connections_refused_total{reason="header_timeout"}`);
 /// and the write deadline (an answer part not written to the socket within `writeTimeout`, the
-/// body timeout, closes it: `reason="write_timeout"`). A connection that sends nothing thus holds
-/// its descriptor for the header deadline, not the idle timeout, and one that never reads its
-/// answers for the write deadline.
+/// body timeout, closes it: `reason="write_timeout"`); and the pipelining bound (a request head
+/// arriving while ``ConnectionLimits/maximumPipelined`` requests are unanswered is passed on with
+/// `Connection: close`, nothing after it is read or passed on, and the connection closes once
+/// its answers are written: `reason="pipelined"`). A connection that sends nothing thus holds
+/// its descriptor for the header deadline, not the idle timeout, one that never reads its
+/// answers for the write deadline, and one that pipelines requests gets at most that many served.
 final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -262,6 +276,10 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
     private var unwritten = 0
     private let writeTimeout: TimeAmount
     private var writeDeadline: Scheduled<Void>?
+    /// Set once a request was passed on as the connection's last (the pipelining bound): nothing
+    /// after it is read or passed on, and the connection closes once its answers are written.
+    private var lastRequestPassed = false
+    private var discarding = false
 
     init(registry: ConnectionRegistry, ipv6Prefix: Int, headerTimeout: Duration, writeTimeout: Duration, logger: Logger) {
         self.registry = registry
@@ -328,13 +346,43 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if case .head = Self.unwrapInboundIn(data) {
-            self.deadline?.cancel()
-            self.deadline = nil
-            self.requestsInFlight += 1
-            if let id = self.id { self.registry.mark(id, busy: true, now: .now()) }
+        guard !self.discarding else { return }
+        guard case .head(var head) = Self.unwrapInboundIn(data) else {
+            context.fireChannelRead(data)
+            return
         }
-        context.fireChannelRead(data)
+        // A request after the connection's last: neither it nor anything after it is served.
+        guard !self.lastRequestPassed else {
+            self.discarding = true
+            return
+        }
+        self.deadline?.cancel()
+        self.deadline = nil
+        self.requestsInFlight += 1
+        if let id = self.id { self.registry.mark(id, busy: true, now: .now()) }
+        guard self.requestsInFlight > ConnectionLimits.maximumPipelined else {
+            context.fireChannelRead(data)
+            return
+        }
+        // Over the pipelining bound: this request is the connection's last.
+        self.lastRequestPassed = true
+        head.headerFields[.connection] = "close"
+        Counter(label: "formattest_connections_refused_total", dimensions: [("reason", "pipelined")]).increment()
+        if let count = self.registry.pipelinedLog.due() {
+            self.logger.warning(
+                "connection closing: its client pipelined more requests than are served unanswered; the rest are not read",
+                metadata: [
+                    "limit": "\(ConnectionLimits.maximumPipelined)", "closed": "\(count)",
+                    "metric": "formattest_connections_refused_total{reason=\"pipelined\"}",
+                ])
+        }
+        context.fireChannelRead(Self.wrapInboundOut(.head(head)))
+    }
+
+    /// Nothing more is read from a connection past its last request (the pipelining bound).
+    func read(context: ChannelHandlerContext) {
+        guard !self.lastRequestPassed else { return }
+        context.read()
     }
 
     /// Every answer part is watched until it is written to the socket: a connection is idle
@@ -357,6 +405,8 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
             self.writeDeadline = nil
             if self.unwritten > 0 {
                 self.armWrite(context: context)
+            } else if self.requestsInFlight == 0 && self.lastRequestPassed {
+                context.close(promise: nil)
             } else if self.requestsInFlight == 0, let id = self.id {
                 self.registry.mark(id, busy: false, now: .now())
             }

@@ -73,8 +73,11 @@ struct HostileUserTests {
 
     /// A connection to the service on 127.0.0.1, from `source` (any 127.0.0.0/8 address: each is
     /// a peer of its own to the service) or the kernel's choice.
-    static func dial(_ port: Int, from source: String? = nil) throws -> Int32 {
+    static func dial(_ port: Int, from source: String? = nil, receiveBuffer: Int32? = nil) throws -> Int32 {
         let handle = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        if var size = receiveBuffer {
+            setsockopt(handle, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
         if let source {
             var local = sockaddr_in()
             local.sin_family = sa_family_t(AF_INET)
@@ -1049,8 +1052,10 @@ struct HostileUserTests {
                 "--store", "memory", "--insecure-no-caller-auth", "--body-timeout", "2", "--header-timeout", "30", "--idle-timeout", "60",
                 "--log-level", "warning",
             ], files: files)
-        // A small receive buffer and 2,000 pipelined requests for /metrics (a few KB each): the
-        // answers fill the socket's buffers and stay unwritten.
+        // A small receive buffer and 16 pipelined requests for the inspector's 237 KB answer (the
+        // 2,000 pipelined requests for /metrics of before now meet the pipelining bound, r5 F1,
+        // and the 16 it serves fit in the socket's buffers): the answers fill the socket's
+        // buffers (up to 4 MB on Linux) and stay unwritten.
         let handle = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var size: Int32 = 4096
         setsockopt(handle, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
@@ -1063,7 +1068,9 @@ struct HostileUserTests {
         }
         try #require(connected == 0)
         defer { close(handle) }
-        let requests = Array(String(repeating: "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", count: 2000).utf8)
+        let costly = Self.costlyInspection
+        let post = Array("POST /api/appattest/inspect HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: \(costly.count)\r\n\r\n".utf8) + costly
+        let requests = Array([[UInt8]](repeating: post, count: 16).joined())
         var flags = fcntl(handle, F_GETFL)
         flags |= O_NONBLOCK
         _ = fcntl(handle, F_SETFL, flags)
@@ -1073,8 +1080,8 @@ struct HostileUserTests {
             let count = requests[sent...].withUnsafeBytes { send(handle, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             if count > 0 { sent += count } else { try await Task.sleep(for: .milliseconds(50)) }
         }
-        // Not read for 8 s: closed by the write deadline (2 s) after the buffers filled.
-        try await Task.sleep(for: .seconds(8))
+        // Not read for 14 s: closed by the write deadline (2 s) after the buffers filled.
+        try await Task.sleep(for: .seconds(14))
         let metrics = try Self.exchange(service.port, "/metrics").body
         let closedByDeadline = Self.metric(metrics, #"formattest_connections_refused_total{reason="write_timeout"}"#)
         let log = service.stop()
@@ -1485,6 +1492,62 @@ struct HostileUserTests {
         // Before the change, places went to whoever asked first: the newcomers got 429 for the
         // busy inspector on most attempts (red team: 16 of 18).
         #expect(newcomers == [Int](repeating: 200, count: 8), "\(newcomers)")
+    }
+
+    @Test("r5 F1: a connection gets at most 16 pipelined requests served unanswered; 40 connections pipelining 3,000 requests each and reading nothing cannot keep other clients out, during or after")
+    func pipelinedRequestsBounded() async throws {
+        let files = try TemporaryFiles()
+        let service = try Service(
+            ["--store", "memory", "--insecure-no-caller-auth", "--max-connections", "32", "--log-level", "warning"], files: files)
+        let port = service.port
+        let before = try Self.exchange(port, "/metrics").body
+        // slowread.py's shape: 40 addresses, each one connection with a 2 KB receive buffer,
+        // writing 3,000 pipelined `GET /nope` (93 KB) at once and reading nothing.
+        let pipelined = Array(String(repeating: "GET /nope HTTP/1.1\r\nHost: x\r\n\r\n", count: 3000).utf8)
+        var attackers: [Int32] = []
+        for index in 0..<40 {
+            let handle = try Self.dial(port, from: "127.0.5.\(index + 1)", receiveBuffer: 2048)
+            attackers.append(handle)
+            var sent = 0
+            let started = Date()
+            while sent < pipelined.count && Date().timeIntervalSince(started) < 2 {
+                let count = pipelined[sent...].withUnsafeBytes { send(handle, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+                if count > 0 { sent += count } else { usleep(10_000) }
+            }
+        }
+        // An honest client meanwhile, on a fresh connection: answered (before: nothing in 30 s).
+        var during: [(status: Int, seconds: Double)] = []
+        for _ in 0..<3 {
+            let started = Date()
+            let answer = try Self.exchange(port, "/healthz", from: "127.0.0.1")
+            during.append((answer.status, Date().timeIntervalSince(started)))
+            try await Task.sleep(for: .milliseconds(500))
+        }
+        // The attackers leave: what they pipelined is not served on (before: minutes of it).
+        for handle in attackers { close(handle) }
+        try await Task.sleep(for: .milliseconds(500))
+        let leftStarted = Date()
+        let left = try Self.exchange(port, "/healthz", from: "127.0.0.1")
+        let leftSeconds = Date().timeIntervalSince(leftStarted)
+        // A client pipelining a few requests gets every answer on a connection that stays open.
+        let few = try Self.dial(port, from: "127.0.0.2")
+        defer { close(few) }
+        let eight = Array(String(repeating: "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", count: 8).utf8)
+        _ = eight.withUnsafeBytes { send(few, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        let fewAnswers = String(decoding: Self.readAll(few, seconds: 2), as: UTF8.self).components(separatedBy: "HTTP/1.1 200").count - 1
+        let stillOpen = Self.healthz(on: few)
+        let metrics = try Self.exchange(port, "/metrics").body
+        let log = service.stop()
+        let series = #"formattest_connections_refused_total{reason="pipelined"}"#
+        let bounded = Self.metric(metrics, series) - Self.metric(before, series)
+        let lines = log.split(separator: "\n").filter { $0.contains("pipelined more requests") }.count
+        print("pipelining: honest during \(during), after the attackers left \(left.status) in \(String(format: "%.2f", leftSeconds)) s; 8 pipelined: \(fewAnswers) answers, then \(stillOpen); bounded \(bounded), \(lines) log lines")
+        #expect(during.allSatisfy { $0.status == 200 && $0.seconds < 10 }, "\(during)")
+        #expect(left.status == 200 && leftSeconds < 3, "\(left.status) \(leftSeconds)")
+        #expect(fewAnswers == 8 && stillOpen == 200, "\(fewAnswers) \(stillOpen)")
+        #expect(bounded >= 40, "\(bounded)")
+        // Logged, a line a second at most: fewer lines than connections bounded.
+        #expect(lines >= 1 && Double(lines) < bounded, "\(lines) \(bounded)")
     }
 
     /// A flag set once, read by threads.
