@@ -120,8 +120,19 @@ final class ConnectionRegistry: Sendable {
         /// Requests whose head arrived and whose answer is not yet written.
         var busy: Bool
         var idleSince: NIODeadline
+        /// Whether a request head ever arrived on it.
+        var used = false
         var shedding: Bool
         let shed: @Sendable () -> Void
+
+        /// How readily it is shed, over the total: 0 for a connection that never sent a request
+        /// head (for `minimumIdle` at least), 1 for a keep-alive connection idle between requests
+        /// (as long), nil when it is not to be shed (busy, or idle only for an instant); with the
+        /// time it has been so since.
+        func shedRank(idleBefore: NIODeadline) -> (rank: Int, since: NIODeadline)? {
+            guard !self.busy, self.idleSince <= idleBefore else { return nil }
+            return (self.used ? 1 : 0, self.idleSince)
+        }
     }
 
     private struct State {
@@ -166,27 +177,35 @@ final class ConnectionRegistry: Sendable {
             state.perPeer[peer] = open + 1
             state.entries[id] = Entry(peer: peer, busy: false, idleSince: now, shedding: false, shed: shed)
             guard state.entries.count - state.shedding > self.total else { return .admitted(id: id) }
-            // Over the total: at most `shedsPerSecond` sheds a second.
-            if now - state.windowStart >= .seconds(1) {
-                state.windowStart = now
-                state.sheds = 0
-            }
-            guard state.sheds < self.shedsPerSecond else { return .admittedShedding(id: id, victim: nil) }
-            // The connection idle longest, idle for at least `minimumIdle`; the peer with the most
-            // connections breaks ties.
-            let idleBefore = now - self.minimumIdle
-            var chosen: (id: Int, peerOpen: Int, since: NIODeadline)?
-            for (candidate, entry) in state.entries where candidate != id && !entry.busy && !entry.shedding && entry.idleSince <= idleBefore {
-                let peerOpen = state.perPeer[entry.peer, default: 0]
-                if let best = chosen, entry.idleSince > best.since || (entry.idleSince == best.since && peerOpen <= best.peerOpen) { continue }
-                chosen = (candidate, peerOpen, entry.idleSince)
-            }
-            guard let victim = chosen else { return .admittedShedding(id: id, victim: nil) }
-            state.entries[victim.id]?.shedding = true
-            state.shedding += 1
-            state.sheds += 1
-            return .admittedShedding(id: id, victim: state.entries[victim.id]?.shed)
+            return .admittedShedding(id: id, victim: self.chooseVictim(&state, now: now))
         }
+    }
+
+    /// Chooses the connection to shed (marked so): first a connection that never sent a request
+    /// head, for `minimumIdle` at least, not counted against `shedsPerSecond` (r5 F6: a churn of
+    /// connections that send nothing made honest keep-alive connections go, and newcomers wait, at
+    /// 4 a second); then, at most `shedsPerSecond` a second, the keep-alive connection idle
+    /// longest, idle for at least `minimumIdle`. The longest so first; the peer with the most
+    /// connections breaks ties.
+    private func chooseVictim(_ state: inout State, now: NIODeadline) -> (@Sendable () -> Void)? {
+        if now - state.windowStart >= .seconds(1) {
+            state.windowStart = now
+            state.sheds = 0
+        }
+        let capped = state.sheds >= self.shedsPerSecond
+        let idleBefore = now - self.minimumIdle
+        var chosen: (id: Int, rank: Int, since: NIODeadline, peerOpen: Int)?
+        for (candidate, entry) in state.entries where !entry.shedding {
+            guard let (rank, since) = entry.shedRank(idleBefore: idleBefore), !(capped && rank > 0) else { continue }
+            let peerOpen = state.perPeer[entry.peer, default: 0]
+            if let best = chosen, (rank, since, -peerOpen) >= (best.rank, best.since, -best.peerOpen) { continue }
+            chosen = (candidate, rank, since, peerOpen)
+        }
+        guard let victim = chosen else { return nil }
+        state.entries[victim.id]?.shedding = true
+        state.shedding += 1
+        if victim.rank > 0 { state.sheds += 1 }
+        return state.entries[victim.id]?.shed
     }
 
     /// A request head arrived (`true`) or the last answer was written (`false`). A request
@@ -195,12 +214,22 @@ final class ConnectionRegistry: Sendable {
         self.state.withLockedValue { state in
             guard var entry = state.entries[id] else { return }
             entry.busy = busy
+            if busy { entry.used = true }
             if !busy { entry.idleSince = now }
             if busy && entry.shedding {
                 entry.shedding = false
                 state.shedding -= 1
             }
             state.entries[id] = entry
+        }
+    }
+
+    /// The connection chosen to be shed is kept after all (found busy on its event loop).
+    func keep(_ id: Int) {
+        self.state.withLockedValue { state in
+            guard state.entries[id]?.shedding == true else { return }
+            state.entries[id]?.shedding = false
+            state.shedding -= 1
         }
     }
 
@@ -325,11 +354,16 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
 
     /// Closes this connection, chosen to be shed, if it is still idle (no request in flight).
     private func shedIfIdle(context: ChannelHandlerContext) {
-        guard let id = self.id, self.requestsInFlight == 0, self.unwritten == 0, self.registry.stillShedding(id) else { return }
+        guard let id = self.id else { return }
+        guard self.requestsInFlight == 0, self.unwritten == 0, self.registry.stillShedding(id) else {
+            // Busy again meanwhile: it stays.
+            self.registry.keep(id)
+            return
+        }
         Counter(label: "formattest_connections_refused_total", dimensions: [("reason", "shed_idle")]).increment()
         if let count = self.registry.shedLog.due() {
             self.logger.warning(
-                "idle connection closed: the listener is at its connection limit and it was idle longest",
+                "idle connection closed: the listener is at its connection limit and it was idle longest (it sent no request yet, or is between requests)",
                 metadata: ["shed": "\(count)", "limit": "\(self.registry.total)", "metric": "formattest_connections_refused_total{reason=\"shed_idle\"}"]
             )
         }

@@ -1550,6 +1550,73 @@ struct HostileUserTests {
         #expect(lines >= 1 && Double(lines) < bounded, "\(lines) \(bounded)")
     }
 
+    @Test("r5 F6: over the total, connections that never sent a request go first and without the shedding cap: a churn of silent connections neither delays newcomers nor sheds an honest keep-alive connection")
+    func silentChurnShedFirst() async throws {
+        let files = try TemporaryFiles()
+        let service = try Service(["--store", "memory", "--insecure-no-caller-auth", "--max-connections", "32", "--log-level", "warning"], files: files)
+        let port = service.port
+        // An honest keep-alive connection, a request every 3 s (the first as it opens).
+        var keepAlive = try Self.dial(port, from: "127.0.0.3")
+        var keepAliveAnswered = Self.healthz(on: keepAlive) == 200 ? 1 : 0
+        // ka09.py's churn (HOLD=11): 20 new connections a second from fresh addresses, each
+        // sending nothing and left open 11 s (past the 10 s header deadline).
+        let churn = Background()
+        let opened = Locked<[(handle: Int32, at: Date)]>([])
+        churn.start(every: 0.05) { background in
+            let index = background.nextStep()
+            let handle = Self.rawDial(port, from: "127.0.\(8 + index / 250).\(index % 250 + 1)")
+            let now = Date()
+            let old = opened.update { list -> [Int32] in
+                if handle >= 0 { list.append((handle, now)) }
+                let expired = list.filter { now.timeIntervalSince($0.at) > 11 }.map(\.handle)
+                list.removeAll { now.timeIntervalSince($0.at) > 11 }
+                return expired
+            }
+            for handle in old { close(handle) }
+        }
+        try await Task.sleep(for: .seconds(3))
+        var fresh: [(status: Int, seconds: Double)] = []
+        var keepAliveLost = 0
+        var nextKeepAlive = Date()
+        let stop = Date().addingTimeInterval(12)
+        while Date() < stop {
+            if Date() >= nextKeepAlive {
+                if Self.healthz(on: keepAlive, seconds: 10) == 200 {
+                    keepAliveAnswered += 1
+                } else {
+                    keepAliveLost += 1
+                    close(keepAlive)
+                    keepAlive = try Self.dial(port, from: "127.0.0.3")
+                    if Self.healthz(on: keepAlive, seconds: 10) == 200 { keepAliveAnswered += 1 }
+                }
+                nextKeepAlive = Date().addingTimeInterval(3)
+            }
+            let started = Date()
+            let answer = try Self.exchange(port, "/healthz", from: "127.0.0.4")
+            fresh.append((answer.status, Date().timeIntervalSince(started)))
+            try await Task.sleep(for: .milliseconds(500))
+        }
+        let silent = churn.stepCount
+        churn.stop()
+        for (handle, _) in opened.update({ list in list }) { close(handle) }
+        close(keepAlive)
+        _ = service.stop()
+        let slowest = fresh.map(\.seconds).max() ?? 0
+        print("silent churn (\(silent) connections): fresh clients \(fresh.count), slowest \(String(format: "%.2f", slowest)) s, statuses \(Set(fresh.map(\.status))); keep-alive \(keepAliveAnswered) answered, \(keepAliveLost) lost")
+        // Before: newcomers waited 8.5-9.6 s in the backlog and the keep-alive connection lost
+        // requests as it was shed.
+        #expect(fresh.count >= 8 && fresh.allSatisfy { $0.status == 200 } && slowest < 3, "\(fresh)")
+        #expect(keepAliveAnswered >= 3 && keepAliveLost == 0, "answered \(keepAliveAnswered), lost \(keepAliveLost)")
+    }
+
+    /// A value behind a lock, for threads.
+    final class Locked<Value>: @unchecked Sendable {
+        private let lock = NSLock()
+        private var value: Value
+        init(_ value: Value) { self.value = value }
+        func update<T>(_ body: (inout Value) -> T) -> T { self.lock.withLock { body(&self.value) } }
+    }
+
     /// A flag set once, read by threads.
     final class Flag: @unchecked Sendable {
         private let lock = NSLock()
