@@ -3,6 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
+import HTTPTypes
 import HummingbirdCore
 import Logging
 import Metrics
@@ -32,6 +33,14 @@ public struct ConnectionLimits: Sendable, Hashable {
         self.perAddress = perAddress
         self.headerTimeout = headerTimeout
     }
+
+    /// Requests a connection may have waiting for their answers (HTTP/1.1 pipelining): a request
+    /// arriving while this many are unanswered is the connection's last (served with
+    /// `Connection: close`); nothing after it is read, and the connection closes once its answers
+    /// are written. Without it, one read of a few KB of pipelined requests queued thousands of
+    /// them, which were served one after another, without letting other connections' requests
+    /// in, long after the client had gone (issue 31 r5 F1).
+    public static let maximumPipelined = 16
 
     /// The hard ceiling of open connections, where the listener stops accepting: a little above
     /// ``total`` (1/16 more, at least 4), for connections admitted while every other one had a
@@ -111,8 +120,19 @@ final class ConnectionRegistry: Sendable {
         /// Requests whose head arrived and whose answer is not yet written.
         var busy: Bool
         var idleSince: NIODeadline
+        /// Whether a request head ever arrived on it.
+        var used = false
         var shedding: Bool
         let shed: @Sendable () -> Void
+
+        /// How readily it is shed, over the total: 0 for a connection that never sent a request
+        /// head (for `minimumIdle` at least), 1 for a keep-alive connection idle between requests
+        /// (as long), nil when it is not to be shed (busy, or idle only for an instant); with the
+        /// time it has been so since.
+        func shedRank(idleBefore: NIODeadline) -> (rank: Int, since: NIODeadline)? {
+            guard !self.busy, self.idleSince <= idleBefore else { return nil }
+            return (self.used ? 1 : 0, self.idleSince)
+        }
     }
 
     private struct State {
@@ -130,6 +150,8 @@ final class ConnectionRegistry: Sendable {
     let shedLog = RateLimitedLog()
     /// The write deadline's log line, at most one a second.
     let writeTimeoutLog = RateLimitedLog()
+    /// The pipelining bound's log line, at most one a second.
+    let pipelinedLog = RateLimitedLog()
     /// The per-address cap; `nil` behind trusted proxies.
     let perAddress: Int?
     let total: Int
@@ -155,27 +177,35 @@ final class ConnectionRegistry: Sendable {
             state.perPeer[peer] = open + 1
             state.entries[id] = Entry(peer: peer, busy: false, idleSince: now, shedding: false, shed: shed)
             guard state.entries.count - state.shedding > self.total else { return .admitted(id: id) }
-            // Over the total: at most `shedsPerSecond` sheds a second.
-            if now - state.windowStart >= .seconds(1) {
-                state.windowStart = now
-                state.sheds = 0
-            }
-            guard state.sheds < self.shedsPerSecond else { return .admittedShedding(id: id, victim: nil) }
-            // The connection idle longest, idle for at least `minimumIdle`; the peer with the most
-            // connections breaks ties.
-            let idleBefore = now - self.minimumIdle
-            var chosen: (id: Int, peerOpen: Int, since: NIODeadline)?
-            for (candidate, entry) in state.entries where candidate != id && !entry.busy && !entry.shedding && entry.idleSince <= idleBefore {
-                let peerOpen = state.perPeer[entry.peer, default: 0]
-                if let best = chosen, entry.idleSince > best.since || (entry.idleSince == best.since && peerOpen <= best.peerOpen) { continue }
-                chosen = (candidate, peerOpen, entry.idleSince)
-            }
-            guard let victim = chosen else { return .admittedShedding(id: id, victim: nil) }
-            state.entries[victim.id]?.shedding = true
-            state.shedding += 1
-            state.sheds += 1
-            return .admittedShedding(id: id, victim: state.entries[victim.id]?.shed)
+            return .admittedShedding(id: id, victim: self.chooseVictim(&state, now: now))
         }
+    }
+
+    /// Chooses the connection to shed (marked so): first a connection that never sent a request
+    /// head, for `minimumIdle` at least, not counted against `shedsPerSecond` (r5 F6: a churn of
+    /// connections that send nothing made honest keep-alive connections go, and newcomers wait, at
+    /// 4 a second); then, at most `shedsPerSecond` a second, the keep-alive connection idle
+    /// longest, idle for at least `minimumIdle`. The longest so first; the peer with the most
+    /// connections breaks ties.
+    private func chooseVictim(_ state: inout State, now: NIODeadline) -> (@Sendable () -> Void)? {
+        if now - state.windowStart >= .seconds(1) {
+            state.windowStart = now
+            state.sheds = 0
+        }
+        let capped = state.sheds >= self.shedsPerSecond
+        let idleBefore = now - self.minimumIdle
+        var chosen: (id: Int, rank: Int, since: NIODeadline, peerOpen: Int)?
+        for (candidate, entry) in state.entries where !entry.shedding {
+            guard let (rank, since) = entry.shedRank(idleBefore: idleBefore), !(capped && rank > 0) else { continue }
+            let peerOpen = state.perPeer[entry.peer, default: 0]
+            if let best = chosen, (rank, since, -peerOpen) >= (best.rank, best.since, -best.peerOpen) { continue }
+            chosen = (candidate, rank, since, peerOpen)
+        }
+        guard let victim = chosen else { return nil }
+        state.entries[victim.id]?.shedding = true
+        state.shedding += 1
+        if victim.rank > 0 { state.sheds += 1 }
+        return state.entries[victim.id]?.shed
     }
 
     /// A request head arrived (`true`) or the last answer was written (`false`). A request
@@ -184,12 +214,22 @@ final class ConnectionRegistry: Sendable {
         self.state.withLockedValue { state in
             guard var entry = state.entries[id] else { return }
             entry.busy = busy
+            if busy { entry.used = true }
             if !busy { entry.idleSince = now }
             if busy && entry.shedding {
                 entry.shedding = false
                 state.shedding -= 1
             }
             state.entries[id] = entry
+        }
+    }
+
+    /// The connection chosen to be shed is kept after all (found busy on its event loop).
+    func keep(_ id: Int) {
+        self.state.withLockedValue { state in
+            guard state.entries[id]?.shedding == true else { return }
+            state.entries[id]?.shedding = false
+            state.shedding -= 1
         }
     }
 
@@ -240,9 +280,12 @@ final class RateLimitedLog: Sendable {
 /// connection that has not sent a complete request head within `headerTimeout` of opening, or of
 /// its last answer, is closed: `formattest_connections_refused_total{reason="header_timeout"}`);
 /// and the write deadline (an answer part not written to the socket within `writeTimeout`, the
-/// body timeout, closes it: `reason="write_timeout"`). A connection that sends nothing thus holds
-/// its descriptor for the header deadline, not the idle timeout, and one that never reads its
-/// answers for the write deadline.
+/// body timeout, closes it: `reason="write_timeout"`); and the pipelining bound (a request head
+/// arriving while ``ConnectionLimits/maximumPipelined`` requests are unanswered is passed on with
+/// `Connection: close`, nothing after it is read or passed on, and the connection closes once
+/// its answers are written: `reason="pipelined"`). A connection that sends nothing thus holds
+/// its descriptor for the header deadline, not the idle timeout, one that never reads its
+/// answers for the write deadline, and one that pipelines requests gets at most that many served.
 final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -262,6 +305,10 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
     private var unwritten = 0
     private let writeTimeout: TimeAmount
     private var writeDeadline: Scheduled<Void>?
+    /// Set once a request was passed on as the connection's last (the pipelining bound): nothing
+    /// after it is read or passed on, and the connection closes once its answers are written.
+    private var lastRequestPassed = false
+    private var discarding = false
 
     init(registry: ConnectionRegistry, ipv6Prefix: Int, headerTimeout: Duration, writeTimeout: Duration, logger: Logger) {
         self.registry = registry
@@ -307,11 +354,16 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
 
     /// Closes this connection, chosen to be shed, if it is still idle (no request in flight).
     private func shedIfIdle(context: ChannelHandlerContext) {
-        guard let id = self.id, self.requestsInFlight == 0, self.unwritten == 0, self.registry.stillShedding(id) else { return }
+        guard let id = self.id else { return }
+        guard self.requestsInFlight == 0, self.unwritten == 0, self.registry.stillShedding(id) else {
+            // Busy again meanwhile: it stays.
+            self.registry.keep(id)
+            return
+        }
         Counter(label: "formattest_connections_refused_total", dimensions: [("reason", "shed_idle")]).increment()
         if let count = self.registry.shedLog.due() {
             self.logger.warning(
-                "idle connection closed: the listener is at its connection limit and it was idle longest",
+                "idle connection closed: the listener is at its connection limit and it was idle longest (it sent no request yet, or is between requests)",
                 metadata: ["shed": "\(count)", "limit": "\(self.registry.total)", "metric": "formattest_connections_refused_total{reason=\"shed_idle\"}"]
             )
         }
@@ -328,13 +380,43 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if case .head = Self.unwrapInboundIn(data) {
-            self.deadline?.cancel()
-            self.deadline = nil
-            self.requestsInFlight += 1
-            if let id = self.id { self.registry.mark(id, busy: true, now: .now()) }
+        guard !self.discarding else { return }
+        guard case .head(var head) = Self.unwrapInboundIn(data) else {
+            context.fireChannelRead(data)
+            return
         }
-        context.fireChannelRead(data)
+        // A request after the connection's last: neither it nor anything after it is served.
+        guard !self.lastRequestPassed else {
+            self.discarding = true
+            return
+        }
+        self.deadline?.cancel()
+        self.deadline = nil
+        self.requestsInFlight += 1
+        if let id = self.id { self.registry.mark(id, busy: true, now: .now()) }
+        guard self.requestsInFlight > ConnectionLimits.maximumPipelined else {
+            context.fireChannelRead(data)
+            return
+        }
+        // Over the pipelining bound: this request is the connection's last.
+        self.lastRequestPassed = true
+        head.headerFields[.connection] = "close"
+        Counter(label: "formattest_connections_refused_total", dimensions: [("reason", "pipelined")]).increment()
+        if let count = self.registry.pipelinedLog.due() {
+            self.logger.warning(
+                "connection closing: its client pipelined more requests than are served unanswered; the rest are not read",
+                metadata: [
+                    "limit": "\(ConnectionLimits.maximumPipelined)", "closed": "\(count)",
+                    "metric": "formattest_connections_refused_total{reason=\"pipelined\"}",
+                ])
+        }
+        context.fireChannelRead(Self.wrapInboundOut(.head(head)))
+    }
+
+    /// Nothing more is read from a connection past its last request (the pipelining bound).
+    func read(context: ChannelHandlerContext) {
+        guard !self.lastRequestPassed else { return }
+        context.read()
     }
 
     /// Every answer part is watched until it is written to the socket: a connection is idle
@@ -357,6 +439,8 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
             self.writeDeadline = nil
             if self.unwritten > 0 {
                 self.armWrite(context: context)
+            } else if self.requestsInFlight == 0 && self.lastRequestPassed {
+                context.close(promise: nil)
             } else if self.requestsInFlight == 0, let id = self.id {
                 self.registry.mark(id, busy: false, now: .now())
             }

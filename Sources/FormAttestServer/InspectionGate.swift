@@ -10,13 +10,19 @@ import NIOConcurrencyHelpers
 /// flows, whatever their number. The slot is shared fairly: each caller (the token's user, the
 /// backend, or the address: ``RateLimiter/inspectionCaller(request:context:)``) has at most one
 /// inspection waiting or running; one more from the same caller is refused at once (429
-/// `rate_limited`, `Retry-After: 1`). The others wait in one queue served in order of arrival, and
-/// since a caller re-enters it at the back after each turn, callers take turns (round-robin): a
-/// few callers looping on inspections cannot starve another. The queue is bounded
-/// (`maximumWaiting`; one more is refused at once) and so is the wait (`maximumWait`: a waiter not
-/// served by then is refused, 429 with `Retry-After: 1`). Each caller's own budget is counted in
-/// the store (``RateLimiter/checkInspection(request:context:now:)``) once its turn has come, by
-/// `body`: a refusal at the gate spends none of it.
+/// `rate_limited`, `Retry-After: 1`). The others wait in one bounded queue (`maximumWaiting`)
+/// ordered by when each caller was last served, longest ago first (never, or not among the last
+/// `memory` turns, before all; arrival breaks ties): the caller served least recently has the next
+/// turn, so callers take turns (round-robin) and a caller who has not been served recently goes
+/// before every caller who has. Entry is fair too (r4 F4): when the queue is full, a newcomer
+/// served less recently than the queue's most recently served waiter takes that waiter's place,
+/// and the waiter is refused at once (429, `Retry-After: 1`); a newcomer served as recently or
+/// more recently than every waiter is refused. So callers polling from many addresses, each
+/// within its budget, cannot keep a caller who has not been served out of the queue, and once in,
+/// it is next. The wait is bounded (`maximumWait`: a waiter not served by then is refused, 429
+/// with `Retry-After: 1`). Each caller's own budget is counted in the store
+/// (``RateLimiter/checkInspection(request:context:now:)``) once its turn has come, by `body`: a
+/// refusal at the gate spends none of it.
 final class InspectionGate: Sendable {
     /// The largest answer the inspector sends (its JSON with the text view); a larger one is
     /// refused with 422 `inspection_too_large`. Real attestation objects give well under this.
@@ -27,13 +33,22 @@ final class InspectionGate: Sendable {
         case run
         case sameCaller
         case queueFull
+        case displaced
         case timedOut
     }
 
     private struct Waiter {
         let id: Int
         let caller: String
+        /// The turn at which the caller was last served; -1 for never (or forgotten).
+        let lastTurn: Int
         let continuation: CheckedContinuation<Outcome, Never>
+
+        /// Whether this waiter's turn comes before `other`'s: served longer ago, or, as long
+        /// ago, arrived first.
+        func precedes(_ other: Waiter) -> Bool {
+            (self.lastTurn, self.id) < (other.lastTurn, other.id)
+        }
     }
 
     private struct State {
@@ -42,26 +57,47 @@ final class InspectionGate: Sendable {
         var callers: Set<String> = []
         var waiting: [Waiter] = []
         var nextID = 0
+        /// Turns given so far, and the turn at which each caller served in the last `memory`
+        /// turns was last served (older ones are forgotten: they count as never served).
+        var turns = 0
+        var lastTurn: [String: Int] = [:]
+
+        /// Gives `caller` the next turn and remembers it; forgets callers served more than
+        /// `memory` turns ago once twice that many are remembered (so at most `2 * memory`).
+        mutating func serve(_ caller: String, memory: Int) {
+            self.running += 1
+            self.lastTurn[caller] = self.turns
+            self.turns += 1
+            if self.lastTurn.count > 2 * memory {
+                let oldest = self.turns - memory
+                self.lastTurn = self.lastTurn.filter { $0.value >= oldest }
+            }
+        }
     }
 
     private enum Entry {
         case now(Outcome)
-        case queued(Int)
+        case queued(Int, displaced: Waiter?)
     }
 
     private let state = NIOLockedValueBox(State())
     let capacity: Int
     let maximumWaiting: Int
     let maximumWait: Duration
+    /// How many turns a caller's last one is remembered for (callers served before count as
+    /// never served).
+    let memory: Int
 
-    init(capacity: Int = 1, maximumWaiting: Int = 16, maximumWait: Duration = .seconds(2)) {
+    init(capacity: Int = 1, maximumWaiting: Int = 16, maximumWait: Duration = .seconds(2), memory: Int = 4096) {
         self.capacity = capacity
         self.maximumWaiting = maximumWaiting
         self.maximumWait = maximumWait
+        self.memory = memory
     }
 
     /// Runs `body` when `caller`'s turn comes; throws 429 when the caller already has an
-    /// inspection waiting or running, when the queue is full, or when the turn does not come
+    /// inspection waiting or running, when the queue is full of callers served less recently,
+    /// when its place is taken by a caller served less recently, or when the turn does not come
     /// within ``maximumWait``.
     func run<T>(caller: String, _ body: () async throws -> T) async throws -> T {
         switch await self.enter(caller) {
@@ -69,6 +105,11 @@ final class InspectionGate: Sendable {
             break
         case .sameCaller:
             throw APIError.rateLimited(retryAfter: 1, reason: "an inspection of this caller is already waiting or running; retry in 1 s")
+        case .displaced:
+            throw APIError.rateLimited(
+                retryAfter: 1,
+                reason: "the inspector is busy with other callers' requests (this place went to a caller served less recently); retry in 1 s"
+            )
         case .queueFull, .timedOut:
             throw APIError.rateLimited(retryAfter: 1, reason: "the inspector is busy with other callers' requests; retry in 1 s")
         }
@@ -82,21 +123,31 @@ final class InspectionGate: Sendable {
             let entry = self.state.withLockedValue { state -> Entry in
                 guard !state.callers.contains(caller) else { return .now(.sameCaller) }
                 if state.running < self.capacity && state.waiting.isEmpty {
-                    state.running += 1
                     state.callers.insert(caller)
+                    state.serve(caller, memory: self.memory)
                     return .now(.run)
                 }
-                guard state.waiting.count < self.maximumWaiting else { return .now(.queueFull) }
-                let id = state.nextID
+                let waiter = Waiter(id: state.nextID, caller: caller, lastTurn: state.lastTurn[caller] ?? -1, continuation: continuation)
+                var displaced: Waiter?
+                if state.waiting.count >= self.maximumWaiting {
+                    // The place of the waiter whose turn would come last, if the newcomer was
+                    // served longer ago (ties keep the earlier arrival).
+                    guard let last = state.waiting.indices.max(by: { state.waiting[$0].precedes(state.waiting[$1]) }),
+                        waiter.lastTurn < state.waiting[last].lastTurn
+                    else { return .now(.queueFull) }
+                    displaced = state.waiting.remove(at: last)
+                    if let displaced { state.callers.remove(displaced.caller) }
+                }
                 state.nextID += 1
                 state.callers.insert(caller)
-                state.waiting.append(Waiter(id: id, caller: caller, continuation: continuation))
-                return .queued(id)
+                state.waiting.append(waiter)
+                return .queued(waiter.id, displaced: displaced)
             }
             switch entry {
             case .now(let outcome):
                 continuation.resume(returning: outcome)
-            case .queued(let id):
+            case .queued(let id, let displaced):
+                displaced?.continuation.resume(returning: .displaced)
                 let wait = self.maximumWait
                 Task {
                     try? await Task.sleep(for: wait)
@@ -106,19 +157,20 @@ final class InspectionGate: Sendable {
         }
     }
 
-    /// Gives the slot up: to the first waiter, if any.
+    /// Gives the slot up: to the waiter served least recently, if any.
     func leave(_ caller: String) {
         let next = self.state.withLockedValue { state -> Waiter? in
             state.running -= 1
             state.callers.remove(caller)
-            guard !state.waiting.isEmpty else { return nil }
-            state.running += 1
-            return state.waiting.removeFirst()
+            guard let first = state.waiting.indices.min(by: { state.waiting[$0].precedes(state.waiting[$1]) }) else { return nil }
+            let waiter = state.waiting.remove(at: first)
+            state.serve(waiter.caller, memory: self.memory)
+            return waiter
         }
         next?.continuation.resume(returning: .run)
     }
 
-    /// Refuses a waiter whose deadline passed (nothing when it was served already).
+    /// Refuses a waiter whose deadline passed (nothing when it was served or displaced already).
     private func expire(_ id: Int) {
         let expired = self.state.withLockedValue { state -> Waiter? in
             guard let index = state.waiting.firstIndex(where: { $0.id == id }) else { return nil }

@@ -73,8 +73,11 @@ struct HostileUserTests {
 
     /// A connection to the service on 127.0.0.1, from `source` (any 127.0.0.0/8 address: each is
     /// a peer of its own to the service) or the kernel's choice.
-    static func dial(_ port: Int, from source: String? = nil) throws -> Int32 {
+    static func dial(_ port: Int, from source: String? = nil, receiveBuffer: Int32? = nil) throws -> Int32 {
         let handle = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        if var size = receiveBuffer {
+            setsockopt(handle, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
         if let source {
             var local = sockaddr_in()
             local.sin_family = sa_family_t(AF_INET)
@@ -1049,8 +1052,10 @@ struct HostileUserTests {
                 "--store", "memory", "--insecure-no-caller-auth", "--body-timeout", "2", "--header-timeout", "30", "--idle-timeout", "60",
                 "--log-level", "warning",
             ], files: files)
-        // A small receive buffer and 2,000 pipelined requests for /metrics (a few KB each): the
-        // answers fill the socket's buffers and stay unwritten.
+        // A small receive buffer and 16 pipelined requests for the inspector's 237 KB answer (the
+        // 2,000 pipelined requests for /metrics of before now meet the pipelining bound, r5 F1,
+        // and the 16 it serves fit in the socket's buffers): the answers fill the socket's
+        // buffers (up to 4 MB on Linux) and stay unwritten.
         let handle = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var size: Int32 = 4096
         setsockopt(handle, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
@@ -1063,7 +1068,9 @@ struct HostileUserTests {
         }
         try #require(connected == 0)
         defer { close(handle) }
-        let requests = Array(String(repeating: "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", count: 2000).utf8)
+        let costly = Self.costlyInspection
+        let post = Array("POST /api/appattest/inspect HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: \(costly.count)\r\n\r\n".utf8) + costly
+        let requests = Array([[UInt8]](repeating: post, count: 16).joined())
         var flags = fcntl(handle, F_GETFL)
         flags |= O_NONBLOCK
         _ = fcntl(handle, F_SETFL, flags)
@@ -1073,8 +1080,8 @@ struct HostileUserTests {
             let count = requests[sent...].withUnsafeBytes { send(handle, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             if count > 0 { sent += count } else { try await Task.sleep(for: .milliseconds(50)) }
         }
-        // Not read for 8 s: closed by the write deadline (2 s) after the buffers filled.
-        try await Task.sleep(for: .seconds(8))
+        // Not read for 14 s: closed by the write deadline (2 s) after the buffers filled.
+        try await Task.sleep(for: .seconds(14))
         let metrics = try Self.exchange(service.port, "/metrics").body
         let closedByDeadline = Self.metric(metrics, #"formattest_connections_refused_total{reason="write_timeout"}"#)
         let log = service.stop()
@@ -1441,6 +1448,181 @@ struct HostileUserTests {
         _ = service.stop()
         print("inspector budget: during the attack \(during) (busy \(busy)); after \(after); attackers \(attackers.counts)")
         #expect(Array(after.dropLast()).allSatisfy { $0 == 200 } && after.last == 429, "after: \(after); during: \(during)")
+    }
+
+    @Test("r4 F4: entry to the inspector's queue is fair: with 40 addresses keeping it full, each caller not served recently gets a place, and the next turn")
+    func inspectorFairEntry() async throws {
+        let files = try TemporaryFiles()
+        let service = try Service(
+            ["--store", "memory", "--insecure-no-caller-auth", "--rate-limit-inspect", "100000", "--log-level", "warning"], files: files)
+        let port = service.port
+        let json = [("Content-Type", "application/json")]
+        let costly = Self.costlyInspection
+        let path = "/api/appattest/inspect"
+        // inspect_polite.py's shape without the pause: 40 addresses, each within its budget,
+        // loop on the costly object and keep the queue's 16 places full.
+        let stop = Date().addingTimeInterval(120)
+        let finished = Flag()
+        let attackers = Statuses()
+        for index in 0..<40 {
+            Thread.detachNewThread {
+                while Date() < stop && !finished.isSet {
+                    if let answer = try? Self.exchange(port, path, method: "POST", headers: json, body: costly, from: "127.0.3.\(index + 1)") {
+                        attackers.add(answer.status, answer.body)
+                    }
+                }
+                attackers.finish()
+            }
+        }
+        // Until the attackers have had 60 turns (each address one at least, when turns are fair).
+        for _ in 0..<1200 where (attackers.counts[200] ?? 0) < 60 { try await Task.sleep(for: .milliseconds(100)) }
+        // Eight callers never served, one request each, half a second apart.
+        let small = Array(#"{"mode":"tree","assertion":"oA"}"#.utf8)
+        var newcomers: [Int] = []
+        for index in 0..<8 {
+            newcomers.append(try Self.exchange(port, path, method: "POST", headers: json, body: small, from: "127.0.4.\(index + 1)").status)
+            try await Task.sleep(for: .milliseconds(500))
+        }
+        finished.set()
+        try await attackers.wait(for: 40)
+        _ = service.stop()
+        let displaced = attackers.refusals.filter { $0.contains("served less recently") }.count
+        print("inspector entry under 40 looping addresses: newcomers \(newcomers); attackers \(attackers.counts), \(displaced) displaced")
+        try #require((attackers.counts[429] ?? 0) > 0, "the attack did not fill the queue: \(attackers.counts)")
+        // Before the change, places went to whoever asked first: the newcomers got 429 for the
+        // busy inspector on most attempts (red team: 16 of 18).
+        #expect(newcomers == [Int](repeating: 200, count: 8), "\(newcomers)")
+    }
+
+    @Test("r5 F1: a connection gets at most 16 pipelined requests served unanswered; 40 connections pipelining 3,000 requests each and reading nothing cannot keep other clients out, during or after")
+    func pipelinedRequestsBounded() async throws {
+        let files = try TemporaryFiles()
+        let service = try Service(
+            ["--store", "memory", "--insecure-no-caller-auth", "--max-connections", "32", "--log-level", "warning"], files: files)
+        let port = service.port
+        let before = try Self.exchange(port, "/metrics").body
+        // slowread.py's shape: 40 addresses, each one connection with a 2 KB receive buffer,
+        // writing 3,000 pipelined `GET /nope` (93 KB) at once and reading nothing.
+        let pipelined = Array(String(repeating: "GET /nope HTTP/1.1\r\nHost: x\r\n\r\n", count: 3000).utf8)
+        var attackers: [Int32] = []
+        for index in 0..<40 {
+            let handle = try Self.dial(port, from: "127.0.5.\(index + 1)", receiveBuffer: 2048)
+            attackers.append(handle)
+            var sent = 0
+            let started = Date()
+            while sent < pipelined.count && Date().timeIntervalSince(started) < 2 {
+                let count = pipelined[sent...].withUnsafeBytes { send(handle, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+                if count > 0 { sent += count } else { usleep(10_000) }
+            }
+        }
+        // An honest client meanwhile, on a fresh connection: answered (before: nothing in 30 s).
+        var during: [(status: Int, seconds: Double)] = []
+        for _ in 0..<3 {
+            let started = Date()
+            let answer = try Self.exchange(port, "/healthz", from: "127.0.0.1")
+            during.append((answer.status, Date().timeIntervalSince(started)))
+            try await Task.sleep(for: .milliseconds(500))
+        }
+        // The attackers leave: what they pipelined is not served on (before: minutes of it).
+        for handle in attackers { close(handle) }
+        try await Task.sleep(for: .milliseconds(500))
+        let leftStarted = Date()
+        let left = try Self.exchange(port, "/healthz", from: "127.0.0.1")
+        let leftSeconds = Date().timeIntervalSince(leftStarted)
+        // A client pipelining a few requests gets every answer on a connection that stays open.
+        let few = try Self.dial(port, from: "127.0.0.2")
+        defer { close(few) }
+        let eight = Array(String(repeating: "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", count: 8).utf8)
+        _ = eight.withUnsafeBytes { send(few, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        let fewAnswers = String(decoding: Self.readAll(few, seconds: 2), as: UTF8.self).components(separatedBy: "HTTP/1.1 200").count - 1
+        let stillOpen = Self.healthz(on: few)
+        let metrics = try Self.exchange(port, "/metrics").body
+        let log = service.stop()
+        let series = #"formattest_connections_refused_total{reason="pipelined"}"#
+        let bounded = Self.metric(metrics, series) - Self.metric(before, series)
+        let lines = log.split(separator: "\n").filter { $0.contains("pipelined more requests") }.count
+        print("pipelining: honest during \(during), after the attackers left \(left.status) in \(String(format: "%.2f", leftSeconds)) s; 8 pipelined: \(fewAnswers) answers, then \(stillOpen); bounded \(bounded), \(lines) log lines")
+        #expect(during.allSatisfy { $0.status == 200 && $0.seconds < 10 }, "\(during)")
+        #expect(left.status == 200 && leftSeconds < 3, "\(left.status) \(leftSeconds)")
+        #expect(fewAnswers == 8 && stillOpen == 200, "\(fewAnswers) \(stillOpen)")
+        #expect(bounded >= 40, "\(bounded)")
+        // Logged, a line a second at most: fewer lines than connections bounded.
+        #expect(lines >= 1 && Double(lines) < bounded, "\(lines) \(bounded)")
+    }
+
+    @Test("r5 F6: over the total, connections that never sent a request go first and without the shedding cap: a churn of silent connections neither delays newcomers nor sheds an honest keep-alive connection")
+    func silentChurnShedFirst() async throws {
+        let files = try TemporaryFiles()
+        let service = try Service(["--store", "memory", "--insecure-no-caller-auth", "--max-connections", "32", "--log-level", "warning"], files: files)
+        let port = service.port
+        // An honest keep-alive connection, a request every 3 s (the first as it opens).
+        var keepAlive = try Self.dial(port, from: "127.0.0.3")
+        var keepAliveAnswered = Self.healthz(on: keepAlive) == 200 ? 1 : 0
+        // ka09.py's churn (HOLD=11): 20 new connections a second from fresh addresses, each
+        // sending nothing and left open 11 s (past the 10 s header deadline).
+        let churn = Background()
+        let opened = Locked<[(handle: Int32, at: Date)]>([])
+        churn.start(every: 0.05) { background in
+            let index = background.nextStep()
+            let handle = Self.rawDial(port, from: "127.0.\(8 + index / 250).\(index % 250 + 1)")
+            let now = Date()
+            let old = opened.update { list -> [Int32] in
+                if handle >= 0 { list.append((handle, now)) }
+                let expired = list.filter { now.timeIntervalSince($0.at) > 11 }.map(\.handle)
+                list.removeAll { now.timeIntervalSince($0.at) > 11 }
+                return expired
+            }
+            for handle in old { close(handle) }
+        }
+        try await Task.sleep(for: .seconds(3))
+        var fresh: [(status: Int, seconds: Double)] = []
+        var keepAliveLost = 0
+        var nextKeepAlive = Date()
+        let stop = Date().addingTimeInterval(12)
+        while Date() < stop {
+            if Date() >= nextKeepAlive {
+                if Self.healthz(on: keepAlive, seconds: 10) == 200 {
+                    keepAliveAnswered += 1
+                } else {
+                    keepAliveLost += 1
+                    close(keepAlive)
+                    keepAlive = try Self.dial(port, from: "127.0.0.3")
+                    if Self.healthz(on: keepAlive, seconds: 10) == 200 { keepAliveAnswered += 1 }
+                }
+                nextKeepAlive = Date().addingTimeInterval(3)
+            }
+            let started = Date()
+            let answer = try Self.exchange(port, "/healthz", from: "127.0.0.4")
+            fresh.append((answer.status, Date().timeIntervalSince(started)))
+            try await Task.sleep(for: .milliseconds(500))
+        }
+        let silent = churn.stepCount
+        churn.stop()
+        for (handle, _) in opened.update({ list in list }) { close(handle) }
+        close(keepAlive)
+        _ = service.stop()
+        let slowest = fresh.map(\.seconds).max() ?? 0
+        print("silent churn (\(silent) connections): fresh clients \(fresh.count), slowest \(String(format: "%.2f", slowest)) s, statuses \(Set(fresh.map(\.status))); keep-alive \(keepAliveAnswered) answered, \(keepAliveLost) lost")
+        // Before: newcomers waited 8.5-9.6 s in the backlog and the keep-alive connection lost
+        // requests as it was shed.
+        #expect(fresh.count >= 8 && fresh.allSatisfy { $0.status == 200 } && slowest < 3, "\(fresh)")
+        #expect(keepAliveAnswered >= 3 && keepAliveLost == 0, "answered \(keepAliveAnswered), lost \(keepAliveLost)")
+    }
+
+    /// A value behind a lock, for threads.
+    final class Locked<Value>: @unchecked Sendable {
+        private let lock = NSLock()
+        private var value: Value
+        init(_ value: Value) { self.value = value }
+        func update<T>(_ body: (inout Value) -> T) -> T { self.lock.withLock { body(&self.value) } }
+    }
+
+    /// A flag set once, read by threads.
+    final class Flag: @unchecked Sendable {
+        private let lock = NSLock()
+        private var value = false
+        func set() { self.lock.withLock { self.value = true } }
+        var isSet: Bool { self.lock.withLock { self.value } }
     }
 }
 
