@@ -200,6 +200,37 @@ struct SustainedOperationTests {
         #expect((replayed["errors"] as? [String: Int])?["status"] == 100)
     }
 
+    @Test("the soak generator reports every window of its run, the last one included, with the requests answered in it")
+    func soakReportsItsLastWindow() async throws {
+        let fixture = try await Fixture(expiredForms: 0, challenges: 0, perKey: 1)
+        let port = Formattest.freePort()
+        let server = try fixture.serve(purgeInterval: "3600", port: port)
+        defer { _ = server.terminate(within: 10) }
+        // 2.5 s in windows of 1 s: two whole windows and a last one of half a second. The keys
+        // are those of `simulate backlog` (backlog-0 and backlog-1, counter 0); the fixture's
+        // pre-signed bodies are never sent.
+        let soak = try await Formattest.run([
+            "soak", "--port", String(port), "--keys", "2", "--connections", "2", "--duration", "2.5", "--window", "1", "--rate", "40",
+            "--server-pid", String(server.process.processIdentifier), "--database", fixture.database,
+        ])
+        #expect(soak.status == 0, "\(soak.stderr)")
+        let windows = try soak.stdout.split(separator: "\n").map { line in
+            try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+        }
+        #expect(windows.map { $0["window"] as? Int } == [1, 2, 3], "\(soak.stdout)")
+        // 40 requests a second on a fixed schedule: about 40, 40 and 20. The last window was
+        // empty before its line was made from the connections' own results.
+        for window in windows {
+            let requests = try #require(window["requests"] as? Int)
+            #expect(requests > 0, "\(window)")
+            #expect(window["statusErrors"] as? Int == 0, "\(window)")
+        }
+        // The last window's rate is over its own length, half a second.
+        let last = try #require(windows.last)
+        let requests = try #require(last["requests"] as? Int)
+        #expect(last["requestsPerSecond"] as? Double == Double(requests) / 0.5, "\(last)")
+    }
+
     /// An integer that `sqlite3` prints for `sql` (the CLI, as an operator would ask).
     static func count(_ database: String, _ sql: String) throws -> Int {
         let text = try Self.text(database, sql)
