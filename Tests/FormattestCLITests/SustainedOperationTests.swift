@@ -3,6 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
+import Crypto
 import FormAttestTestSupport
 import Foundation
 import Testing
@@ -229,6 +230,25 @@ struct SustainedOperationTests {
         let last = try #require(windows.last)
         let requests = try #require(last["requests"] as? Int)
         #expect(last["requestsPerSecond"] as? Double == Double(requests) / 0.5, "\(last)")
+    }
+
+    @Test("simulate backlog stores every filler key, each under its own keyId and user, whatever the order it writes them in")
+    func backlogFillersInKeyIDOrder() async throws {
+        let files = try TemporaryFiles()
+        let database = files.directory.appendingPathComponent("store.sqlite").path
+        let backlog = try await Formattest.run([
+            "simulate", "backlog", "--store", "sqlite:" + database, "--keys", "500", "--signing-keys", "3", "--filler-blobs", "small",
+            "--batch", "64",
+        ])
+        try #require(backlog.status == 0, "\(backlog.stderr)")
+        #expect(try Self.count(database, "SELECT count(*) FROM keys") == 500)
+        #expect(try Self.count(database, "SELECT count(DISTINCT username) FROM keys WHERE username GLOB 'backlog-[0-9]*'") == 500)
+        #expect(try Self.count(database, "SELECT count(*) FROM key_registrations") == 500)
+        // A filler's keyId is the SHA-256 of its name, and its row is its user's.
+        for index in [3, 250, 499] {
+            let keyID = SHA256.hash(data: Array("formattest-backlog-filler-key-\(index)".utf8)).map { String(format: "%02X", $0) }.joined()
+            #expect(try Self.text(database, "SELECT username FROM keys WHERE key_id = x'\(keyID)'") == "backlog-\(index)")
+        }
     }
 
     /// An integer that `sqlite3` prints for `sql` (the CLI, as an operator would ask).
