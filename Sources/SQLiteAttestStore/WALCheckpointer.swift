@@ -27,9 +27,10 @@ import Logging
 /// second) and the next write starts the log from its beginning. The catch-up never runs while a
 /// purge step is queued or running (the round tries again 250 ms later); otherwise it queues
 /// behind the writes waiting then, as one more transaction's worth of wait for the requests
-/// behind it (0.06–55 ms measured, the PASSIVE round having copied the rest). Waiting for an idle
-/// writer instead, for up to 8 rounds, let the log grow to 30 MB during a purge and to 7 MB under
-/// a test's steady stream of commits, where a RESTART had kept it within 6 MB.
+/// behind it (0.05–70 ms in the runs of docs/performance.md, the PASSIVE round having copied the
+/// rest). Waiting for an idle writer instead, for up to 8 rounds, let the log grow to 30 MB during
+/// a purge and to 7 MB under a test's steady stream of commits, where a RESTART had kept it within
+/// 6 MB.
 ///
 /// It replaced a RESTART checkpoint from this connection (issue 32: one purge step of 455 ms and a
 /// request of 646 ms in a run of the 1,000,000-record purge): a RESTART takes the write lock and
