@@ -182,6 +182,8 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
                 // SQLite's C API, for reading keys in place (KeyRows).
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
+                // The housekeeping's timings (debug level): checkpoints, slow transactions.
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),

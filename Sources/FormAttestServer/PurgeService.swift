@@ -70,6 +70,7 @@ package struct PurgeService: Service {
                 return
             }
             pacer.record(deleted: step.deleted, limit: limit, elapsed: step.duration, complete: step.complete)
+            self.logStep(step, limit: limit)
             Timer(label: "formattest_purge_step_seconds").recordNanoseconds(Self.nanoseconds(step.duration))
             Counter(label: "formattest_purged_records_total").increment(by: step.deleted)
             removed += step.deleted
@@ -89,6 +90,28 @@ package struct PurgeService: Service {
                 "duration_ms": "\(Self.milliseconds(started.duration(to: .now)))", "next_step_limit": "\(pacer.limit)",
             ]
         )
+    }
+
+    /// One line a step (debug): what it deleted and where its time went, to set beside the
+    /// requests' latencies and the store's checkpoints (docs/performance.md, "Sustained operation").
+    private func logStep(_ step: PurgeStep, limit: Int) {
+        guard self.logger.logLevel <= .debug else { return }
+        var metadata: Logger.Metadata = [
+            "deleted": "\(step.deleted)", "limit": "\(limit)", "complete": "\(step.complete)",
+            "held_ms": "\(Self.fractionalMilliseconds(step.duration))",
+        ]
+        if let phases = step.phases {
+            metadata["lock_wait_ms"] = "\(Self.fractionalMilliseconds(phases.lockWait))"
+            metadata["statements_ms"] = "\(Self.fractionalMilliseconds(phases.statements))"
+            metadata["commit_ms"] = "\(Self.fractionalMilliseconds(phases.commit))"
+        }
+        self.logger.debug("purge step", metadata: metadata)
+    }
+
+    /// Milliseconds with three decimals.
+    private static func fractionalMilliseconds(_ duration: Duration) -> String {
+        let microseconds = Self.nanoseconds(duration) / 1000
+        return "\(microseconds / 1000).\(String(String(microseconds % 1000 + 1000).dropFirst()))"
     }
 
     private static func nanoseconds(_ duration: Duration) -> Int64 {

@@ -6,6 +6,7 @@
 public import ArgumentParser
 public import FormAttestFlows
 import Foundation
+import Logging
 import MongoAttestStore
 import SQLiteAttestStore
 
@@ -43,7 +44,8 @@ public struct StoreOptions: ParsableArguments {
                 )
             }
             if location.hasPrefix("sqlite:") {
-                return try SQLiteAttestationStore(path: String(location.dropFirst("sqlite:".count)))
+                // Its checkpoints and slow transactions at debug level (serve --log-level debug).
+                return try SQLiteAttestationStore(path: String(location.dropFirst("sqlite:".count)), logger: Logger(label: "formattest.sqlite"))
             }
             if location == "memory" {
                 return MemoryAttestationStore()

@@ -8,6 +8,7 @@ import Dispatch
 public import FormAttestFlows
 public import Foundation
 import GRDB
+public import Logging
 
 /// The embedded default store (``StepwiseAttestationStore``, and so every narrower protocol): one SQLite file in WAL mode, created and migrated
 /// on first use.
@@ -43,8 +44,16 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
 
     /// Opens (creating directories, file and tables as needed) the store at `path`.
     ///
+    /// - Parameters:
+    ///   - path: the database file.
+    ///   - logger: receives the housekeeping's timings at debug level (the write-ahead log's
+    ///     checkpoints, the requests' transactions that held the writer 50 ms or more); none by
+    ///     default.
     /// - Throws: ``StoreError/Code/unavailable`` when the file cannot be opened or migrated.
-    public init(path: String = SQLiteAttestationStore.defaultPath) throws(StoreError) {
+    public init(
+        path: String = SQLiteAttestationStore.defaultPath,
+        logger: Logger = Logger(label: "formattest.sqlite", factory: { _ in SwiftLogNoOpLogHandler() })
+    ) throws(StoreError) {
         do {
             let url = URL(fileURLWithPath: path)
             // Owner-only: the directories it creates 0700, the database 0600 (SQLite gives its
@@ -77,8 +86,8 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
             }
             try Self.migrator.migrate(self.database)
             self.keyReaders = try KeyReaders(path: path)
-            self.group = GroupCommit(database: self.database)
-            self.checkpointer = try WALCheckpointer(path: path)
+            self.group = GroupCommit(database: self.database, logger: logger)
+            self.checkpointer = try WALCheckpointer(path: path, group: self.group, logger: logger)
         } catch {
             throw Self.storeError(error)
         }
@@ -603,12 +612,22 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
         // pages), timed from BEGIN to the end of COMMIT: what a request queued behind it waits
         // for. Challenges and rate-limit windows go oldest expiry first through their expiry
         // indexes; form hashes are swept in hash order (``FormHashSweep``).
+        //
+        // The form hashes' window is found before, on a read connection (``sweepWindow``), outside
+        // the writer's queue: the pages it reads (4 hashes for each one the step may delete) are
+        // read while the requests' groups commit, not while they wait, and are in the cache when
+        // the step's DELETE rewrites them.
         let limit = max(limit, 1)
         let start = self.sweep.start(for: now)
-        let outcome: (value: any Sendable, held: Duration)
+        let seconds = now.timeIntervalSince1970
+        let outcome: (value: any Sendable, phases: PurgeStep.Phases)
         do {
-            outcome = try await self.group.submitAlone { db in try Self.purgeStep(now: now.timeIntervalSince1970, limit: limit, sweepFrom: start, db)
+            var window: SweepWindow?
+            if let start {
+                window = try await self.database.read { db in try Self.sweepWindow(after: start, now: seconds, allowance: limit, db) }
             }
+            let read = window
+            outcome = try await self.group.submitAlone { db in try Self.purgeStep(now: seconds, limit: limit, sweepFrom: start, window: read, db) }
         } catch {
             throw Self.storeError(error)
         }
@@ -617,7 +636,57 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
         }
         // Only a committed step moves the sweep on.
         if step.sweepExamined { self.sweep.advance(to: step.sweepCursor, for: now) }
-        return PurgeStep(deleted: step.deleted, duration: outcome.held, complete: step.complete)
+        let phases = outcome.phases
+        return PurgeStep(
+            deleted: step.deleted, duration: phases.lockWait + phases.statements + phases.commit, complete: step.complete, phases: phases)
+    }
+
+    /// The next window of the form hashes' sweep after `cursor`, for a step that may delete
+    /// `allowance` records: the window's last hash (`nil`: it runs to the end of the table), and
+    /// the last of the first `allowance` expired hashes in it with how many those are.
+    struct SweepWindow: Sendable {
+        var allowance: Int
+        var upper: Data?
+        var lastExpired: Data?
+        var expired: Int
+    }
+
+    /// Reads the window (see ``SweepWindow``): inside the step's transaction, or before it on a
+    /// read connection. Read before, it can only be stale by records written since, which are
+    /// live (a request's form hash expires after the pass's `now`) or were made live again; the
+    /// step's DELETE checks the expiry of each row it deletes, so a stale window deletes nothing live
+    /// and leaves no record behind that was expired when it was read.
+    static func sweepWindow(after cursor: Data, now: Double, allowance: Int, _ db: Database) throws -> SweepWindow {
+        // The window: the next `scan` hashes after the cursor (`upper`, its last, is nil when
+        // fewer are left: the window runs to the end of the table).
+        let scan = allowance * Self.sweepRowsPerDeletion
+        // After the cursor; at the start, from the first hash. (An empty Data may be bound as
+        // NULL, which compares with nothing: the start is written as the empty blob literal.)
+        let after = cursor.isEmpty ? "hash >= x''" : "hash > ?"
+        let afterArguments: StatementArguments = cursor.isEmpty ? [] : [cursor]
+        let upper = try Data.fetchOne(
+            db.cachedStatement(sql: "SELECT hash FROM form_hashes WHERE \(after) ORDER BY hash LIMIT 1 OFFSET ?"),
+            arguments: afterArguments + [scan - 1]
+        )
+        // The last of the first `allowance` expired hashes in the window; everything expired up
+        // to it is deleted (exactly those), the sweep goes on after it.
+        let window = upper == nil ? after : "\(after) AND hash <= ?"
+        let bounds: StatementArguments = upper.map { afterArguments + [$0] } ?? afterArguments
+        let row = try Row.fetchOne(
+            db.cachedStatement(
+                sql: "SELECT max(hash), count(*) FROM (SELECT hash FROM form_hashes WHERE \(window) AND expires_at <= ? ORDER BY hash LIMIT ?)"
+            ),
+            arguments: bounds + [now, allowance]
+        )
+        let lastExpired: Data? = row?[0]
+        let expired: Int = row?[1] ?? 0
+        return SweepWindow(allowance: allowance, upper: upper, lastExpired: lastExpired, expired: expired)
+    }
+
+    /// Tests only: the write-ahead log's catch-up checkpoint, as ``WALCheckpointer`` asks the
+    /// writer for it (``GroupCommit/checkpointIfIdle(force:_:)``); whether it ran.
+    package func catchUpCheckpoint(force: Bool) async -> Bool {
+        await self.group.checkpointIfIdle(force: force) { db in try WALCheckpointer.Round.run(db) } != nil
     }
 
     /// What one purge step's transaction did.
@@ -630,8 +699,11 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
         var sweepCursor: Data?
     }
 
-    /// - Parameter cursor: where the form hashes' sweep goes on (`nil`: it is over for this pass).
-    private static func purgeStep(now: Double, limit: Int, sweepFrom cursor: Data?, _ db: Database) throws -> PurgeStepOutcome {
+    /// - Parameters:
+    ///   - cursor: where the form hashes' sweep goes on (`nil`: it is over for this pass).
+    ///   - window: the sweep's window after `cursor`, read before the transaction for an allowance
+    ///     of `limit`; read again here when the step's allowance is smaller (challenges took some).
+    private static func purgeStep(now: Double, limit: Int, sweepFrom cursor: Data?, window: SweepWindow?, _ db: Database) throws -> PurgeStepOutcome {
         var outcome = PurgeStepOutcome()
         /// Oldest expiry first through the table's expiry index.
         func byExpiry(_ table: String) throws {
@@ -649,37 +721,22 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
         try byExpiry("challenges")
         let allowance = limit - outcome.deleted
         if let cursor, allowance > 0 {
-            // The window: the next `scan` hashes after the cursor (`upper`, its last, is nil when
-            // fewer are left: the window runs to the end of the table).
-            let scan = allowance * Self.sweepRowsPerDeletion
-            // After the cursor; at the start, from the first hash. (An empty Data may be bound as
-            // NULL, which compares with nothing: the start is written as the empty blob literal.)
+            let window =
+                try window.flatMap { $0.allowance == allowance ? $0 : nil } ?? Self.sweepWindow(after: cursor, now: now, allowance: allowance, db)
             let after = cursor.isEmpty ? "hash >= x''" : "hash > ?"
             let afterArguments: StatementArguments = cursor.isEmpty ? [] : [cursor]
-            let upper = try Data.fetchOne(
-                db.cachedStatement(sql: "SELECT hash FROM form_hashes WHERE \(after) ORDER BY hash LIMIT 1 OFFSET ?"),
-                arguments: afterArguments + [scan - 1]
-            )
-            // The last of the first `allowance` expired hashes in the window; everything expired up
-            // to it is deleted (exactly those), the sweep goes on after it.
-            let window = upper == nil ? after : "\(after) AND hash <= ?"
-            let bounds: StatementArguments = upper.map { afterArguments + [$0] } ?? afterArguments
-            let lastDeleted = try Data.fetchOne(
-                db.cachedStatement(
-                    sql: "SELECT max(hash) FROM (SELECT hash FROM form_hashes WHERE \(window) AND expires_at <= ? ORDER BY hash LIMIT ?)"
-                ),
-                arguments: bounds + [now, allowance]
-            )
-            var swept = 0
+            let upper = window.upper
+            let lastDeleted = window.lastExpired
             if let lastDeleted {
                 try db.cachedStatement(sql: "DELETE FROM form_hashes WHERE \(after) AND hash <= ? AND expires_at <= ?").execute(
                     arguments: afterArguments + [lastDeleted, now]
                 )
-                swept = db.changesCount
-                outcome.deleted += swept
+                outcome.deleted += db.changesCount
             }
             outcome.sweepExamined = true
-            if let lastDeleted, swept == allowance {
+            // By what the window saw: a record made live since it was read is not deleted, and
+            // the sweep still goes on after it.
+            if let lastDeleted, window.expired == allowance {
                 // The allowance ran out inside the window: more may be expired after it.
                 outcome.sweepCursor = lastDeleted
                 outcome.complete = false
@@ -713,10 +770,12 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
         now: Date
     ) async throws(StoreError) {
         try await self.write { db in
-            // The batch's pages stay in memory (up to 256 MiB) instead of being spilled to the WAL
-            // and read back every 2 MB (SQLite's default cache); the writer's own size is restored.
+            // The batch's pages stay in memory (up to 1 GiB: with 10^7 keys the username index
+            // alone is about 300 MB, and a batch writes all over it) instead of being spilled to
+            // the WAL and read back every 2 MB (SQLite's default cache); the writer's own size is
+            // restored.
             let cacheSize = try Int.fetchOne(db, sql: "PRAGMA cache_size") ?? -2000
-            try db.execute(sql: "PRAGMA cache_size = -262144")
+            try db.execute(sql: "PRAGMA cache_size = -1048576")
             defer { try? db.execute(sql: "PRAGMA cache_size = \(cacheSize)") }
             for key in keys { try Self.insert(key, db) }
             for record in replayRecords { try Self.record(record, now: now, db) }

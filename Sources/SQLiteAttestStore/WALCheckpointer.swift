@@ -4,9 +4,11 @@
 //===----------------------------------------------------------------------===//
 
 import GRDB
+import Logging
 
 /// Copies the write-ahead log back into the database file from a connection of its own, every
-/// ``interval``, instead of in the middle of a commit.
+/// ``interval``, instead of in the middle of a commit, and has the log restarted from the writer
+/// when it has grown.
 ///
 /// SQLite's automatic checkpoint runs in the connection that commits, right after the COMMIT: the
 /// group whose commit crossed the threshold waited for the copy and the database file's fsync, which
@@ -18,45 +20,87 @@ import GRDB
 /// start again only when a writer begins after a checkpoint that copied every frame, and under a
 /// steady load a write always lands between the two. So the log grew to the writer's automatic
 /// checkpoint threshold (about 40 MB in 50 s at 200 forms/s, measured), where that checkpoint ran
-/// inside a commit. Once the log holds ``restartFrames`` or more, the round therefore ends with a
-/// RESTART checkpoint: it waits (at most ``restartWait``) for the writer to finish, copies what the
-/// PASSIVE one left (the frames of the last fraction of a second), and makes the next writer
-/// start the log from the beginning. The writer waits for that copy only: a few pages, not 40 MB.
+/// inside a commit. Once the log holds ``restartFrames`` or more after a round's PASSIVE
+/// checkpoint, the round asks the writer for a catch-up: a second PASSIVE checkpoint run on the
+/// writer's own connection between two transactions (``GroupCommit/checkpointIfIdle(force:_:)``),
+/// where no write can land during it, so it copies every frame left (those of the last fraction of a
+/// second) and the next write starts the log from its beginning. The catch-up never runs while a
+/// purge step is queued or running (the round tries again 250 ms later); otherwise it queues
+/// behind the writes waiting then, as one more transaction's worth of wait for the requests
+/// behind it (0.05–70 ms in the runs of docs/performance.md, the PASSIVE round having copied the
+/// rest). Waiting for an idle writer instead, for up to 8 rounds, let the log grow to 30 MB during
+/// a purge and to 7 MB under a test's steady stream of commits, where a RESTART had kept it within
+/// 6 MB.
 ///
-/// The writer keeps an automatic checkpoint at a high threshold
+/// It replaced a RESTART checkpoint from this connection (issue 32: one purge step of 455 ms and a
+/// request of 646 ms in a run of the 1,000,000-record purge): a RESTART takes the write lock and
+/// holds it while it waits for the readers (up to its busy timeout), copies the frames left and
+/// syncs the log and the database file, and the writer waiting for it in `BEGIN IMMEDIATE` sleeps
+/// in SQLite's busy handler (steps of up to 100 ms) rather than starting when it is released.
+///
+/// Each round that found frames in the log is logged at debug level (`wal checkpoint`: mode,
+/// frames in the log, frames copied, whether it stopped short, duration), as is each catch-up
+/// (or why it did not run). The writer keeps an automatic checkpoint at a high threshold
 /// (``SQLiteAttestationStore/walAutocheckpointPages``) as the bound on the log's size should this
 /// one fall behind or stop. Failures (a busy or full disk) are left to the next round.
 final class WALCheckpointer: Sendable {
     static let interval: Duration = .milliseconds(250)
-    /// The log's size (in frames, 4 KB each) from which a round restarts it.
+    /// The log's size (in frames, 4 KB each) from which a round has the writer catch up.
     static let restartFrames = 1_000
-    /// How long (seconds) a RESTART checkpoint waits for the writer and the readers before it gives up
-    /// until the next round.
-    static let restartWait: Double = 0.02
 
     private let task: Task<Void, Never>
 
+    /// What one checkpoint did (`PRAGMA wal_checkpoint`'s row).
+    struct Round: Sendable {
+        /// SQLite could not copy every frame it wanted to (a reader or the writer was in the way).
+        var busy: Bool
+        /// Frames in the log.
+        var frames: Int
+        /// Frames copied back into the database file (in all rounds since the log restarted).
+        var copied: Int
+        var duration: Duration
+
+        static func run(_ db: Database) throws -> Round {
+            let started = ContinuousClock.now
+            let row = try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(PASSIVE)")
+            return Round(busy: (row?[0] ?? 0) != 0, frames: row?[1] ?? 0, copied: row?[2] ?? 0, duration: started.duration(to: .now))
+        }
+    }
+
+    /// - Parameters:
+    ///   - path: the database; the PASSIVE rounds run on a connection of their own.
+    ///   - group: the writer, which runs the catch-ups.
+    ///   - logger: receives the rounds (debug).
     /// - Throws: when the connection cannot be opened.
-    init(path: String) throws {
+    init(path: String, group: GroupCommit, logger: Logger) throws {
         var configuration = Configuration()
         configuration.label = "formattest.wal-checkpoint"
-        configuration.busyMode = .timeout(Self.restartWait)
         let connection = try DatabaseQueue(path: path, configuration: configuration)
         self.task = Task.detached(priority: .utility) {
             while !Task.isCancelled {
                 try? await Task.sleep(for: Self.interval)
                 guard !Task.isCancelled else { break }
-                _ = try? await connection.writeWithoutTransaction { db in
-                    // The row: busy, frames in the log, frames copied back.
-                    let row = try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(PASSIVE)")
-                    let frames: Int = row?[1] ?? 0
-                    if frames >= Self.restartFrames {
-                        try db.execute(sql: "PRAGMA wal_checkpoint(RESTART)")
-                    }
+                guard let round = try? await connection.writeWithoutTransaction({ db in try Round.run(db) }) else { continue }
+                if round.frames > 0 { Self.log(logger, "passive", round) }
+                guard round.frames >= Self.restartFrames else { continue }
+                if let caughtUp = await group.checkpointIfIdle(force: true, { db in try Round.run(db) }) as? Round {
+                    Self.log(logger, "catch-up", caughtUp)
+                } else {
+                    logger.debug("wal checkpoint", metadata: ["mode": "catch-up not run: a purge step is queued or running, or the store is closing"])
                 }
             }
             try? connection.close()
         }
+    }
+
+    private static func log(_ logger: Logger, _ mode: String, _ round: Round) {
+        logger.debug(
+            "wal checkpoint",
+            metadata: [
+                "mode": "\(mode)", "frames": "\(round.frames)", "copied": "\(round.copied)", "busy": "\(round.busy)",
+                "duration_ms": "\(GroupCommit.milliseconds(round.duration))",
+            ]
+        )
     }
 
     /// Stops checkpointing; returns once the connection is closed.

@@ -101,18 +101,27 @@ struct Soak: AsyncParsableCommand {
         let duration = TimeAmount.nanoseconds(Int64(self.duration * 1e9))
         let windowLength = TimeAmount.nanoseconds(Int64(self.window * 1e9))
         let windows = SoakWindows(channels: opened, sampler: ServerSampler(pid: self.serverPID, database: self.database), window: self.window)
+        // The windows that end before the run: the last one (shorter, when the duration is not a
+        // multiple of the window) ends with it.
+        let windowCount = Int((self.duration / self.window).rounded(.up))
+        let lastWindow = self.duration - Double(windowCount - 1) * self.window
         let results = try await loop.flatSubmit { () -> EventLoopFuture<[ConnectionResult]> in
             let start = NIODeadline.now()
             windows.begin(at: start)
-            // Each window: drain every connection's latencies, then print the window's line.
-            _ = loop.scheduleRepeatedTask(initialDelay: windowLength, delay: windowLength) { task in
-                windows.report()
-                if NIODeadline.now() >= start + duration { task.cancel() }
+            // Each window but the last: drain every connection's latencies, then print the window's line.
+            if windowCount > 1 {
+                _ = loop.scheduleRepeatedTask(initialDelay: windowLength, delay: windowLength) { task in
+                    windows.report()
+                    if windows.reported >= windowCount - 1 { task.cancel() }
+                }
             }
             return LoadTarget.begin(opened, on: loop, end: start + duration)
         }.get()
-        // The last window's line is printed once every connection has ended.
-        try await Task.sleep(for: .milliseconds(100))
+        // The last window's line, from what each connection recorded after the last drain and
+        // returned when it ended. (Drained from the connections, as the others are, it was
+        // empty: the report ran at the run's deadline, when that deadline had just closed every
+        // connection and removed its handler.)
+        try await loop.submit { windows.report(final: results, length: lastWindow) }.get()
         try await group.shutdownGracefully()
         let failed = results.filter(\.connectFailed).count + results.reduce(0) { $0 + $1.readErrors + $1.timeouts }
         if failed > 0 { throw UsageError("\(failed) connection(s) failed or timed out") }
@@ -128,6 +137,8 @@ private final class SoakWindows: @unchecked Sendable {
     private var start = NIODeadline.uptimeNanoseconds(0)
     private var index = 0
     private var last: ServerSampler.Sample
+    /// The windows reported so far.
+    var reported: Int { self.index }
 
     init(channels: [(any Channel)?], sampler: ServerSampler, window: Double) {
         self.channels = channels
@@ -141,8 +152,8 @@ private final class SoakWindows: @unchecked Sendable {
         self.last = self.sampler.sample()
     }
 
+    /// Drains every connection and prints the window that ends now.
     func report() {
-        self.index += 1
         var latencies: [UInt64] = []
         var statusErrors = 0
         for channel in self.channels {
@@ -151,7 +162,18 @@ private final class SoakWindows: @unchecked Sendable {
             latencies += drained.latencies
             statusErrors += drained.statusErrors
         }
-        latencies.sort()
+        self.emit(latencies: latencies, statusErrors: statusErrors, length: self.window)
+    }
+
+    /// Prints the last window, `length` seconds long, from the connections' final results (what
+    /// they recorded after the last drain).
+    func report(final results: [ConnectionResult], length: Double) {
+        self.emit(latencies: results.flatMap(\.latencies), statusErrors: results.reduce(0) { $0 + $1.statusErrors }, length: length)
+    }
+
+    private func emit(latencies unsorted: [UInt64], statusErrors: Int, length: Double) {
+        self.index += 1
+        let latencies = unsorted.sorted()
         let sample = self.sampler.sample()
         let requests = latencies.count
         func perRequest(_ difference: Int?) -> Int? { requests > 0 ? difference.map { $0 / requests } : nil }
@@ -159,7 +181,7 @@ private final class SoakWindows: @unchecked Sendable {
             window: self.index,
             endSeconds: Double((NIODeadline.now() - self.start).nanoseconds) / 1e9,
             requests: requests,
-            requestsPerSecond: Double(requests) / self.window,
+            requestsPerSecond: Double(requests) / length,
             p50Microseconds: Load.percentile(50, of: latencies),
             p99Microseconds: Load.percentile(99, of: latencies),
             p999Microseconds: Load.percentile(99.9, of: latencies),

@@ -37,7 +37,7 @@ public enum Formattest {
         return directory.appendingPathComponent("formattest")
     }
 
-    /// The developer executable beside it (`bench`, `simulate`, `pool`, `load`, `serve --dev-simulator`).
+    /// The developer executable beside it (`bench`, `simulate`, `pool`, `load`, `soak`, `serve --dev-simulator`).
     public static var developerExecutable: URL {
         if let override = ProcessInfo.processInfo.environment["FORMATTEST_DEV_BINARY"] {
             return URL(fileURLWithPath: override)
@@ -49,7 +49,7 @@ public enum Formattest {
     /// product's binary contains no simulator; `FormattestCLITests` show that it refuses them).
     public static func executable(for arguments: [String]) -> URL {
         guard let command = arguments.first else { return Self.executable }
-        let developer = ["bench", "simulate", "pool", "load"].contains(command) || (command == "serve" && arguments.contains("--dev-simulator"))
+        let developer = ["bench", "simulate", "pool", "load", "soak"].contains(command) || (command == "serve" && arguments.contains("--dev-simulator"))
         return developer ? Self.developerExecutable : Self.executable
     }
 

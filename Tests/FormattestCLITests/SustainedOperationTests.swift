@@ -3,6 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
+import Crypto
 import FormAttestTestSupport
 import Foundation
 import Testing
@@ -198,6 +199,56 @@ struct SustainedOperationTests {
         let replayed = try await fixture.load(port: port)
         #expect(replayed["requests"] as? Int == 100)
         #expect((replayed["errors"] as? [String: Int])?["status"] == 100)
+    }
+
+    @Test("the soak generator reports every window of its run, the last one included, with the requests answered in it")
+    func soakReportsItsLastWindow() async throws {
+        let fixture = try await Fixture(expiredForms: 0, challenges: 0, perKey: 1)
+        let port = Formattest.freePort()
+        let server = try fixture.serve(purgeInterval: "3600", port: port)
+        defer { _ = server.terminate(within: 10) }
+        // 2.5 s in windows of 1 s: two whole windows and a last one of half a second. The keys
+        // are those of `simulate backlog` (backlog-0 and backlog-1, counter 0); the fixture's
+        // pre-signed bodies are never sent.
+        let soak = try await Formattest.run([
+            "soak", "--port", String(port), "--keys", "2", "--connections", "2", "--duration", "2.5", "--window", "1", "--rate", "40",
+            "--server-pid", String(server.process.processIdentifier), "--database", fixture.database,
+        ])
+        #expect(soak.status == 0, "\(soak.stderr)")
+        let windows = try soak.stdout.split(separator: "\n").map { line in
+            try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+        }
+        #expect(windows.map { $0["window"] as? Int } == [1, 2, 3], "\(soak.stdout)")
+        // 40 requests a second on a fixed schedule: about 40, 40 and 20. The last window was
+        // empty before its line was made from the connections' own results.
+        for window in windows {
+            let requests = try #require(window["requests"] as? Int)
+            #expect(requests > 0, "\(window)")
+            #expect(window["statusErrors"] as? Int == 0, "\(window)")
+        }
+        // The last window's rate is over its own length, half a second.
+        let last = try #require(windows.last)
+        let requests = try #require(last["requests"] as? Int)
+        #expect(last["requestsPerSecond"] as? Double == Double(requests) / 0.5, "\(last)")
+    }
+
+    @Test("simulate backlog stores every filler key, each under its own keyId and user, whatever the order it writes them in")
+    func backlogFillersInKeyIDOrder() async throws {
+        let files = try TemporaryFiles()
+        let database = files.directory.appendingPathComponent("store.sqlite").path
+        let backlog = try await Formattest.run([
+            "simulate", "backlog", "--store", "sqlite:" + database, "--keys", "500", "--signing-keys", "3", "--filler-blobs", "small",
+            "--batch", "64",
+        ])
+        try #require(backlog.status == 0, "\(backlog.stderr)")
+        #expect(try Self.count(database, "SELECT count(*) FROM keys") == 500)
+        #expect(try Self.count(database, "SELECT count(DISTINCT username) FROM keys WHERE username GLOB 'backlog-[0-9]*'") == 500)
+        #expect(try Self.count(database, "SELECT count(*) FROM key_registrations") == 500)
+        // A filler's keyId is the SHA-256 of its name, and its row is its user's.
+        for index in [3, 250, 499] {
+            let keyID = SHA256.hash(data: Array("formattest-backlog-filler-key-\(index)".utf8)).map { String(format: "%02X", $0) }.joined()
+            #expect(try Self.text(database, "SELECT username FROM keys WHERE key_id = x'\(keyID)'") == "backlog-\(index)")
+        }
     }
 
     /// An integer that `sqlite3` prints for `sql` (the CLI, as an operator would ask).

@@ -236,4 +236,53 @@ struct SQLiteGroupCommitTests {
         #expect(checkpointed == count)
         await store.shutdown()
     }
+
+    @Test(
+        "the write-ahead log's catch-up checkpoint runs on an idle writer, never while a purge step is queued, and behind waiting writes only when forced"
+    )
+    func catchUpCheckpointWaitsForItsTurn() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sqlite-group-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("formattest.sqlite").path
+        let store = try SQLiteAttestationStore(path: path)
+        try await store.insertKey(self.key(Self.id(1, 0)))
+        // An idle writer: it runs at once, forced or not.
+        #expect(await store.catchUpCheckpoint(force: false))
+        #expect(await store.catchUpCheckpoint(force: true))
+
+        // A request's write waiting (behind another connection's write lock): not unless forced.
+        var submitted = await store.groupCommitStatistics().submitted
+        var lock = try WriteLock(path: path)
+        let write = Task {
+            try await store.recordFormHash(ReplayRecord(formHash: Self.id(20, 0), expiresAt: self.t0.addingTimeInterval(Self.hour)), now: self.t0)
+        }
+        try await Self.waitForSubmitted(submitted + 1, store)
+        #expect(await !store.catchUpCheckpoint(force: false))
+        let forced = Task { await store.catchUpCheckpoint(force: true) }
+        try await Self.waitForSubmitted(submitted + 2, store)
+        try lock.release()
+        try await write.value
+        #expect(await forced.value)
+
+        // A purge step waiting: not even when forced.
+        submitted = await store.groupCommitStatistics().submitted
+        lock = try WriteLock(path: path)
+        let step = Task { try await store.purgeExpired(now: self.t0, limit: 10) }
+        try await Self.waitForSubmitted(submitted + 1, store)
+        #expect(await !store.catchUpCheckpoint(force: true))
+        #expect(await !store.catchUpCheckpoint(force: false))
+        // The lock held 300 ms more: the step began waiting for it well within that.
+        try await Task.sleep(for: .milliseconds(300))
+        try lock.release()
+        let purged = try await step.value
+        // The step's time, split: its wait for the lock is the first phase, not the statements'.
+        let phases = try #require(purged.phases)
+        #expect(phases.lockWait + phases.statements + phases.commit == purged.duration)
+        #expect(phases.lockWait >= .milliseconds(100), "\(phases)")
+        #expect(phases.statements < phases.lockWait, "\(phases)")
+        // The step done, the writer is idle again.
+        #expect(await store.catchUpCheckpoint(force: false))
+        await store.shutdown()
+        #expect(await !store.catchUpCheckpoint(force: true))
+    }
 }

@@ -74,10 +74,29 @@ public struct PurgeStep: Sendable, Hashable {
     /// stores that take the oldest expiry first, the step deleted fewer than its limit; for a
     /// sweep in key order, the sweep reached the end of every table).
     public var complete: Bool
+    /// Where ``duration`` went, for stores that can tell (SQLite); `nil` elsewhere.
+    public var phases: Phases?
 
-    public init(deleted: Int, duration: Duration, complete: Bool) {
+    /// A step's time split into its phases (SQLite: `BEGIN IMMEDIATE`, the statements, `COMMIT`).
+    public struct Phases: Sendable, Hashable {
+        /// Waiting for the write lock (another connection holding it: a checkpoint, another process).
+        public var lockWait: Duration
+        /// The step's statements, inside the transaction.
+        public var statements: Duration
+        /// The commit: the log's write and sync.
+        public var commit: Duration
+
+        public init(lockWait: Duration, statements: Duration, commit: Duration) {
+            self.lockWait = lockWait
+            self.statements = statements
+            self.commit = commit
+        }
+    }
+
+    public init(deleted: Int, duration: Duration, complete: Bool, phases: Phases? = nil) {
         self.deleted = deleted
         self.duration = duration
         self.complete = complete
+        self.phases = phases
     }
 }
