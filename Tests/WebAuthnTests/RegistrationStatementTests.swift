@@ -53,6 +53,22 @@ struct RegistrationStatementTests {
         await self.expectRefusal(.malformedAttestation, authenticator)
     }
 
+    @Test("android-key: a simulated statement verifies; with its certificate's key not the credential key, it is refused")
+    func androidKeyCredentialKey() async throws {
+        // Not reachable by changing a recording: the certificate's key must first verify sig over
+        // authData (which holds the credential key), so the test signs with a key of its own.
+        let valid = self.authenticator(.androidKey)
+        let verifier = try WebAuthnVerifier(policy: valid.policy())
+        _ = try await verifier.verifyRegistration(json: valid.registrationJSON(), challenge: valid.challenge, at: SoftwareAuthenticator.now)
+        var changed = valid
+        changed.androidKeyCertifiesAttestationKey = true
+        let error = await #expect(throws: WebAuthnError.self) {
+            _ = try await verifier.verifyRegistration(json: changed.registrationJSON(), challenge: changed.challenge, at: SoftwareAuthenticator.now)
+        }
+        #expect(error?.code == .publicKeyMismatch)
+        #expect(error?.reason == "the android-key certificate's key is not the credential public key")
+    }
+
     @Test("fido-u2f: exactly one certificate")
     func fidoU2FOneCertificate() async {
         var authenticator = self.authenticator(.fidoU2F)

@@ -89,6 +89,7 @@ struct SoftwareAuthenticator {
         case packedX5C
         case fidoU2F
         case apple
+        case androidKey
     }
 
     static let ca = AttestationCA()
@@ -125,6 +126,8 @@ struct SoftwareAuthenticator {
     var leafOverride: [UInt8]?
     var packedSelfAlgorithm: Int64 = -7
     var extraStatementMember = false
+    /// android-key: the certificate (and the signature) are `attestationKey`'s, not the credential key's.
+    var androidKeyCertifiesAttestationKey = false
 
     /// COSE ES256 key of the credential.
     var cosePublicKey: [UInt8] { Self.coseKey(self.credentialKey.publicKey) }
@@ -224,6 +227,22 @@ struct SoftwareAuthenticator {
             )
             let leaf = Self.ca.leaf(for: self.appleCertificateKey ?? self.credentialKey.publicKey, extensions: [nonceExtension])
             statement = [(.text("x5c"), x5c(leaf))]
+        case .androidKey:
+            // The key description: versions and security levels, attestationChallenge, an empty
+            // uniqueId, an empty software list and a TEE list with purpose [1] {SIGN} and origin
+            // [702] GENERATED.
+            let description: [UInt8] =
+                [0x30, 0x42, 0x02, 0x01, 0x02, 0x0A, 0x01, 0x00, 0x02, 0x01, 0x01, 0x0A, 0x01, 0x00, 0x04, 0x20] + clientDataHash
+                + [0x04, 0x00, 0x30, 0x00, 0x30, 0x0E, 0xA1, 0x05, 0x31, 0x03, 0x02, 0x01, 0x02, 0xBF, 0x85, 0x3E, 0x03, 0x02, 0x01, 0x00]
+            let keyDescription = Certificate.Extension(oid: [1, 3, 6, 1, 4, 1, 11129, 2, 1, 17], critical: false, value: description[...])
+            let key = self.androidKeyCertifiesAttestationKey ? self.attestationKey : self.credentialKey
+            let leaf = Self.ca.leaf(for: key.publicKey, extensions: [keyDescription])
+            let signature = sign(key, signed)
+            statement = [
+                (.text("alg"), { $0.appendInteger(-7) }),
+                (.text("sig"), { $0.appendByteString(signature) }),
+                (.text("x5c"), x5c(leaf)),
+            ]
         }
         if self.extraStatementMember {
             statement.append((.text("extra"), { $0.appendInteger(0) }))
@@ -234,6 +253,7 @@ struct SoftwareAuthenticator {
             case .packedSelf, .packedX5C: "packed"
             case .fidoU2F: "fido-u2f"
             case .apple: "apple"
+            case .androidKey: "android-key"
             }
         var serializer = CBORSerializer()
         try! serializer.appendMap([

@@ -29,7 +29,10 @@ extension AttestationStatementVerifier {
         let algorithm = COSEAlgorithm(rawValue: alg)
         let pubArea = try TPMPublicArea(bytes: pubAreaBytes)
         let certInfo = try TPMCertifyInfo(bytes: certInfoBytes)
-        // Step 2: pubArea's key is the credential public key.
+        // Step 2: pubArea's key is the credential public key (an ECC key on P-256, the one curve here).
+        if case .ecc(let curve, _, _) = pubArea.key, curve != TPMAlgorithm.curveP256 {
+            throw WebAuthnError(code: .publicKeyMismatch, reason: "tpm pubArea's ECC curve 0x\(String(curve, radix: 16)) is not NIST P-256")
+        }
         guard Self.tpmKey(pubArea.key, matches: self.credential.publicKey) else {
             throw WebAuthnError(code: .publicKeyMismatch, reason: "tpm pubArea's key is not the credential public key")
         }
@@ -41,7 +44,12 @@ extension AttestationStatementVerifier {
             throw WebAuthnError(code: .nonceMismatch, reason: "tpm certInfo's extraData is not the hash of authData ‖ clientDataHash")
         }
         // Step 4: attested.name is pubArea's Name: nameAlg ‖ H_nameAlg(pubArea).
-        guard let name = Self.tpmName(of: pubArea), bytesMatch(certInfo.attestedName, name) else {
+        guard let name = Self.tpmName(of: pubArea) else {
+            throw WebAuthnError(
+                code: .publicKeyMismatch,
+                reason: "tpm pubArea's nameAlg 0x\(String(pubArea.nameAlgorithm, radix: 16)) is not SHA-1, SHA-256, SHA-384 or SHA-512")
+        }
+        guard bytesMatch(certInfo.attestedName, name) else {
             throw WebAuthnError(code: .publicKeyMismatch, reason: "tpm certInfo does not name pubArea (attested.name differs)")
         }
         // Step 3: the AIK certificate's key signed certInfo with alg.
