@@ -3,12 +3,22 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
-/// Lowercase hex, for error messages and reports.
+/// Lowercase hex, for error messages, reports and identities (`wrap --batch` hexes each line's
+/// SHA-256). Two digits a byte, computed: a table of `Character`s made per byte cost `wrap --batch`
+/// about 3 % of its CPU.
 package func hex(_ bytes: some Sequence<UInt8>) -> String {
-    bytes.map { byte in
-        let digits = Array("0123456789abcdef")
-        return String([digits[Int(byte >> 4)], digits[Int(byte & 0x0f)]])
-    }.joined()
+    var digits: [UInt8] = []
+    digits.reserveCapacity(bytes.underestimatedCount * 2)
+    for byte in bytes {
+        digits.append(hexDigit(byte >> 4))
+        digits.append(hexDigit(byte & 0x0F))
+    }
+    return String(decoding: digits, as: UTF8.self)
+}
+
+/// The lowercase ASCII digit of a value 0-15.
+private func hexDigit(_ value: UInt8) -> UInt8 {
+    value < 10 ? UInt8(ascii: "0") + value : UInt8(ascii: "a") + value - 10
 }
 
 /// Decodes hex (either case); `nil` for an odd length or another character. For configured values

@@ -186,8 +186,16 @@ struct StrictJSONParser {
             case 0x00..<0x20:
                 throw self.error(.syntax, "a control character must be escaped in a string")
             case 0x20..<0x80:
-                output.append(byte)
-                self.position += 1
+                // A run of plain ASCII (no quote, backslash or control character) is copied at
+                // once: base64 members of several KB are one run (`wrap --batch`'s lines).
+                var end = self.position + 1
+                while end < self.input.count {
+                    let next = self.input[end]
+                    guard next >= 0x20, next < 0x80, next != UInt8(ascii: "\""), next != UInt8(ascii: "\\") else { break }
+                    end += 1
+                }
+                output.append(contentsOf: self.input[self.position..<end])
+                self.position = end
             default:
                 try self.copyMultibyteScalar(into: &output)
             }

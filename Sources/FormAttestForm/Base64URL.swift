@@ -14,27 +14,29 @@ public enum Base64URL {
     /// replacements cost most of an evidence record's signing time).
     public static func encode(_ bytes: some Sequence<UInt8>) -> String {
         let input = Array(bytes)
+        // Taken once: a static's accessor inside the loop costs a call per character.
+        let alphabet = Self.alphabet
         var output: [UInt8] = []
         output.reserveCapacity((input.count * 4 + 2) / 3)
         var index = 0
         while index + 3 <= input.count {
             let value = UInt32(input[index]) << 16 | UInt32(input[index + 1]) << 8 | UInt32(input[index + 2])
-            output.append(Self.alphabet[Int(value >> 18 & 63)])
-            output.append(Self.alphabet[Int(value >> 12 & 63)])
-            output.append(Self.alphabet[Int(value >> 6 & 63)])
-            output.append(Self.alphabet[Int(value & 63)])
+            output.append(alphabet[Int(value >> 18 & 63)])
+            output.append(alphabet[Int(value >> 12 & 63)])
+            output.append(alphabet[Int(value >> 6 & 63)])
+            output.append(alphabet[Int(value & 63)])
             index += 3
         }
         switch input.count - index {
         case 1:
             let value = UInt32(input[index]) << 16
-            output.append(Self.alphabet[Int(value >> 18 & 63)])
-            output.append(Self.alphabet[Int(value >> 12 & 63)])
+            output.append(alphabet[Int(value >> 18 & 63)])
+            output.append(alphabet[Int(value >> 12 & 63)])
         case 2:
             let value = UInt32(input[index]) << 16 | UInt32(input[index + 1]) << 8
-            output.append(Self.alphabet[Int(value >> 18 & 63)])
-            output.append(Self.alphabet[Int(value >> 12 & 63)])
-            output.append(Self.alphabet[Int(value >> 6 & 63)])
+            output.append(alphabet[Int(value >> 18 & 63)])
+            output.append(alphabet[Int(value >> 12 & 63)])
+            output.append(alphabet[Int(value >> 6 & 63)])
         default:
             break
         }
@@ -49,7 +51,13 @@ public enum Base64URL {
     /// needs, and the unused bits of the last character zero, so every byte string has exactly
     /// one spelling per alphabet and padding choice.
     public static func decode(_ text: String) -> [UInt8]? {
-        var utf8 = text.utf8[...]
+        Self.decode(utf8: Array(text.utf8))
+    }
+
+    /// ``decode(_:)`` over text given as its UTF-8 bytes (a JSON string's), without a `String` in
+    /// between: the same bytes are accepted and refused.
+    public static func decode(utf8 text: [UInt8]) -> [UInt8]? {
+        var utf8 = text[...]
         var padding = 0
         while utf8.last == UInt8(ascii: "=") {
             utf8.removeLast()
@@ -60,12 +68,14 @@ public enum Base64URL {
         guard remainder != 1 else { return nil }
         // Padding, when present, completes the last group exactly.
         guard padding == 0 || (remainder != 0 && padding == 4 - remainder) else { return nil }
+        // Taken once: a static's accessor inside the loop costs a call per character.
+        let values = Self.values
         var output: [UInt8] = []
         output.reserveCapacity(count * 3 / 4)
         var accumulator: UInt32 = 0
         var bits = 0
         for byte in utf8 {
-            let value = Self.values[Int(byte)]
+            let value = values[Int(byte)]
             guard value != 0xFF else { return nil }
             accumulator = accumulator << 6 | UInt32(value)
             bits += 6

@@ -36,7 +36,17 @@ public struct AttestedCredential: Sendable {
     }
 
     public init(_ attestation: VerifiedAttestation) {
-        self.init(keyID: attestation.keyID, publicKey: attestation.publicKey, appID: attestation.appID, environment: attestation.environment.rawValue)
+        // A verified attestation's COSE key is its certificate's key, point for point (the
+        // verifier's step 9 compares the two), so its point needs no serializing of the key
+        // again (an EC conversion per line in `wrap --batch`).
+        guard let point = attestation.authenticatorData.attestedCredentialData?.publicKey.x963Representation else {
+            self.init(keyID: attestation.keyID, publicKey: attestation.publicKey, appID: attestation.appID, environment: attestation.environment.rawValue)
+            return
+        }
+        self.init(
+            keyID: attestation.keyID, publicKey: attestation.publicKey, publicKeyPoint: point, appID: attestation.appID,
+            environment: attestation.environment.rawValue
+        )
     }
 
     /// The key as a COSE_Key (EC2, ES256, P-256), byte-identical to the one in authData.

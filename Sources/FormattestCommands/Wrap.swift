@@ -420,7 +420,11 @@ struct WrapRequest {
     static func parse(jsonLine: [UInt8], defaultName: String) throws -> (name: String, request: WrapRequest) {
         let value = try CanonicalJSON.parse(jsonLine)
         func string(_ name: String) -> String? { value[name]?.stringValue }
-        guard let attestationText = string("attestation"), let keyIDText = string("keyId"), let appID = string("appId") else {
+        func utf8(_ name: String) -> [UInt8]? {
+            guard case .string(let text) = value[name] else { return nil }
+            return text.utf8
+        }
+        guard let attestationText = utf8("attestation"), let keyIDText = utf8("keyId"), let appID = string("appId") else {
             throw Wrap.BatchItemError(code: "invalid_request", message: "attestation, keyId and appId are required")
         }
         let clientData: ClientData
@@ -451,8 +455,8 @@ struct WrapRequest {
         return (
             name,
             WrapRequest(
-                attestation: try InputFile.decodeBase64(attestationText, what: "attestation"),
-                keyID: try InputFile.decodeBase64(keyIDText, what: "keyId"),
+                attestation: try InputFile.decodeBase64(utf8: attestationText, what: "attestation"),
+                keyID: try InputFile.decodeBase64(utf8: keyIDText, what: "keyId"),
                 appID: appID,
                 clientDataHash: clientData.clientDataHash,
                 at: try string("at").map(RFC3339UTC.argument) ?? Date(),

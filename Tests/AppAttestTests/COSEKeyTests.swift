@@ -18,3 +18,14 @@ struct COSEKeyTests {
         #expect(credential.publicKey.cborEncoded == appleBytes)
     }
 }
+
+struct HexTests {
+    @Test("hex: two lowercase digits a byte, as the tests' own encoder gives them, for all 256 values; read back")
+    func everyByte() {
+        let bytes = (0...255).map { UInt8($0) }
+        #expect(hex(bytes) == hexString(bytes))
+        #expect(AppAttest.bytes(hex: hex(bytes)) == bytes)
+        #expect(hex([]) == "")
+        #expect(hex([0x0A, 0xF0]) == "0af0")
+    }
+}

@@ -59,6 +59,28 @@ struct ParserTests {
         #expect(error.offset == 10)
     }
 
+    @Test("a long run of plain ASCII in a string (copied at once) ends at a quote, an escape, a multi-byte scalar or a control character")
+    func asciiRuns() throws {
+        let run = String(repeating: "QUJD+/=-_", count: 700)  // 6,300 bytes, base64-like
+        let text = #"{"a":""# + run + #"\"\n"# + run + "é" + run + #"","b":""# + run + #""}"#
+        let parsed = try CanonicalJSON.parse(Array(text.utf8))
+        #expect(parsed["a"]?.stringValue == run + "\"\n" + run + "é" + run)
+        #expect(parsed["b"]?.stringValue == run)
+        #expect(try Self.canonical(text) == text)
+        // One change: a raw control character inside the run, refused at its own offset.
+        let broken = #"{"a":""# + run + "\u{01}" + run + #""}"#
+        let error = try #require(throws: CanonicalJSONError.self) { try Self.canonical(broken) }
+        #expect(error.code == .syntax)
+        #expect(error.offset == 6 + run.utf8.count)
+        // And an ill-formed byte after a run (0xFF never starts UTF-8), at its offset.
+        var bytes = Array(#"{"a":""#.utf8) + Array(run.utf8)
+        bytes.append(0xFF)
+        bytes += Array(#""}"#.utf8)
+        let invalid = try #require(throws: CanonicalJSONError.self) { try CanonicalJSON.parse(bytes) }
+        #expect(invalid.code == .invalidUTF8)
+        #expect(invalid.offset == 6 + run.utf8.count)
+    }
+
     @Test("Encodable values canonicalize through the same parser")
     func encodable() throws {
         struct Transfer: Encodable {

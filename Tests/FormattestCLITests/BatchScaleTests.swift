@@ -329,6 +329,43 @@ struct BatchScaleTests {
         #expect(large - small < 16 * 1024, "peak RSS \(small) KiB at 2,000 lines, \(large) KiB at 20,000")
     }
 
+    @Test(
+        "a line's base64 is decoded from its JSON string's bytes as single mode decodes text: ASCII whitespace and U+2028 ignored, U+00E9 refused"
+    )
+    func base64WhitespaceInLines() async throws {
+        // The same separator inside each line's attestation, after its 64th character; line 3's
+        // differs from line 2's in that one scalar (U+00E9 is not whitespace).
+        let separators = [#"\n \t"#, "\u{2028}", "\u{00E9}"]
+        let plain = try await Self.batch(count: 3, formats: ["fido2"])
+        var spacedLines = plain.lines
+        for index in spacedLines.indices {
+            let range = try #require(spacedLines[index].range(of: #""attestation":""#))
+            let at = spacedLines[index].index(range.upperBound, offsetBy: 64)
+            spacedLines[index] = String(spacedLines[index][..<at]) + separators[index] + String(spacedLines[index][at...])
+        }
+        let spacedInput = try plain.files.write(spacedLines.joined(separator: "\n") + "\n", named: "spaced.jsonl")
+        let plainOut = plain.files.directory.appendingPathComponent("plain-out.jsonl").path
+        let spacedOut = plain.files.directory.appendingPathComponent("spaced-out.jsonl").path
+        let plainRun = try await Formattest.run(["wrap", "--batch", plain.input, "--out", plainOut] + plain.options)
+        let spacedRun = try await Formattest.run(["wrap", "--batch", spacedInput, "--out", spacedOut] + plain.options)
+        #expect(plainRun.status == 0, "\(plainRun.stderr)")
+        #expect(spacedRun.status == 1, "\(spacedRun.stderr)")
+        let plainRecords = Self.records(try String(contentsOfFile: plainOut, encoding: .utf8))
+        let spacedRecords = Self.records(try String(contentsOfFile: spacedOut, encoding: .utf8))
+        try #require(plainRecords.count == 3 && spacedRecords.count == 3)
+        // Lines 1 and 2: the very tokens of the lines without separators (`at` is pinned).
+        for index in 0..<2 {
+            #expect(Self.tokens(spacedRecords[index]) != nil)
+            #expect(Self.tokens(spacedRecords[index]) == Self.tokens(plainRecords[index]), "line \(index + 1)")
+        }
+        // Line 3: refused as not base64, its neighbours unaffected.
+        let refused = try Self.object(spacedRecords[2])
+        let error = try #require(refused["error"] as? [String: Any])
+        #expect(error["code"] as? String == "invalid_request")
+        #expect((error["message"] as? String)?.contains("attestation is not base64 or base64url") == true, "\(error)")
+        #expect(Self.tokens(plainRecords[2]) != nil)
+    }
+
     @Test("progress is drawn on a terminal's stderr only")
     func progressOnTerminal() async throws {
         let batch = try await Self.batch(count: 30, formats: ["fido2"])
