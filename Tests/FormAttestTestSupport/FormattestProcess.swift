@@ -144,6 +144,15 @@ public enum Formattest {
 
     /// A port nothing listens on now: the kernel's choice for a socket bound to port 0 (another
     /// process may still take it before the caller does, but far less often than a random pick).
+    /// Waits, when the current fixed rate-limit window (`seconds` long, aligned on the epoch as
+    /// the service aligns them) has less than `margin` seconds left, until the next one begins:
+    /// a test that counts requests to a limit must not see its count start over mid-way (three
+    /// such tests failed together once, run across 23:00:00 UTC with a window of an hour).
+    public static func awayFromWindowEdge(_ seconds: TimeInterval, margin: TimeInterval = 60) async throws {
+        let left = seconds - Date().timeIntervalSince1970.truncatingRemainder(dividingBy: seconds)
+        if left < margin { try await Task.sleep(for: .seconds(left + 1)) }
+    }
+
     public static func freePort() -> Int {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(descriptor) }

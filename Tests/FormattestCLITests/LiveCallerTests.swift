@@ -242,6 +242,7 @@ struct LiveCallerTests {
         defer { _ = first.terminate(within: 10) }
         let (second, secondPort) = try Self.serve(store + limits, files: files)
         defer { _ = second.terminate(within: 10) }
+        try await Formattest.awayFromWindowEdge(3600, margin: 120)
         var statuses: [Int] = []
         for index in 0..<6 {
             statuses.append(try await Self.get(index % 2 == 0 ? firstPort : secondPort, "/api/appattest/challenge?username=alice").0)

@@ -76,7 +76,8 @@ struct HostileBudgetTests {
         let service = try Service(
             [
                 "--store", "memory", "--caller-secret-file", secretFile, "--rate-limit-per-backend", "1000", "--rate-limit-per-user", "1000",
-                "--rate-limit-registrations-per-backend", "2", "--passkey-rp-id", "bank.example", "--passkey-origin", "https://bank.example",
+                "--rate-limit-registrations-per-backend", "2", "--rate-limit-window", "3600", "--passkey-rp-id", "bank.example", "--passkey-origin",
+                "https://bank.example",
             ],
             files: files
         )
@@ -94,6 +95,7 @@ struct HostileBudgetTests {
             let body = #"{"username":"u\#(UUID().uuidString.prefix(8))","challenge":"AA","userHandle":"AA","credential":{}}"#
             return try Self.exchange(service.port, "/api/passkeys/register", method: "POST", headers: headers, body: Array(body.utf8))
         }
+        try await Formattest.awayFromWindowEdge(3600, margin: 120)
         let first = try registerPasskey()
         let second = try registerPasskey()
         let third = try registerPasskey()

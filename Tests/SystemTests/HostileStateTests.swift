@@ -167,6 +167,7 @@ struct HostileStateTests {
         let service = try Service(["--rate-limit-assertions-per-user", "3", "--rate-limit-window", "3600"])
         defer { service.stop() }
         try #require(Formattest.waitForListener(port: service.port, process: service.server.process))
+        try await Formattest.awayFromWindowEdge(3600, margin: 120)
         let alice = try await service.register()
         let bob = try await service.register(user: "bob")
         var statuses: [Int] = []
@@ -188,6 +189,7 @@ struct HostileStateTests {
         }
         let service = try start("3")
         try #require(Formattest.waitForListener(port: service.port, process: service.server.process))
+        try await Formattest.awayFromWindowEdge(3600, margin: 120)
         let alice = try await service.register()
         // Five forged assertions: alice's keyId, an assertion over another form (401 each).
         var forged: [Int] = []
@@ -221,6 +223,7 @@ struct HostileStateTests {
         let service = try Service(["--rate-limit-per-address", "3", "--rate-limit-window", "3600"])
         defer { service.stop() }
         try #require(Formattest.waitForListener(port: service.port, process: service.server.process))
+        try await Formattest.awayFromWindowEdge(3600, margin: 120)
         var statuses: [Int] = []
         for index in 0..<5 {
             let request: [String: Any] = [
