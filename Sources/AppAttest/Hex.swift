@@ -16,6 +16,15 @@ package func hex(_ bytes: some Sequence<UInt8>) -> String {
     return String(decoding: digits, as: UTF8.self)
 }
 
+/// 16 bytes (an AAGUID) in the UUID spelling, `61707061-7474-6573-7400-000000000000`; any other
+/// length as plain hex.
+package func uuidString(_ bytes: [UInt8]) -> String {
+    let digits = Array(hex(bytes).utf8)
+    guard bytes.count == 16 else { return String(decoding: digits, as: UTF8.self) }
+    let groups = [digits[0..<8], digits[8..<12], digits[12..<16], digits[16..<20], digits[20..<32]]
+    return groups.map { String(decoding: $0, as: UTF8.self) }.joined(separator: "-")
+}
+
 /// The lowercase ASCII digit of a value 0-15.
 private func hexDigit(_ value: UInt8) -> UInt8 {
     value < 10 ? UInt8(ascii: "0") + value : UInt8(ascii: "a") + value - 10

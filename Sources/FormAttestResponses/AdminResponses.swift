@@ -84,3 +84,75 @@ public struct RevocationResponse: APIResponse, Hashable {
         self.revokedAt = RFC3339UTC.format(revokedAt)
     }
 }
+
+/// A user's passkeys: `GET /admin/users/{username}/passkeys`, a page at a time like the keys.
+public struct PasskeyListingResponse: APIResponse, Hashable {
+    public static let schemaName = "PasskeyListing"
+
+    public struct Passkey: Encodable, Sendable, Hashable {
+        /// base64url.
+        public var credentialId: String
+        /// The attestation statement format it was registered with.
+        public var format: String
+        /// `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`.
+        public var aaguid: String
+        public var signCount: UInt32
+        public var backupEligible: Bool
+        public var backedUp: Bool
+        public var transports: [String]
+        public var createdAt: String
+        public var lastUsed: String
+        /// `active` or `revoked`.
+        public var status: String
+        public var revokedAt: String?
+
+        public init(_ passkey: StoredPasskey) {
+            self.credentialId = Base64URL.encode(passkey.credentialID)
+            self.format = passkey.format
+            self.aaguid = uuidString(passkey.aaguid)
+            self.signCount = passkey.signCount
+            self.backupEligible = passkey.backupEligible
+            self.backedUp = passkey.backedUp
+            self.transports = passkey.transports
+            self.createdAt = RFC3339UTC.format(passkey.createdAt)
+            self.lastUsed = RFC3339UTC.format(passkey.lastUsed)
+            self.status = passkey.revokedAt == nil ? "active" : "revoked"
+            self.revokedAt = passkey.revokedAt.map { RFC3339UTC.format($0) }
+        }
+    }
+
+    public var username: String
+    /// One page of the user's passkeys, oldest first.
+    public var passkeys: [Passkey]
+    /// Passkeys not revoked (of all the user's passkeys, not the page's).
+    public var activePasskeys: Int
+    /// Passkeys registered within `registrationWindow` before now (likewise).
+    public var recentRegistrations: Int
+    /// Every passkey of the user, revoked ones included.
+    public var totalPasskeys: Int
+    /// Pass as `after` for the next page; absent on the last page.
+    public var next: String?
+
+    public init(username: String, page: [StoredPasskey], activePasskeys: Int, recentRegistrations: Int, totalPasskeys: Int, next: [UInt8]?) {
+        self.username = username
+        self.passkeys = page.map(Passkey.init)
+        self.activePasskeys = activePasskeys
+        self.recentRegistrations = recentRegistrations
+        self.totalPasskeys = totalPasskeys
+        self.next = next.map(Base64URL.encode)
+    }
+}
+
+/// `POST /admin/passkeys/{credentialId}/revoke`'s answer.
+public struct PasskeyRevocationResponse: APIResponse, Hashable {
+    public static let schemaName = "PasskeyRevocation"
+
+    /// base64url.
+    public var credentialId: String
+    public var revokedAt: String
+
+    public init(credentialID: [UInt8], revokedAt: Date) {
+        self.credentialId = Base64URL.encode(credentialID)
+        self.revokedAt = RFC3339UTC.format(revokedAt)
+    }
+}

@@ -57,13 +57,17 @@ public struct PasskeyRegisteredResponse: APIResponse, Hashable {
     public var attestationAnchored: Bool?
     /// The transports kept (WebAuthn's registered names).
     public var transports: [String]
+    /// `{fido2Wrapper}`: the FIDO2 wrapper's passkey counterpart (schemas/fido2-wrapper.schema.json),
+    /// the registration in the shape a WebAuthn server stores a credential.
+    public var formats: JSONValue?
 
     /// - Parameters:
     ///   - passkey: the stored credential.
     ///   - aaguid: its AAGUID in the usual spelling.
     ///   - userVerified: the registration's UV flag.
     ///   - attestationAnchored: whether the chain reached an anchor (`nil`: no certificate).
-    public init(passkey: StoredPasskey, aaguid: String, userVerified: Bool, attestationAnchored: Bool?) {
+    ///   - formats: the tokens made of the registration.
+    public init(passkey: StoredPasskey, aaguid: String, userVerified: Bool, attestationAnchored: Bool?, formats: JSONValue? = nil) {
         self.credentialId = Base64URL.encode(passkey.credentialID)
         self.format = passkey.format
         self.aaguid = aaguid
@@ -73,12 +77,13 @@ public struct PasskeyRegisteredResponse: APIResponse, Hashable {
         self.backedUp = passkey.backedUp
         self.attestationAnchored = attestationAnchored
         self.transports = passkey.transports
+        self.formats = formats
     }
 
-    public init(_ outcome: FormFlows.PasskeyRegistrationOutcome) {
+    public init(_ outcome: FormFlows.PasskeyRegistrationOutcome, formats: JSONValue?) {
         self.init(
             passkey: outcome.passkey, aaguid: outcome.registration.aaguidString, userVerified: outcome.registration.userVerified,
-            attestationAnchored: outcome.registration.attestationAnchored)
+            attestationAnchored: outcome.registration.attestationAnchored, formats: formats)
     }
 }
 

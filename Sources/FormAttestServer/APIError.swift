@@ -164,6 +164,7 @@ public struct APIError: HTTPResponseError, Sendable {
 
     /// Admin API: no key has this keyId.
     static let unknownKey = APIError(status: .notFound, code: "unknown_key", message: "no key has this keyId")
+    static let unknownPasskey = APIError(status: .notFound, code: "unknown_passkey", message: "no passkey has this credential id")
 
     /// Dev simulator only: the simulated device could not produce the request.
     static func simulatorError(_ message: String) -> APIError {

@@ -108,6 +108,9 @@ public enum ErrorCatalog {
             Self.http(APIError.framework(status: .notFound, message: nil), "no such route (or the demo page's file is missing)", "Check the URL and method against docs/api.md."),
             Self.http(APIError.framework(status: .methodNotAllowed, message: nil), "the route exists but not with this method", "Use the method docs/api.md gives."),
             Self.http(APIError.unknownKey, "admin API: no key has this keyId", "Check the keyId (base64url) against GET /admin/users/{username}/keys."),
+            Self.http(
+                APIError.unknownPasskey, "admin API: no passkey has this credential id",
+                "Check the credentialId (base64url) against GET /admin/users/{username}/passkeys."),
             Self.http(APIError.simulatorError(""), "dev simulator only: the simulator could not produce the request", "Development only; read the message."),
             Self.http(
                 APIError.simulatorUnknownKey, "dev simulator only: the simulated device holds no key with this keyId (a restart forgets its keys)",

@@ -3,10 +3,13 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
+import CanonicalJSON
 import FormAttestFlows
 import FormAttestResponses
+import FormAttestTokens
 import Foundation
 import Hummingbird
+import WebAuthn
 
 /// `/api/passkeys/*`: a passkey's registration for the authenticated caller. Forms signed with a
 /// passkey go to `POST /api/appattest/assert` with a `passkey` member (``AppAttestController``).
@@ -67,6 +70,23 @@ struct PasskeyController {
         try await self.checkStorage(context)
         try await self.rateLimiter.check(endpoint: "attest", user: registration.username, lasting: .registration, request: request, context: context, now: now)
         let outcome = try await self.run { () async throws(FlowError) in try await self.flows.registerPasskey(registration, now: now) }
-        return try JSONResponse.make(PasskeyRegisteredResponse(outcome))
+        return try JSONResponse.make(PasskeyRegisteredResponse(outcome, formats: Self.formats(outcome, verifiedAt: now)))
+    }
+
+    /// `{fido2Wrapper}`: the registration in the FIDO2 wrapper's passkey shape.
+    static func formats(_ outcome: FormFlows.PasskeyRegistrationOutcome, verifiedAt: Date) -> JSONValue? {
+        // The flows keep the registration's bytes with every passkey they register.
+        guard let sent = outcome.passkey.registration else { return nil }
+        let registration = outcome.registration
+        let wrapper = FIDO2Wrapper.make(
+            passkey: FIDO2Wrapper.PasskeyRegistration(
+                credentialID: outcome.passkey.credentialID, publicKey: outcome.passkey.publicKey,
+                algorithm: registration.publicKey.algorithm.rawValue, aaguid: outcome.passkey.aaguid, signCount: outcome.passkey.signCount,
+                transports: outcome.passkey.transports, format: outcome.passkey.format, backupEligible: outcome.passkey.backupEligible,
+                backedUp: outcome.passkey.backedUp, attestationAnchored: registration.attestationAnchored,
+                attestationObject: sent.attestationObject, clientDataJSON: sent.clientDataJSON,
+                relyingPartyID: outcome.relyingPartyID, verifiedAt: verifiedAt
+            ))
+        return .object(JSONObject(constantMembers: [(TokenFormat.fido2.memberName, wrapper)]))
     }
 }

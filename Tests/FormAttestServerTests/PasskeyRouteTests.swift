@@ -156,4 +156,117 @@ struct PasskeyRouteTests {
             #expect(options.status == 422 && options.errorCode == "passkeys_disabled", "\(options.status) \(options.errorCode ?? "")")
         }
     }
+    @Test("the registration's answer carries the FIDO2 wrapper's passkey counterpart: the credential as stored, the registration as sent, verifiable again")
+    func fido2Wrapper() async throws {
+        let harness = try Self.harness()
+        try await harness.run { client in
+            var device = PasskeyDevice()
+            device.flags |= 0x08 | 0x10  // a synced passkey: BE and BS
+            let registered = try await Self.register(device, client)
+            try #require(registered.status == 200, "\(String(decoding: registered.body, as: UTF8.self))")
+            let wrapper = try #require(registered.json?["formats"]?["fido2Wrapper"])
+            #expect(wrapper["type"]?.stringValue == "wrapped-attestation" && wrapper["version"] == .number(1))
+            let credential = try #require(wrapper["credential"])
+            let id = Base64URL.encode(device.credentialID)
+            #expect(credential["id"]?.stringValue == id && credential["rawId"]?.stringValue == id)
+            #expect(credential["type"]?.stringValue == "public-key" && credential["publicKeyAlgorithm"] == .number(-7))
+            #expect(credential["attestationFormat"]?.stringValue == "none" && credential["aaguid"]?.stringValue == "00000000-0000-0000-0000-000000000000")
+            #expect(credential["backupEligible"] == .bool(true) && credential["backedUp"] == .bool(true))
+            #expect(credential["transports"] == .array([Self.text("internal"), Self.text("hybrid")]))
+            #expect(credential["userVerified"] == nil, "a ceremony's flag, not the credential's")
+            let original = try #require(wrapper["original"])
+            #expect(original["fmt"]?.stringValue == "none" && original["credentialId"]?.stringValue == id)
+            #expect(original["rpId"]?.stringValue == PasskeyDevice.rpID && original["attestationAnchored"] == nil)
+            // The registration as sent verifies again from the wrapper alone, to the same key: the
+            // clientDataJSON (its challenge) and the attestation object are the client's bytes.
+            let clientDataJSON = try #require(original["clientDataJSON"]?.stringValue.flatMap(Base64URL.decode))
+            let challenge = try #require(try Self.json(clientDataJSON)["challenge"]?.stringValue.flatMap(Base64URL.decode))
+            let response = JSONValue.object(
+                    JSONObject(constantMembers: [
+                        ("id", Self.text(id)), ("rawId", Self.text(id)), ("type", Self.text("public-key")),
+                        (
+                            "response",
+                            .object(
+                                JSONObject(constantMembers: [
+                                    ("clientDataJSON", Self.text(Base64URL.encode(clientDataJSON))),
+                                    ("attestationObject", try #require(original["attestationObject"])),
+                                ]))
+                        ),
+                    ])
+            ).canonicalBytes
+            let verifier = try WebAuthnVerifier(policy: PasskeyDevice.policy())
+            let again = try await verifier.verifyRegistration(json: response, challenge: challenge, at: Date())
+            #expect(Base64URL.encode(again.publicKey.cborEncoded) == credential["publicKey"]?.stringValue)
+            #expect(again.credentialID == device.credentialID)
+        }
+        try await OpenAPIConformance.check(harness.recorder)
+    }
+
+    @Test("operators list a user's passkeys a page at a time and revoke one: its next assertion is 401 passkey_revoked; bad ids 400, unknown 404, no secret 401")
+    func adminPasskeys() async throws {
+        let adminSecret = String(repeating: "z", count: 48)
+        var harness = try Self.harness()
+        harness.configuration.adminSecrets = try BackendSecrets(fileText: adminSecret)
+        // A passkey alone confirms a form here: the refusal below is the revocation's.
+        harness.configuration.flows.factorPolicy = try FactorPolicy(setting: "*=passkey")
+        let store = harness.store
+        try await harness.run { client in
+            var first = PasskeyDevice(id: 1)
+            let second = PasskeyDevice(id: 2)
+            #expect(try await Self.register(first, client).status == 200)
+            #expect(try await Self.register(second, client).status == 200)
+            let admin = client.with(bearer: adminSecret)
+            let template = "/admin/users/{username}/passkeys"
+            var seen: [String] = []
+            var after: String?
+            var pages = 0
+            repeat {
+                let page = try await admin.send(.get, "/admin/users/alice/passkeys?limit=1" + (after.map { "&after=\($0)" } ?? ""), template: template)
+                try #require(page.status == 200, "\(page.status) \(page.errorCode ?? "")")
+                #expect(page.json?["totalPasskeys"] == .number(2) && page.json?["activePasskeys"] == .number(2))
+                #expect(page.json?["recentRegistrations"] == .number(2))
+                guard case .array(let entries)? = page.json?["passkeys"] else { Issue.record("no passkeys array"); return }
+                #expect(entries.count == 1 && entries.first?["status"]?.stringValue == "active")
+                seen += entries.compactMap { $0["credentialId"]?.stringValue }
+                after = page.json?["next"]?.stringValue
+                pages += 1
+            } while after != nil && pages < 5
+            #expect(Set(seen) == [Base64URL.encode(first.credentialID), Base64URL.encode(second.credentialID)] && pages == 2)
+
+            // Revoked by an operator: listed as revoked, and its next assertion refused.
+            let id = Base64URL.encode(first.credentialID)
+            let revoked = try await admin.send(.post, "/admin/passkeys/\(id)/revoke", template: "/admin/passkeys/{credentialId}/revoke")
+            #expect(revoked.status == 200 && revoked.json?["credentialId"]?.stringValue == id, "\(revoked.status) \(revoked.errorCode ?? "")")
+            let revokedAt = try #require(revoked.json?["revokedAt"]?.stringValue)
+            let twice = try await admin.send(.post, "/admin/passkeys/\(id)/revoke", template: "/admin/passkeys/{credentialId}/revoke")
+            #expect(twice.status == 200 && twice.json?["revokedAt"]?.stringValue == revokedAt, "the first revocation's time is kept")
+            let listing = try await admin.send(.get, "/admin/users/alice/passkeys", template: template)
+            #expect(listing.json?["activePasskeys"] == .number(1) && listing.json?["totalPasskeys"] == .number(2))
+            let form = ServiceHarness.form(action: "login")
+            let refused = try await client.post(
+                "/api/appattest/assert", [("username", Self.text("alice")), ("passkey", try Self.json(first.sign(challenge: try Self.hash(form)))), ("form", form)])
+            #expect(refused.status == 401 && refused.errorCode == "passkey_revoked", "\(refused.status) \(refused.errorCode ?? "")")
+
+            // An id nobody registered; ids that are not 1 to 1023 bytes of base64url; no secret.
+            let unknown = try await admin.send(
+                .post, "/admin/passkeys/\(Base64URL.encode([UInt8](repeating: 7, count: 16)))/revoke", template: "/admin/passkeys/{credentialId}/revoke")
+            #expect(unknown.status == 404 && unknown.errorCode == "unknown_passkey", "\(unknown.status) \(unknown.errorCode ?? "")")
+            for bad in ["x", "%2B%2F", String(repeating: "A", count: 1366), "AA=A"] {
+                let answer = try await admin.send(.post, "/admin/passkeys/\(bad)/revoke", template: "/admin/passkeys/{credentialId}/revoke")
+                #expect(answer.status == 400 && answer.errorCode == "invalid_request", "\(bad.prefix(10)): \(answer.status) \(answer.errorCode ?? "")")
+            }
+            for query in ["limit=0", "after=x", "after=\(Base64URL.encode([UInt8](repeating: 7, count: 16)))", "limit=1&limit=2"] {
+                let answer = try await admin.send(.get, "/admin/users/alice/passkeys?" + query, template: template)
+                #expect(answer.status == 400, "\(query): \(answer.status)")
+            }
+            // Another user's passkey is not a position in alice's listing.
+            let bobs = try await admin.send(.get, "/admin/users/bob/passkeys?after=\(Base64URL.encode(second.credentialID))", template: template)
+            #expect(bobs.status == 400 && bobs.errorCode == "invalid_request")
+            let anonymous = try await client.send(.get, "/admin/users/alice/passkeys", template: template)
+            #expect(anonymous.status == 401)
+            let anonymousRevoke = try await client.send(.post, "/admin/passkeys/\(Base64URL.encode(second.credentialID))/revoke", template: "/admin/passkeys/{credentialId}/revoke")
+            #expect(anonymousRevoke.status == 401)
+            #expect(try await store.loadPasskey(credentialID: second.credentialID)?.revokedAt == nil, "nothing changed")
+        }
+    }
 }

@@ -72,6 +72,9 @@ struct ResponseConformanceTests {
         credentialID: Array(repeating: 1, count: 16), signCount: 4, userVerified: true, backupEligible: true, backedUp: true)
 
     static func samples() async throws -> [Sample] {
+        var revokedPasskey = Self.passkey
+        revokedPasskey.credentialID = Array(repeating: 2, count: 1_023)
+        revokedPasskey.revokedAt = Self.time
         let (mac, plain, assertion, publicKey) = try await Self.verified()
         let challenge = IssuedChallenge(
             value: Array(repeating: 1, count: 32), purpose: .form, username: "alice", issuedAt: Self.time, expiresAt: Self.time.addingTimeInterval(300)
@@ -154,6 +157,12 @@ struct ResponseConformanceTests {
                     formHash: Array(repeating: 5, count: 32), key: revoked, passkey: Self.confirmedPasskey, formats: formats, nextChallenge: ChallengeResponse(challenge))
             ),
             try Sample(ConfirmedResponse(formHash: Array(repeating: 5, count: 32), key: nil, passkey: Self.confirmedPasskey, formats: nil, nextChallenge: nil)),
+            try Sample(
+                PasskeyListingResponse(
+                    username: "alice", page: [Self.passkey, revokedPasskey], activePasskeys: 1, recentRegistrations: 2, totalPasskeys: 3,
+                    next: revokedPasskey.credentialID)),
+            try Sample(PasskeyListingResponse(username: "bob", page: [], activePasskeys: 0, recentRegistrations: 0, totalPasskeys: 0, next: nil)),
+            try Sample(PasskeyRevocationResponse(credentialID: revokedPasskey.credentialID, revokedAt: Self.time)),
         ]
     }
 

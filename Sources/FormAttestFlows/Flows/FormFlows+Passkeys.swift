@@ -49,6 +49,8 @@ extension FormFlows {
     public struct PasskeyRegistrationOutcome: Sendable {
         public var passkey: StoredPasskey
         public var registration: VerifiedRegistration
+        /// The relying party id it was verified for.
+        public var relyingPartyID: String
     }
 
     /// An App Attest assertion in a confirmation.
@@ -166,7 +168,7 @@ extension FormFlows {
         } catch {
             throw FlowError(error)
         }
-        return PasskeyRegistrationOutcome(passkey: passkey, registration: registration)
+        return PasskeyRegistrationOutcome(passkey: passkey, registration: registration, relyingPartyID: verifier.policy.relyingPartyID)
     }
 
     // MARK: - Confirmation
