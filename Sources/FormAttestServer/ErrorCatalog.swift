@@ -175,6 +175,7 @@ public enum ErrorCatalog {
         "passkeys_disabled": "Do not send passkeys to this service, or configure its passkey settings (--passkey-rp-id, --passkey-origin).",
         "passkey_mismatch": "Register a passkey for this user (GET /api/passkeys/options, POST /api/passkeys/register), then sign again.",
         "passkey_revoked": "Register a new passkey; the revoked one is refused for good.",
+        "passkey_approval_required": "Sign the registration's challenge with one of the user's passkeys (user verification) and send it as approval; a user who lost every passkey asks an operator to revoke them first.",
         "passkey_already_registered": "Nothing to do: this credential is registered; sign forms with it.",
         "user_verification_required": "Ask the authenticator for user verification (userVerification: \"required\") and sign the form again.",
     ]
@@ -254,6 +255,7 @@ public enum ErrorCatalog {
         "receipt_stale": "Apple's new receipt was created outside the accepted age",
         "app_attest_required": "the factor policy requires an App Attest assertion for this form and the request has none",
         "passkey_required": "the factor policy requires a passkey assertion for this form and the request has none",
+        "passkey_approval_required": "the user has a passkey, and a new one is registered only with an assertion of it (user verification) over the registration's challenge",
         "user_verification_required": "the factor policy requires a passkey assertion with user verification (UV) for this form, and the assertion's UV flag is not set",
         "passkeys_disabled": "the request carries a passkey and this service has no passkey settings (relying party id, origins)",
         "passkey_mismatch": "the passkey's credential id is unknown, or another user's",

@@ -17,6 +17,15 @@ extension ServeOptions {
         let origins = settings.list("passkey-origin")
         switch (relyingPartyID, origins.isEmpty) {
         case (let relyingPartyID?, false):
+            // Settings that could never match a client's are refused here, not per request.
+            if let problem = WebAuthnPolicy.problem(relyingPartyID: relyingPartyID) {
+                throw UsageError("--passkey-rp-id (\(settings.source("passkey-rp-id"))): \(problem).")
+            }
+            for origin in origins {
+                if let problem = WebAuthnPolicy.problem(origin: origin, relyingPartyID: relyingPartyID) {
+                    throw UsageError("--passkey-origin (\(settings.source("passkey-origin"))): \(problem).")
+                }
+            }
             configuration.passkeys = WebAuthnPolicy(relyingPartyID: relyingPartyID, allowedOrigins: Set(origins))
         case (nil, true):
             configuration.passkeys = nil

@@ -107,6 +107,9 @@ public struct WebAuthnVerifier: Sendable {
     ///   - previousSignCount: the stored sign count.
     ///   - credentialID: the stored credential id, when the caller looked the key up by user rather than by id.
     ///   - userHandle: the credential's user handle; a userHandle in the response must equal it.
+    ///   - backupEligible: the BE flag the credential was registered with; the assertion's must
+    ///     equal it (BE is fixed when the credential is made: a synced passkey cannot sign as a
+    ///     device-bound one). `nil` when the caller has no record of it.
     /// - Throws: ``WebAuthnError`` naming the failed step.
     public func verifyAuthentication(
         _ response: AuthenticationResponse,
@@ -114,7 +117,8 @@ public struct WebAuthnVerifier: Sendable {
         challenge: [UInt8],
         previousSignCount: UInt32,
         credentialID: [UInt8]? = nil,
-        userHandle: [UInt8]? = nil
+        userHandle: [UInt8]? = nil,
+        backupEligible: Bool? = nil
     ) throws(WebAuthnError) -> VerifiedAuthentication {
         // Step 5: the credential is the one expected.
         if let credentialID {
@@ -138,6 +142,16 @@ public struct WebAuthnVerifier: Sendable {
         // Steps 15–18: rpIdHash, UP, UV, BE/BS.
         let authenticatorData = try WebAuthnAuthenticatorData(bytes: response.authenticatorData)
         try self.checkAuthenticatorData(authenticatorData)
+        // Step 18 with a credential record: BE is the one it was registered with.
+        if let backupEligible {
+            guard authenticatorData.backupEligible == backupEligible else {
+                throw WebAuthnError(
+                    code: .backupStateInvalid,
+                    reason:
+                        "the BE flag is \(authenticatorData.backupEligible ? "set" : "clear"); the credential was registered with it \(backupEligible ? "set" : "clear")"
+                )
+            }
+        }
         // Steps 20–21: the signature over authenticatorData ‖ SHA-256(clientDataJSON).
         guard publicKey.isValidSignature(response.signature, for: response.authenticatorData + Array(clientData.hash)) else {
             throw WebAuthnError(code: .signatureInvalid, reason: "the assertion signature does not verify with the credential's key")

@@ -50,10 +50,13 @@ struct FlowHarness {
     }
 
     /// A transfer form as the app would send it (not canonical: spaces and member order vary).
-    static func form(user: String = "alice", amount: String = "10.00", at time: Date = now, nonce: String = "n-1", challenge: String? = nil) -> [UInt8] {
+    static func form(
+        user: String = "alice", amount: String = "10.00", at time: Date = now, nonce: String = "n-1", challenge: String? = nil, action: String? = nil
+    ) -> [UInt8] {
         let challengeField = challenge.map { #", "challenge": "\#($0)""# } ?? ""
+        let actionField = action.map { #", "action": "\#($0)""# } ?? ""
         return Array(
-            #"{ "to": "bob", "amount": \#(amount), "username": "\#(user)", "timestamp": "\#(RFC3339UTC.format(time))", "nonce": "\#(nonce)"\#(challengeField) }"#.utf8
+            #"{ "to": "bob", "amount": \#(amount), "username": "\#(user)", "timestamp": "\#(RFC3339UTC.format(time))", "nonce": "\#(nonce)"\#(challengeField)\#(actionField) }"#.utf8
         )
     }
 
@@ -86,10 +89,12 @@ struct FlowHarness {
         )
     }
 
-    /// Registers `key` for `user` with a fresh form.
+    /// Registers `key` for `user` with a fresh form (its action `register-device`: a factor policy
+    /// with rules by action gives a form without one every factor it names).
     @discardableResult
     func register(_ key: SimulatedKey, user: String = "alice", nonce: String = "register") async throws -> FormFlows.AttestOutcome {
-        try await self.flows.attest(self.attestRequest(key: key, form: Self.form(user: user, nonce: nonce), user: user), now: Self.now)
+        try await self.flows.attest(
+            self.attestRequest(key: key, form: Self.form(user: user, nonce: nonce, action: "register-device"), user: user), now: Self.now)
     }
 }
 

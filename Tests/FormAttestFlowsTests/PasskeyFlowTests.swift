@@ -64,12 +64,16 @@ struct PasskeyFlowTests {
         #expect(stored.username == "alice" && stored.userHandle == options.userHandle && stored.signCount == 7 && stored.format == "none")
         #expect(stored.transports == ["internal", "hybrid"])  // the unregistered name is not kept
         #expect(stored.registration != nil && stored.createdAt == FlowHarness.now)
-        // The challenge is spent: the same response again is refused, and stores nothing new.
+        // The challenge is spent: the same response again is refused, and stores nothing new
+        // (approved by the passkey alice now has, so that the challenge is what refuses it).
         var second = PasskeyDevice(id: 2)
         second.key = device.key
+        let approval = device.sign(challenge: options.challenge.value)
         await expectFlowError("challenge_invalid", .policy) {
             try await harness.flows.registerPasskey(
-                .init(username: "alice", challenge: options.challenge.value, userHandle: options.userHandle, response: second.register(challenge: options.challenge.value)),
+                .init(
+                    username: "alice", challenge: options.challenge.value, userHandle: options.userHandle,
+                    response: second.register(challenge: options.challenge.value), approval: approval),
                 now: FlowHarness.now)
         }
         #expect(try await harness.store.loadPasskey(credentialID: second.credentialID) == nil)
@@ -89,11 +93,15 @@ struct PasskeyFlowTests {
             try await harness.flows.registerPasskey(
                 .init(username: "bob", challenge: challenge, userHandle: options.userHandle, response: device.register(challenge: challenge)), now: FlowHarness.now)
         }
-        // A challenge the server never issued (the response signs it faithfully).
+        // A challenge the server never issued (the response signs it faithfully, with the handle
+        // a first passkey has for it).
         let unissued = [UInt8](repeating: 0x5A, count: 32)
         await expectFlowError("challenge_invalid", .policy) {
             try await harness.flows.registerPasskey(
-                .init(username: "alice", challenge: unissued, userHandle: options.userHandle, response: device.register(challenge: unissued)), now: FlowHarness.now)
+                .init(
+                    username: "alice", challenge: unissued, userHandle: FormFlows.firstUserHandle(challenge: unissued),
+                    response: device.register(challenge: unissued)),
+                now: FlowHarness.now)
         }
         // The response answers another challenge than the one claimed.
         await expectFlowError("passkey_challenge_mismatch", .verificationFailed) {
@@ -117,11 +125,15 @@ struct PasskeyFlowTests {
         // And the challenge is still good for the genuine request.
         _ = try await harness.flows.registerPasskey(
             .init(username: "alice", challenge: challenge, userHandle: options.userHandle, response: device.register(challenge: challenge)), now: FlowHarness.now)
-        // The same credential again, with a fresh challenge: already registered.
+        // The same credential again, with a fresh challenge (and its own approval): already registered.
         let again = try await harness.flows.passkeyRegistrationOptions(username: "alice", now: FlowHarness.now)
+        var approver = device
+        let approval = approver.sign(challenge: again.challenge.value)
         await expectFlowError("passkey_already_registered", .conflict) {
             try await harness.flows.registerPasskey(
-                .init(username: "alice", challenge: again.challenge.value, userHandle: again.userHandle, response: device.register(challenge: again.challenge.value)),
+                .init(
+                    username: "alice", challenge: again.challenge.value, userHandle: again.userHandle,
+                    response: device.register(challenge: again.challenge.value), approval: approval),
                 now: FlowHarness.now)
         }
         // Alice's second passkey must use alice's user handle.
@@ -325,5 +337,118 @@ struct PasskeyFlowTests {
         #expect(policy.description == "*=app-attest,login=passkey,transfer=app-attest+passkey-uv")
         #expect(try FactorPolicy(setting: policy.description) == policy)
         #expect(FactorPolicy.appAttestOnly.description == "*=app-attest")
+    }
+
+    // MARK: - The sixth red team's findings (docs/reliability.md)
+
+    @Test("R6-F1: a user who has a passkey adds another only with its approval (an assertion with UV over the registration's challenge)")
+    func approval() async throws {
+        let store = MemoryAttestationStore()
+        let harness = try Self.harness(store: store)
+        var first = PasskeyDevice(id: 1)
+        try await Self.register(first, harness)
+        let second = PasskeyDevice(id: 2)
+        func attempt(approval: (inout PasskeyDevice, [UInt8]) -> [UInt8]?) async throws(FlowError) -> FormFlows.PasskeyRegistrationOutcome {
+            let options = try await harness.flows.passkeyRegistrationOptions(username: "alice", now: FlowHarness.now)
+            let challenge = options.challenge.value
+            return try await harness.flows.registerPasskey(
+                .init(
+                    username: "alice", challenge: challenge, userHandle: options.userHandle, response: second.register(challenge: challenge),
+                    approval: approval(&first, challenge)),
+                now: FlowHarness.now)
+        }
+        // Without an approval: what code holding the user's session alone could send.
+        await expectFlowError("passkey_approval_required", .factorMissing) { try await attempt { _, _ in nil } }
+        // An approval without user verification.
+        await expectFlowError("user_verification_required", .factorMissing) {
+            try await attempt { device, challenge in
+                var unverified = device
+                unverified.flags = 0x01
+                return unverified.sign(challenge: challenge)
+            }
+        }
+        // An approval over another challenge (a form's).
+        await expectFlowError("passkey_challenge_mismatch", .verificationFailed) {
+            let formHash = try FlowHarness.hash(Self.form())
+            return try await attempt { device, _ in device.sign(challenge: formHash) }
+        }
+        // An approval by a credential that is not alice's (bob's passkey).
+        var bobs = PasskeyDevice(id: 9)
+        try await Self.register(bobs, harness, user: "bob")
+        await expectFlowError("passkey_mismatch", .keyMismatch) { try await attempt { _, challenge in bobs.sign(challenge: challenge) } }
+        // An approval by a software key claiming alice's credential id: the signature is not hers.
+        await expectFlowError("passkey_signature_invalid", .verificationFailed) {
+            try await attempt { device, challenge in
+                var impostor = device
+                impostor.key = P256.Signing.PrivateKey()
+                return impostor.sign(challenge: challenge)
+            }
+        }
+        #expect(try await harness.store.loadPasskey(credentialID: second.credentialID) == nil)
+        // With her passkey's approval: registered.
+        let outcome = try await attempt { device, challenge in device.sign(challenge: challenge) }
+        #expect(outcome.passkey.credentialID == second.credentialID)
+        // Revoked by an operator, her passkeys no longer stand in the way: a new one needs none.
+        try await store.revokePasskey(credentialID: first.credentialID, at: FlowHarness.now)
+        try await store.revokePasskey(credentialID: second.credentialID, at: FlowHarness.now)
+        try await Self.register(PasskeyDevice(id: 3), harness)
+    }
+
+    @Test("R6-F4: a first passkey's user handle is the one the options made of its challenge; another (bob's) is refused")
+    func firstUserHandle() async throws {
+        let harness = try Self.harness()
+        let bobs = try await Self.register(PasskeyDevice(id: 9), harness, user: "bob")
+        let options = try await harness.flows.passkeyRegistrationOptions(username: "alice", now: FlowHarness.now)
+        #expect(options.userHandle == FormFlows.firstUserHandle(challenge: options.challenge.value) && options.userHandle != bobs.passkey.userHandle)
+        let device = PasskeyDevice()
+        await expectFlowError("invalid_request", .malformedInput) {
+            try await harness.flows.registerPasskey(
+                .init(username: "alice", challenge: options.challenge.value, userHandle: bobs.passkey.userHandle, response: device.register(challenge: options.challenge.value)),
+                now: FlowHarness.now)
+        }
+        #expect(try await harness.store.passkeys(username: "alice").isEmpty)
+        // The options' own handle is accepted with the same challenge.
+        let registered = try await harness.flows.registerPasskey(
+            .init(username: "alice", challenge: options.challenge.value, userHandle: options.userHandle, response: device.register(challenge: options.challenge.value)),
+            now: FlowHarness.now)
+        #expect(registered.passkey.userHandle == options.userHandle)
+    }
+
+    @Test("R6-F9: transports are kept once each, registered names only, in the order first reported")
+    func transportsOnce() async throws {
+        let harness = try Self.harness()
+        var device = PasskeyDevice()
+        device.transports = Array(repeating: "usb", count: 4_000) + ["internal", "usb", "carrier-pigeon", "internal", "nfc"]
+        let outcome = try await Self.register(device, harness)
+        #expect(outcome.passkey.transports == ["usb", "internal", "nfc"])
+        #expect(try await harness.store.loadPasskey(credentialID: device.credentialID)?.transports == ["usb", "internal", "nfc"])
+    }
+
+    @Test("R6-F7: with rules by action, a form whose action is missing or not a string needs every factor the policy names")
+    func missingAction() throws {
+        let policy = Self.transferPolicy
+        let strictest = FactorRequirement(appAttest: true, passkey: true, userVerification: true)
+        #expect(policy.strictest == strictest)
+        // A transfer form without an action, then with `action` as each value.
+        let base = String(decoding: Self.form(action: nil), as: UTF8.self)
+        func form(action: String?) throws -> SignedForm {
+            guard let action else { return try SignedForm(jsonBytes: Array(base.utf8)) }
+            return try SignedForm(jsonBytes: Array((base.dropLast() + #", "action": \#(action)}"#).utf8))
+        }
+        for (action, expected) in [
+            (nil, strictest),
+            (#"["transfer"]"#, strictest),
+            (#"{"type":"transfer"}"#, strictest),
+            ("null", strictest),
+            ("1", strictest),
+            (#""transfer""#, strictest),
+            (#""login""#, FactorRequirement.appAttest),
+            (#""Transfer""#, FactorRequirement.appAttest),  // a string no rule names: the default
+        ] as [(String?, FactorRequirement)] {
+            #expect(policy.requirement(for: try form(action: action)) == expected, "\(action ?? "no action")")
+        }
+        // Without rules by action there is nothing to shed: the default for every form.
+        let plain = try FactorPolicy(setting: "*=app-attest+passkey")
+        #expect(plain.requirement(for: try form(action: nil)) == plain.defaultRequirement)
     }
 }

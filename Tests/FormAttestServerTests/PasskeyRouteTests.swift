@@ -32,20 +32,22 @@ struct PasskeyRouteTests {
 
     static func json(_ bytes: [UInt8]) throws -> JSONValue { try CanonicalJSON.parse(bytes) }
 
-    /// Options, then the registration of `device` for alice: the registration's answer.
-    static func register(_ device: PasskeyDevice, _ client: ServiceHarness.Client) async throws -> ServiceHarness.Client.Answer {
+    /// Options, then the registration of `device` for alice: the registration's answer. `approver`,
+    /// one of alice's passkeys, signs the challenge as the registration's approval.
+    static func register(
+        _ device: PasskeyDevice, _ client: ServiceHarness.Client, approver: PasskeyDevice? = nil
+    ) async throws -> ServiceHarness.Client.Answer {
         let options = try await client.send(.get, "/api/passkeys/options?username=alice", template: "/api/passkeys/options")
         #expect(options.status == 200, "\(String(decoding: options.body, as: UTF8.self))")
         #expect(options.json?["challenge"]?["purpose"]?.stringValue == "passkey" && options.json?["rpId"]?.stringValue == PasskeyDevice.rpID)
         let challenge = try #require(options.json?["challenge"]?["challenge"]?.stringValue)
         let userHandle = try #require(options.json?["userHandle"]?.stringValue)
-        return try await client.post(
-            "/api/passkeys/register",
-            [
-                ("username", Self.text("alice")), ("challenge", Self.text(challenge)), ("userHandle", Self.text(userHandle)),
-                ("credential", try Self.json(device.register(challenge: try #require(Base64URL.decode(challenge))))),
-            ]
-        )
+        var members: [(String, JSONValue)] = [
+            ("username", Self.text("alice")), ("challenge", Self.text(challenge)), ("userHandle", Self.text(userHandle)),
+            ("credential", try Self.json(device.register(challenge: try #require(Base64URL.decode(challenge))))),
+        ]
+        if var approver { members.append(("approval", try Self.json(approver.sign(challenge: try #require(Base64URL.decode(challenge)))))) }
+        return try await client.post("/api/passkeys/register", members)
     }
 
     @Test("a passkey registered over HTTP and an App Attest key confirm a transfer together; the same form again with either factor is 409 replay")
@@ -132,18 +134,19 @@ struct PasskeyRouteTests {
             let userHandle = try #require(options.json?["userHandle"]?.stringValue)
             var foreign = PasskeyDevice()
             foreign.origin = "https://evil.example"
-            func register(_ device: PasskeyDevice) async throws -> ServiceHarness.Client.Answer {
-                try await client.post(
-                    "/api/passkeys/register",
-                    [
-                        ("username", Self.text("alice")), ("challenge", Self.text(challenge)), ("userHandle", Self.text(userHandle)),
-                        ("credential", try Self.json(device.register(challenge: try #require(Base64URL.decode(challenge))))),
-                    ])
+            func register(_ device: PasskeyDevice, approvedBy approver: PasskeyDevice? = nil) async throws -> ServiceHarness.Client.Answer {
+                var members: [(String, JSONValue)] = [
+                    ("username", Self.text("alice")), ("challenge", Self.text(challenge)), ("userHandle", Self.text(userHandle)),
+                    ("credential", try Self.json(device.register(challenge: try #require(Base64URL.decode(challenge))))),
+                ]
+                if var approver { members.append(("approval", try Self.json(approver.sign(challenge: try #require(Base64URL.decode(challenge)))))) }
+                return try await client.post("/api/passkeys/register", members)
             }
             let origin = try await register(foreign)
             #expect(origin.status == 401 && origin.errorCode == "passkey_origin_not_allowed", "\(origin.status) \(origin.errorCode ?? "")")
-            #expect(try await register(PasskeyDevice()).status == 200)
-            let used = try await register(PasskeyDevice(id: 2))
+            let genuine = PasskeyDevice()
+            #expect(try await register(genuine).status == 200)
+            let used = try await register(PasskeyDevice(id: 2), approvedBy: genuine)
             #expect(used.status == 422 && used.errorCode == "challenge_invalid", "\(used.status) \(used.errorCode ?? "")")
             let malformed = try await client.post(
                 "/api/passkeys/register",
@@ -214,7 +217,11 @@ struct PasskeyRouteTests {
             var first = PasskeyDevice(id: 1)
             let second = PasskeyDevice(id: 2)
             #expect(try await Self.register(first, client).status == 200)
-            #expect(try await Self.register(second, client).status == 200)
+            // A second passkey needs the first's approval.
+            let unapproved = try await Self.register(second, client)
+            #expect(unapproved.status == 403 && unapproved.errorCode == "passkey_approval_required", "\(unapproved.status) \(unapproved.errorCode ?? "")")
+            let approved = try await Self.register(second, client, approver: first)
+            #expect(approved.status == 200, "\(approved.status) \(approved.errorCode ?? "")")
             let admin = client.with(bearer: adminSecret)
             let template = "/admin/users/{username}/passkeys"
             var seen: [String] = []

@@ -23,6 +23,8 @@ public struct PasskeyDevice: Sendable {
     public var origin = Self.origin
     /// The user handle the assertion returns (`nil`: none, as a client may).
     public var userHandle: [UInt8]?
+    /// The transports the registration reports (one name WebAuthn does not register).
+    public var transports = ["internal", "hybrid", "carrier-pigeon"]
 
     public init(id: UInt8 = 1) {
         self.credentialID = [UInt8](repeating: id, count: 16)
@@ -73,7 +75,7 @@ public struct PasskeyDevice: Sendable {
             """
             {"id":"\(id)","rawId":"\(id)","type":"public-key","clientExtensionResults":{},"authenticatorAttachment":"platform",\
             "response":{"clientDataJSON":"\(Base64URL.encode(clientData))","attestationObject":"\(Base64URL.encode(object.bytes))",\
-            "transports":["internal","hybrid","carrier-pigeon"]}}
+            "transports":[\(self.transports.map { "\"\($0)\"" }.joined(separator: ","))]}}
             """.utf8)
     }
 

@@ -267,6 +267,11 @@ struct ServeConfigurationTests {
             (["--passkey-origin", "https://bank.example"], "needs --passkey-rp-id"),
             (["--factor-policy", "transfer=app-attest+fingerprint"], "fingerprint"),
             (["--factor-policy", "*=app-attest,transfer=passkey-uv"], "requires passkeys"),
+            // r6 F11: an rp id or origin no client can ever match.
+            (["--passkey-rp-id", "https://Bank.Example/", "--passkey-origin", "https://bank.example"], "not a lower-case domain name"),
+            (["--passkey-rp-id", "127.0.0.1", "--passkey-origin", "https://127.0.0.1"], "is an IP address"),
+            (["--passkey-rp-id", "bank.example", "--passkey-origin", "bank.example"], "is not an origin"),
+            (["--passkey-rp-id", "bank.example", "--passkey-origin", "https://evil.example"], "nor a subdomain"),
         ] as [([String], String)])
     func passkeySettingsRefused(arguments: [String], named: String) async throws {
         let result = try await Formattest.run(["serve", "--store", "memory", "--insecure-no-caller-auth"] + arguments, environment: ["FORMATTEST_UNUSED": "1"])

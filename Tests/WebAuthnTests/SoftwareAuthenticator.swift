@@ -9,6 +9,7 @@ import Foundation
 import SwiftASN1
 import WebAuthn
 import X509
+import _CryptoExtras
 
 /// A software authenticator: builds registration and authentication responses in the
 /// `PublicKeyCredential.toJSON()` shape with swift-crypto keys, so that a test can change exactly
@@ -52,6 +53,16 @@ struct SoftwareAuthenticator {
             extensions: [Certificate.Extension] = [],
             certificateAuthority: Bool = false
         ) -> [UInt8] {
+            self.leaf(forPublicKey: .init(key), subject: subject, extensions: extensions, certificateAuthority: certificateAuthority)
+        }
+
+        /// A leaf for any key (an RSA one), issued by the root.
+        func leaf(
+            forPublicKey key: Certificate.PublicKey,
+            subject: DistinguishedName? = nil,
+            extensions: [Certificate.Extension] = [],
+            certificateAuthority: Bool = false
+        ) -> [UInt8] {
             let defaultSubject = try! DistinguishedName {
                 CountryName("SE")
                 OrganizationName("Test Vendor")
@@ -68,7 +79,7 @@ struct SoftwareAuthenticator {
             let certificate = try! Certificate(
                 version: .v3,
                 serialNumber: .init(),
-                publicKey: .init(key),
+                publicKey: key,
                 notValidBefore: Self.validity.lowerBound,
                 notValidAfter: Self.validity.upperBound,
                 issuer: self.root.subject,
@@ -125,6 +136,9 @@ struct SoftwareAuthenticator {
     var certificatesAfterLeaf: [[UInt8]] = []
     var leafOverride: [UInt8]?
     var packedSelfAlgorithm: Int64 = -7
+    /// A packed x5c statement by an RSA attestation key, with this COSE algorithm (-257 RS256,
+    /// -65535 RS1: the signature then over SHA-1).
+    var packedX5CRSA: (key: _RSA.Signing.PrivateKey, algorithm: Int64)?
     var extraStatementMember = false
     /// android-key: the certificate (and the signature) are `attestationKey`'s, not the credential key's.
     var androidKeyCertifiesAttestationKey = false
@@ -197,15 +211,25 @@ struct SoftwareAuthenticator {
                 critical: false,
                 value: [0x04, 0x10] + self.aaguid[...]
             )
+            var algorithm: Int64 = -7
+            var key = Certificate.PublicKey(self.attestationKey.publicKey)
+            var signature = sign(self.attestationKey, signed)
+            if let rsa = self.packedX5CRSA {
+                algorithm = rsa.algorithm
+                key = Certificate.PublicKey(rsa.key.publicKey)
+                signature =
+                    rsa.algorithm == -65535
+                    ? Array(try! rsa.key.signature(for: Insecure.SHA1.hash(data: signed), padding: .insecurePKCS1v1_5).rawRepresentation)
+                    : Array(try! rsa.key.signature(for: SHA256.hash(data: signed), padding: .insecurePKCS1v1_5).rawRepresentation)
+            }
             let leaf = Self.ca.leaf(
-                for: self.attestationKey.publicKey,
+                forPublicKey: key,
                 subject: self.attestationSubject,
                 extensions: self.attestationExtensions ?? [aaguidExtension],
                 certificateAuthority: self.attestationIsCA
             )
-            let signature = sign(self.attestationKey, signed)
             statement = [
-                (.text("alg"), { $0.appendInteger(-7) }),
+                (.text("alg"), { $0.appendInteger(algorithm) }),
                 (.text("sig"), { $0.appendByteString(signature) }),
                 (.text("x5c"), x5c(leaf)),
             ]

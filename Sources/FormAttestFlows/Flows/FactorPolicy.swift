@@ -64,11 +64,29 @@ public struct FactorPolicy: Sendable, Hashable, CustomStringConvertible {
     /// App Attest for every form (the default).
     public static let appAttestOnly = FactorPolicy()
 
-    /// What `form` needs: its action's rule, else the default. An `action` that is not a string
-    /// gets the default (the form rules decide whether such a form is valid at all).
+    /// What `form` needs: its action's rule, else the default.
+    ///
+    /// With rules by action, a form whose `action` is missing or not a string gets the strictest
+    /// requirement of the policy (every factor any rule names), never the default: the code that
+    /// makes the App Attest key sign also writes the form, and must not shed a rule by leaving the
+    /// member out or writing `["transfer"]`. An action that is a string is matched exactly (code
+    /// units); a spelling no rule names (`Transfer`, `transfer `) gets the default, so a policy
+    /// whose default is the weak one is only as strong as the backend's use of the same exact
+    /// string (docs/passkeys.md: prefer a strict default and named exceptions).
     public func requirement(for form: SignedForm) -> FactorRequirement {
-        guard let action = form.value["action"]?.stringValue, let rule = self.actions[action] else { return self.defaultRequirement }
-        return rule
+        guard let action = form.value["action"]?.stringValue else {
+            return self.actions.isEmpty ? self.defaultRequirement : self.strictest
+        }
+        return self.actions[action] ?? self.defaultRequirement
+    }
+
+    /// Every factor the default or any rule names.
+    public var strictest: FactorRequirement {
+        self.actions.values.reduce(self.defaultRequirement) { strictest, rule in
+            FactorRequirement(
+                appAttest: strictest.appAttest || rule.appAttest, passkey: strictest.passkey || rule.passkey,
+                userVerification: strictest.userVerification || rule.userVerification)
+        }
     }
 
     /// Whether any form may need a passkey.

@@ -64,6 +64,7 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
             case passkeysDisabled = "passkeys_disabled"
             case passkeyMismatch = "passkey_mismatch"
             case passkeyRevoked = "passkey_revoked"
+            case passkeyApprovalRequired = "passkey_approval_required"
             case passkeyAlreadyRegistered = "passkey_already_registered"
 
             var category: Category {
@@ -76,7 +77,7 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
                 case Self.requiresReattestation, Self.keyAttestationUnverifiable: .requiresReattestation
                 case Self.storeCorrupt: .storeUnavailable
                 case Self.rateLimited: .rateLimited
-                case Self.appAttestRequired, Self.passkeyRequired, Self.userVerificationRequired: .factorMissing
+                case Self.appAttestRequired, Self.passkeyRequired, Self.userVerificationRequired, Self.passkeyApprovalRequired: .factorMissing
                 case Self.passkeysDisabled: .policy
                 case Self.passkeyMismatch, Self.passkeyRevoked: .keyMismatch
                 case Self.passkeyAlreadyRegistered: .conflict
@@ -154,6 +155,7 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
         public static let passkeyMismatch = Code(Own.passkeyMismatch)
         /// The passkey was revoked.
         public static let passkeyRevoked = Code(Own.passkeyRevoked)
+        public static let passkeyApprovalRequired = Code(Own.passkeyApprovalRequired)
         /// The credential id is registered already (the store's `duplicate_key` for a passkey).
         public static let passkeyAlreadyRegistered = Code(Own.passkeyAlreadyRegistered)
     }

@@ -47,9 +47,10 @@ extension FormFlows.ConfirmRequest {
 }
 
 extension FormFlows.PasskeyRegistrationRequest {
-    /// `{username, challenge, userHandle, credential}`: the passkey challenge and user handle
-    /// (base64url) the credential was created with, and the registration response in
-    /// `PublicKeyCredential.toJSON()`'s shape.
+    /// `{username, challenge, userHandle, credential, approval?}`: the passkey challenge and user
+    /// handle (base64url) the credential was created with, the registration response in
+    /// `PublicKeyCredential.toJSON()`'s shape, and for a user who has a passkey, an assertion of it
+    /// over the same challenge in that shape.
     public init(body: JSONValue) throws(FlowError) {
         let fields = FormFlows.RequestFields(body)
         let username = try fields.username()
@@ -58,6 +59,6 @@ extension FormFlows.PasskeyRegistrationRequest {
         guard let credential = try fields.optionalObject("credential") else {
             throw FormFlows.RequestFields.invalid("credential must be a JSON object (PublicKeyCredential.toJSON())")
         }
-        self.init(username: username, challenge: challenge, userHandle: userHandle, response: credential)
+        self.init(username: username, challenge: challenge, userHandle: userHandle, response: credential, approval: try fields.optionalObject("approval"))
     }
 }

@@ -4,6 +4,7 @@
 //===----------------------------------------------------------------------===//
 
 public import AppAttest
+import Crypto
 public import FormAttestForm
 public import Foundation
 import RFC3339
@@ -36,12 +37,16 @@ extension FormFlows {
         public var userHandle: [UInt8]
         /// The registration response, `PublicKeyCredential.toJSON()`'s shape.
         public var response: [UInt8]
+        /// For a user who has an active passkey: an assertion (`toJSON()`'s shape) by one of them,
+        /// with user verification, over the same challenge: the person approves the new passkey.
+        public var approval: [UInt8]?
 
-        public init(username: String, challenge: [UInt8], userHandle: [UInt8], response: [UInt8]) {
+        public init(username: String, challenge: [UInt8], userHandle: [UInt8], response: [UInt8], approval: [UInt8]? = nil) {
             self.username = username
             self.challenge = challenge
             self.userHandle = userHandle
             self.response = response
+            self.approval = approval
         }
     }
 
@@ -104,6 +109,16 @@ extension FormFlows {
     /// The transport names WebAuthn registers (§5.8.4); a client's others are not kept.
     static let knownTransports: Set<String> = ["ble", "hybrid", "internal", "nfc", "smart-card", "usb"]
 
+    /// The registered transport names among `reported`, each once, in the order first reported: at
+    /// most six, whatever the client sent.
+    static func keptTransports(_ reported: [String]) -> [String] {
+        var kept: [String] = []
+        for name in reported where Self.knownTransports.contains(name) && !kept.contains(name) {
+            kept.append(name)
+        }
+        return kept
+    }
+
     // MARK: - Registration
 
     /// Issues a passkey challenge for `username` with the user handle to create the credential for.
@@ -113,10 +128,22 @@ extension FormFlows {
         let challenge = try await self.issueChallenge(purpose: .passkey, username: username, now: now)
         return PasskeyRegistrationOptions(
             challenge: challenge,
-            userHandle: existing.userHandle ?? self.randomBytes(32),
+            userHandle: existing.userHandle ?? Self.firstUserHandle(challenge: challenge.value),
             relyingPartyID: verifier.policy.relyingPartyID,
             excludeCredentials: existing.activeCredentialIDs
         )
+    }
+
+    /// The user handle of a user's first passkey, made from the one-time challenge the options
+    /// issued with it: SHA-256 of a label and the challenge. The registration must carry exactly
+    /// it, so the client cannot choose a handle (another user's: two accounts would share one
+    /// WebAuthn user.id), and the server keeps nothing beside the challenge. It says nothing of the
+    /// user (the challenge is random), and every user's is their own (the challenge is used once).
+    public static func firstUserHandle(challenge: [UInt8]) -> [UInt8] {
+        var hasher = SHA256()
+        hasher.update(data: Array("FormAttest passkey user handle\u{0}".utf8))
+        hasher.update(data: challenge)
+        return Array(hasher.finalize())
     }
 
     /// Verifies a passkey registration (W3C WebAuthn §7.1) and stores the credential for the
@@ -130,8 +157,22 @@ extension FormFlows {
             throw FlowError(code: .challengeInvalid, category: .policy, reason: "the passkey challenge is not 32 bytes")
         }
         // One user, one handle: every passkey of the user is created for the same user.id.
-        if let handle = try await self.passkeyCredentials(of: request.username).userHandle, !constantTimeEquals(handle, request.userHandle) {
+        // A first passkey's, the one the options made of this challenge.
+        let credentials = try await self.passkeyCredentials(of: request.username)
+        let handle = credentials.userHandle ?? Self.firstUserHandle(challenge: request.challenge)
+        guard constantTimeEquals(handle, request.userHandle) else {
             throw FlowError(code: .invalidRequest, category: .malformedInput, reason: "userHandle is not this user's (fetch the registration options)")
+        }
+        // A user with a passkey adds another only with one of them: the caller's credential (the
+        // user's session or token, which code in the app holds too) does not prove the person.
+        if !credentials.activeCredentialIDs.isEmpty {
+            guard let approval = request.approval else {
+                throw FlowError(
+                    code: .passkeyApprovalRequired, category: .factorMissing,
+                    reason: "this user has a passkey: approve the new one with an assertion of it (user verification) over the same challenge")
+            }
+            _ = try await self.verifyPasskeyAssertion(
+                approval, username: request.username, challenge: request.challenge, userVerification: true, replayOf: nil, now: now)
         }
         let registration: VerifiedRegistration
         do throws(WebAuthnError) {
@@ -148,7 +189,7 @@ extension FormFlows {
             backupEligible: registration.backupEligible,
             backedUp: registration.backedUp,
             aaguid: registration.aaguid,
-            transports: registration.transports.filter(Self.knownTransports.contains),
+            transports: Self.keptTransports(registration.transports),
             format: registration.format.rawValue,
             createdAt: now,
             lastUsed: now,
@@ -187,7 +228,9 @@ extension FormFlows {
             }
             var passkey: (stored: StoredPasskey, assertion: VerifiedAuthentication)?
             if let json = request.passkey {
-                passkey = try await self.verifyPasskeyAssertion(json, username: request.username, form: form, requirement: requirement, now: now)
+                passkey = try await self.verifyPasskeyAssertion(
+                    json, username: request.username, challenge: form.clientDataHash, userVerification: requirement.userVerification,
+                    replayOf: form.clientDataHash, now: now)
             }
             let signals = signed.flatMap { Self.signals($0.assertion.extensions) }
             try await self.commitSigned(
@@ -253,10 +296,14 @@ extension FormFlows {
         throw missing
     }
 
-    /// Verifies a passkey assertion over `form` (W3C WebAuthn §7.2, the challenge being the form's
-    /// clientDataHash) with the user's stored credential.
+    /// Verifies a passkey assertion (W3C WebAuthn §7.2) with the user's stored credential: over a
+    /// form (the challenge its clientDataHash), or over a registration's challenge (an approval).
+    ///
+    /// - Parameters:
+    ///   - userVerification: whether the UV flag is needed.
+    ///   - replayOf: the form's hash, when a sign count that did not increase may be the same form again.
     func verifyPasskeyAssertion(
-        _ json: [UInt8], username: String, form: SignedForm, requirement: FactorRequirement, now: Date
+        _ json: [UInt8], username: String, challenge: [UInt8], userVerification: Bool, replayOf formHash: [UInt8]?, now: Date
     ) async throws(FlowError) -> (stored: StoredPasskey, assertion: VerifiedAuthentication) {
         let verifier = try self.passkeyVerifier()
         let response: AuthenticationResponse
@@ -287,19 +334,19 @@ extension FormFlows {
         let verified: VerifiedAuthentication
         do throws(WebAuthnError) {
             verified = try verifier.verifyAuthentication(
-                response, publicKey: publicKey, challenge: form.clientDataHash, previousSignCount: stored.signCount,
-                credentialID: stored.credentialID, userHandle: stored.userHandle
+                response, publicKey: publicKey, challenge: challenge, previousSignCount: stored.signCount,
+                credentialID: stored.credentialID, userHandle: stored.userHandle, backupEligible: stored.backupEligible
             )
         } catch where error.code == .signCountNotIncreasing {
             // The signature verified first: the same form again is a replay, as for App Attest.
-            if (try? await self.store.isFormHashRecorded(form.clientDataHash, now: now)) == true {
+            if let formHash, (try? await self.store.isFormHashRecorded(formHash, now: now)) == true {
                 throw FlowError(code: .replay, category: .conflict, reason: "this form was accepted before")
             }
             throw FlowError(error)
         } catch {
             throw FlowError(error)
         }
-        if requirement.userVerification && !verified.userVerified {
+        if userVerification && !verified.userVerified {
             throw FlowError(
                 code: .userVerificationRequired, category: .factorMissing,
                 reason: "this form needs a passkey assertion with user verification (the UV flag); ask for userVerification: \"required\"")

@@ -54,7 +54,7 @@ extension AttestationStatementVerifier {
         }
         // Step 3: the AIK certificate's key signed certInfo with alg.
         let chain = try AttestationChain(x5c: x5c)
-        let signer = try CredentialPublicKey(certificateKey: chain.leaf.publicKey, algorithm: algorithm)
+        let signer = try CredentialPublicKey(certificateKey: chain.leaf.publicKey, algorithm: algorithm, allowingRS1: true)
         guard signer.isValidSignature(signature, for: certInfo.rawValue) else {
             throw WebAuthnError(code: .attestationSignatureInvalid, reason: "the tpm signature over certInfo does not verify with x5c[0]")
         }

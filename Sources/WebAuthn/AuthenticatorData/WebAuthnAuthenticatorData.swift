@@ -76,6 +76,9 @@ public struct WebAuthnAuthenticatorData: Sendable {
                 throw WebAuthnError.malformedAuthenticatorData("attested credential data at offset 37 is truncated")
             }
             let length = Int(lengthBytes[0]) << 8 | Int(lengthBytes[1])
+            guard length > 0 else {
+                throw WebAuthnError.malformedAuthenticatorData("the credential id at offset 55 is empty")
+            }
             guard length <= WebAuthnLimits.maximumCredentialIDLength else {
                 throw WebAuthnError(code: .credentialIDTooLong, reason: "the credential id has \(length) bytes; at most 1023 are allowed")
             }

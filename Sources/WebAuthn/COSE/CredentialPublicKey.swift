@@ -92,6 +92,9 @@ public struct CredentialPublicKey: Sendable {
             guard x.count == 32, let key = try? Curve25519.Signing.PublicKey(rawRepresentation: x) else {
                 throw WebAuthnError.invalidPublicKey("x is not a 32-byte Ed25519 key")
             }
+            guard !Ed25519SmallOrder.contains(x) else {
+                throw WebAuthnError.invalidPublicKey("x is an Ed25519 point of small order: a signature by no secret verifies with it")
+            }
             self.key = .ed25519(key)
         case (3, .rs256), (3, .ps256), (3, .ps384), (3, .rs1):
             try expectLabels([Label.keyType, Label.algorithm, Label.modulus, Label.exponent])
@@ -114,7 +117,12 @@ public struct CredentialPublicKey: Sendable {
     ///
     /// - Throws: ``WebAuthnError/Code/attestationCertificateInvalid`` when the certificate's key
     ///   is not of the kind `algorithm` needs.
-    init(certificateKey: Certificate.PublicKey, algorithm: COSEAlgorithm) throws(WebAuthnError) {
+    /// - Parameter allowingRS1: RS1 (RSASSA-PKCS1-v1_5 with SHA-1) only where real authenticators
+    ///   still use it: `tpm` statements (Windows Hello); every other format refuses it.
+    init(certificateKey: Certificate.PublicKey, algorithm: COSEAlgorithm, allowingRS1: Bool = false) throws(WebAuthnError) {
+        if algorithm == .rs1 && !allowingRS1 {
+            throw WebAuthnError(code: .algorithmNotAllowed, reason: "RS1 (SHA-1) is accepted inside tpm attestation statements only")
+        }
         switch algorithm {
         case .es256:
             guard let key = P256.Signing.PublicKey(certificateKey) else {
@@ -124,6 +132,9 @@ public struct CredentialPublicKey: Sendable {
         case .edDSA:
             guard let key = Curve25519.Signing.PublicKey(certificateKey) else {
                 throw WebAuthnError(code: .attestationCertificateInvalid, reason: "alg EdDSA needs an Ed25519 certificate key")
+            }
+            guard !Ed25519SmallOrder.contains(Array(key.rawRepresentation)) else {
+                throw WebAuthnError(code: .attestationCertificateInvalid, reason: "the certificate's Ed25519 key is a point of small order")
             }
             self.key = .ed25519(key)
         case .rs256, .ps256, .ps384, .rs1:
