@@ -3,6 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
+import FormAttestForm
 import FormAttestTestSupport
 import Foundation
 import Testing
@@ -74,6 +75,7 @@ struct RevokedRetentionTests {
         unknownForm["keyId"] = String(repeating: "A", count: 43)
         let (unknownStatus, unknownAnswer) = try await service.send("POST", "/api/appattest/assert", unknownForm)
         let unknownCode = try #require(service.code(unknownAnswer), "\(unknownAnswer)")
+        #expect(unknownStatus == 401 && unknownCode == "key_mismatch", "as docs/threat-model.md says: \(unknownStatus) \(unknownAnswer)")
 
         // Within the retention (revoked just now; the purge has run about 10 times): all kept.
         try await Task.sleep(for: .seconds(2))
@@ -108,6 +110,66 @@ struct RevokedRetentionTests {
         // The active keys still sign.
         let (activeStatus, activeAnswer) = try await service.send(
             "POST", "/api/appattest/assert", try await service.signed(keyIDs[11], amount: "3.00"))
+        #expect(activeStatus == 200, "\(activeAnswer)")
+    }
+
+    @Test("R5-F7: revoked passkeys go too, with their registrations, once the retention has passed; a purged passkey is refused as an unknown one")
+    func revokedPasskeysExpire() async throws {
+        let service = try Service([
+            "--passkey-rp-id", PasskeyDevice.rpID, "--passkey-origin", PasskeyDevice.origin, "--factor-policy", "*=passkey",
+            "--max-passkeys-per-user", "1", "--purge-interval", "0.2", "--challenge-lifetime", "900",
+            "--rate-limit-per-user", "1000", "--rate-limit-per-address", "1000",
+        ])
+        defer { service.stop() }
+        try #require(Formattest.waitForListener(port: service.port, process: service.server.process))
+        let store = service.files.directory.appendingPathComponent("store.sqlite").path
+
+        // Three passkeys, at most one active: the first two are revoked by the limit.
+        var devices = (UInt8(1)...3).map { PasskeyDevice(id: $0) }
+        for index in devices.indices {
+            let (optionsStatus, options) = try await service.send("GET", "/api/passkeys/options?username=alice")
+            try #require(optionsStatus == 200, "\(options)")
+            let challengeText = try #require((options["challenge"] as? [String: Any])?["challenge"] as? String)
+            let challenge = try #require(Base64URL.decode(challengeText))
+            let credential = try JSONSerialization.jsonObject(with: Data(devices[index].register(challenge: challenge)))
+            let (status, answer) = try await service.send(
+                "POST", "/api/passkeys/register",
+                ["username": "alice", "challenge": challengeText, "userHandle": options["userHandle"] ?? "", "credential": credential])
+            try #require(status == 200, "\(answer)")
+        }
+        #expect(try Self.sqlite(store, "SELECT count(*) FROM passkeys WHERE revoked_at IS NOT NULL;") == "2")
+        func confirm(_ device: inout PasskeyDevice, _ amount: String) async throws -> (Int, [String: Any]) {
+            let form = Service.form(amount)
+            let hash = try SignedForm(jsonBytes: Array(try JSONSerialization.data(withJSONObject: form))).clientDataHash
+            let passkey = try JSONSerialization.jsonObject(with: Data(device.sign(challenge: hash)))
+            return try await service.send("POST", "/api/appattest/assert", ["username": "alice", "passkey": passkey, "form": form])
+        }
+        let (revokedStatus, revokedAnswer) = try await confirm(&devices[0], "1.00")
+        #expect(revokedStatus == 401 && service.code(revokedAnswer) == "passkey_revoked", "\(revokedStatus) \(revokedAnswer)")
+        var stranger = PasskeyDevice(id: 9)
+        let (unknownStatus, unknownAnswer) = try await confirm(&stranger, "1.50")
+        let unknownCode = try #require(service.code(unknownAnswer), "\(unknownAnswer)")
+        #expect(unknownStatus == 401 && unknownCode == "passkey_mismatch", "as docs/threat-model.md says: \(unknownStatus) \(unknownAnswer)")
+
+        // 31 days pass for the passkeys (their times move back in the store).
+        let month = 31 * 86_400
+        _ = try Self.sqlite(
+            store, "UPDATE passkeys SET created_at = created_at - \(month), last_used = last_used - \(month), revoked_at = revoked_at - \(month);")
+        let deadline = Date().addingTimeInterval(30)
+        var left = ""
+        repeat {
+            left = try Self.sqlite(store, "SELECT count(*) FROM passkeys;")
+            if left == "1" { break }
+            try await Task.sleep(for: .milliseconds(200))
+        } while Date() < deadline
+        #expect(left == "1")
+        #expect(try Self.sqlite(store, "SELECT count(*) FROM passkey_registrations;") == "1", "the registrations went with their passkeys")
+
+        let (purgedStatus, purgedAnswer) = try await confirm(&devices[0], "2.00")
+        #expect(
+            purgedStatus == unknownStatus && service.code(purgedAnswer) == unknownCode,
+            "\(purgedStatus) \(purgedAnswer) vs \(unknownStatus) \(unknownAnswer)")
+        let (activeStatus, activeAnswer) = try await confirm(&devices[2], "3.00")
         #expect(activeStatus == 200, "\(activeAnswer)")
     }
 }
