@@ -659,6 +659,15 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
         let seconds = cutoff.timeIntervalSince1970
         let outcome: (value: any Sendable, phases: PurgeStep.Phases)
         do {
+            // Most passes find nothing to delete: a read connection says so (one index probe a
+            // table), and the writer is not taken at all (no transaction, no sync).
+            let due = try await self.database.read { db in
+                try ["keys", "passkeys"].contains { table in
+                    try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM \(table) WHERE revoked_at <= ?)"), arguments: [seconds])
+                        ?? false
+                }
+            }
+            guard due else { return PurgeStep(deleted: 0, duration: .zero, complete: true) }
             outcome = try await self.group.submitAlone { db in try Self.purgeRevokedStep(before: seconds, limit: limit, db) }
         } catch {
             throw Self.storeError(error)

@@ -59,6 +59,28 @@ struct SQLiteRetentionTests {
         }
     }
 
+    @Test("a retention step with nothing due does not take the writer; one with a revoked key due does")
+    func nothingDueTakesNoWrite() async throws {
+        let (directory, path) = Self.temporaryPath()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try SQLiteAttestationStore(path: path)
+        let cutoff = self.now.addingTimeInterval(-30 * 86_400)
+        // Revoked after the cutoff, and active: nothing is due.
+        try await store.insertBacklog(
+            keys: [self.key(1, revokedAt: cutoff.addingTimeInterval(1)), self.key(2, revokedAt: nil)], now: self.now)
+        let before = await store.groupCommitStatistics()
+        let idle = try await store.purgeRevoked(before: cutoff, limit: 10)
+        #expect(idle.deleted == 0 && idle.complete)
+        #expect(await store.groupCommitStatistics().submitted == before.submitted, "no write was submitted")
+        // One thing changed: a key revoked at the cutoff. The step runs on the writer and deletes it.
+        try await store.insertBacklog(keys: [self.key(3, revokedAt: cutoff)], now: self.now)
+        let due = await store.groupCommitStatistics()
+        let step = try await store.purgeRevoked(before: cutoff, limit: 10)
+        #expect(step.deleted == 1 && step.complete)
+        #expect(await store.groupCommitStatistics().submitted == due.submitted + 1)
+        await store.shutdown()
+    }
+
     @Test("R5-F7 figures: 1,000 keys revoked 31 days ago go in bounded steps, with their registrations, and give their pages back")
     func storeSizeBeforeAndAfter() async throws {
         let (directory, path) = Self.temporaryPath()
