@@ -56,8 +56,17 @@ struct RevokedRetentionTests {
         let store = service.files.directory.appendingPathComponent("store.sqlite").path
 
         // 12 registrations with at most 2 active keys: 10 revoked by the limit, each with its registration.
-        var keyIDs: [String] = []
-        for _ in 0..<12 { keyIDs.append(try await service.register()) }
+        // The first registration by hand, to send its request again once its key is purged.
+        let firstForm = Service.form("1.00", action: "device-registration")
+        let (_, simulated) = try await service.send("POST", "/api/dev/simulate", ["action": "attest", "form": firstForm])
+        let firstKey = try #require(simulated["keyId"] as? String)
+        let firstRegistration: [String: Any] = [
+            "username": "alice", "keyId": firstKey, "attestationObject": simulated["attestationObject"] ?? "", "form": firstForm,
+        ]
+        let (firstStatus, firstAnswer) = try await service.send("POST", "/api/appattest/attest", firstRegistration)
+        try #require(firstStatus == 200, "\(firstAnswer)")
+        var keyIDs = [firstKey]
+        for _ in 1..<12 { keyIDs.append(try await service.register()) }
         func listing() async throws -> [String: Any] {
             let (status, page) = try await service.send("GET", "/admin/users/alice/keys?limit=1", bearer: secret)
             try #require(status == 200, "\(page)")
@@ -107,6 +116,11 @@ struct RevokedRetentionTests {
         #expect(
             purgedStatus == unknownStatus && service.code(purgedAnswer) == unknownCode,
             "\(purgedStatus) \(purgedAnswer) vs \(unknownStatus) \(unknownAnswer)")
+        // Its own registration, sent again, does not bring it back: the form was accepted once
+        // (409 replay while its record lives; later, the form is past --form-max-age).
+        let (againStatus, againAnswer) = try await service.send("POST", "/api/appattest/attest", firstRegistration)
+        #expect(againStatus == 409 && service.code(againAnswer) == "replay", "\(againStatus) \(againAnswer)")
+        #expect(try await listing()["totalKeys"] as? Int == 2)
         // The active keys still sign.
         let (activeStatus, activeAnswer) = try await service.send(
             "POST", "/api/appattest/assert", try await service.signed(keyIDs[11], amount: "3.00"))
