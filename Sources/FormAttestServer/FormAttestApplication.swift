@@ -41,6 +41,9 @@ public enum FormAttestApplication {
         logger: Logger,
         services extra: [any Service] = []
     ) async throws -> some ApplicationProtocol {
+        if let retention = configuration.revokedRetention, !(retention >= configuration.minimumRevokedRetention) {
+            throw ServerConfiguration.RevokedRetentionTooShort(retention: retention, minimum: configuration.minimumRevokedRetention)
+        }
         MetricSeries.declare()
         let router = try await self.router(configuration: configuration, store: store, signingKeys: signingKeys, developmentDevice: developmentDevice)
         // First, so that the service group stops it last (see StoreShutdownService).
@@ -50,6 +53,7 @@ public enum FormAttestApplication {
                 interval: configuration.purgeInterval,
                 pacer: PurgePacer(target: configuration.purgeStepTarget),
                 now: configuration.now,
+                revokedRetention: configuration.revokedRetention,
                 logger: logger
             ),
         ]

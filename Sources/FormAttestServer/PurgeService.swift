@@ -9,8 +9,10 @@ package import Logging
 import Metrics
 import ServiceLifecycle
 
-/// Deletes expired challenges, form hashes and rate-limit windows periodically. Housekeeping
-/// only: every read already ignores expired records, so a stopped or failing purge never affects
+/// Deletes expired challenges, form hashes and rate-limit windows periodically, and, with a
+/// retention (``revokedRetention``), the keys and passkeys revoked longer ago than it, with their
+/// registrations. Housekeeping only: every read already ignores expired records, and a revoked
+/// credential is refused whether it is kept or not, so a stopped or failing purge never affects
 /// correctness.
 ///
 /// A pass deletes in small steps (``OperationalAttestationStore/purgeExpired(now:limit:)``), each
@@ -25,6 +27,10 @@ package struct PurgeService: Service {
     let interval: Duration
     let pacer: PurgePacer
     let now: @Sendable () -> Date
+    /// How long a revoked key or passkey is kept after its revocation (`nil`: for ever). The
+    /// caller keeps it at least as long as every window the service counts registrations over
+    /// (``ServerConfiguration/minimumRevokedRetention``).
+    let revokedRetention: TimeInterval?
     let logger: Logger
 
     package init(
@@ -32,12 +38,14 @@ package struct PurgeService: Service {
         interval: Duration,
         pacer: PurgePacer,
         now: @escaping @Sendable () -> Date,
+        revokedRetention: TimeInterval? = nil,
         logger: Logger
     ) {
         self.store = store
         self.interval = interval
         self.pacer = pacer
         self.now = now
+        self.revokedRetention = revokedRetention
         self.logger = logger
     }
 
@@ -53,9 +61,25 @@ package struct PurgeService: Service {
     }
 
     /// One pass: steps until one says the pass is complete (nothing expired is left as of the
-    /// pass's start).
+    /// pass's start), then, with a retention, steps through the credentials revoked before the
+    /// pass's start less the retention, at the same pace.
     package func pass(_ pacer: inout PurgePacer) async throws {
         let now = self.now()
+        let expired = try await self.run(&pacer, what: "expired records") { (limit: Int) async throws(StoreError) -> PurgeStep in
+            try await self.store.purgeExpired(now: now, limit: limit)
+        }
+        guard expired, let retention = self.revokedRetention else { return }
+        let cutoff = now.addingTimeInterval(-retention)
+        _ = try await self.run(&pacer, what: "revoked keys and passkeys") { (limit: Int) async throws(StoreError) -> PurgeStep in
+            try await self.store.purgeRevoked(before: cutoff, limit: limit)
+        }
+    }
+
+    /// Runs `step` until one says it is complete; whether the store answered every step (a
+    /// failure is logged and ends the pass: the next pass retries).
+    private func run(
+        _ pacer: inout PurgePacer, what: String, _ purge: (Int) async throws(StoreError) -> PurgeStep
+    ) async throws -> Bool {
         let started = ContinuousClock.now
         var removed = 0
         var steps = 0
@@ -64,10 +88,10 @@ package struct PurgeService: Service {
             let limit = pacer.limit
             let step: PurgeStep
             do {
-                step = try await self.store.purgeExpired(now: now, limit: limit)
+                step = try await purge(limit)
             } catch {
-                self.logger.warning("purge failed; will retry", metadata: ["code": "\(error.code)"])
-                return
+                self.logger.warning("purge failed; will retry", metadata: ["code": "\(error.code)", "records": "\(what)"])
+                return false
             }
             pacer.record(deleted: step.deleted, limit: limit, elapsed: step.duration, complete: step.complete)
             self.logStep(step, limit: limit)
@@ -81,15 +105,16 @@ package struct PurgeService: Service {
             // takes at most about half of the writer's time, whatever the backlog.
             try await Task.sleep(for: step.duration)
         }
-        guard removed > 0 else { return }
+        guard removed > 0 else { return true }
         // Notice, not info: one line a pass that found work, what an operator watches for.
         self.logger.notice(
-            "purged expired records",
+            "purged \(what)",
             metadata: [
                 "count": "\(removed)", "steps": "\(steps)", "longest_step_ms": "\(Self.milliseconds(longest))",
                 "duration_ms": "\(Self.milliseconds(started.duration(to: .now)))", "next_step_limit": "\(pacer.limit)",
             ]
         )
+        return true
     }
 
     /// One line a step (debug): what it deleted and where its time went, to set beside the

@@ -211,6 +211,9 @@ struct TracedStore: OperationalAttestationStore {
     func purgeExpired(now: Date, limit: Int) async throws(StoreError) -> PurgeStep {
         try await TraceStep.store("purgeExpired") { () async throws(StoreError) in try await self.base.purgeExpired(now: now, limit: limit) }
     }
+    func purgeRevoked(before cutoff: Date, limit: Int) async throws(StoreError) -> PurgeStep {
+        try await TraceStep.store("purgeRevoked") { () async throws(StoreError) in try await self.base.purgeRevoked(before: cutoff, limit: limit) }
+    }
     func shutdown() async {
         await self.base.shutdown()
     }

@@ -35,6 +35,30 @@ public struct ServerConfiguration: Sendable {
     /// How long one step of the purge may hold the store's writer: a pass deletes in steps sized
     /// to about this, with the writer back to the requests between them (``PurgeService``).
     public var purgeStepTarget: Duration = .milliseconds(5)
+    /// How long a revoked key or passkey, with its registration, is kept after its revocation;
+    /// the purge deletes it then (``PurgeService``). `nil`: kept for ever. Default 30 days.
+    ///
+    /// At least ``minimumRevokedRetention``: a user's registrations are counted over revoked keys
+    /// too, over the last 30 days; a key deleted sooner after its revocation could have been
+    /// created inside that window, and would leave the count. ``FormAttestApplication/make(configuration:store:signingKeys:developmentDevice:logger:services:)``
+    /// refuses a shorter one (``RevokedRetentionTooShort``).
+    public var revokedRetention: TimeInterval? = 30 * 86_400
+    /// The shortest ``revokedRetention``: the longest window the service counts a user's
+    /// registrations or pool challenges over (``FlowConfiguration/registrationCountWindow``,
+    /// ``FlowConfiguration/poolChallengeLifetime``; 30 days each by default). A key revoked before
+    /// it was created before it, so deleting it changes no count.
+    public var minimumRevokedRetention: TimeInterval {
+        max(self.flows.registrationCountWindow, self.flows.poolChallengeLifetime)
+    }
+
+    /// ``revokedRetention`` is shorter than ``minimumRevokedRetention``.
+    public struct RevokedRetentionTooShort: Error, CustomStringConvertible {
+        public var retention: TimeInterval
+        public var minimum: TimeInterval
+        public var description: String {
+            "the retention of revoked keys (\(Int(self.retention)) s) is shorter than the \(Int(self.minimum)) s over which a user's registrations are counted: purging a key revoked sooner could take a recent registration out of the count"
+        }
+    }
     /// A connection that sends nothing for this long is closed (slow or stalled clients).
     public var idleTimeout: Duration = .seconds(60)
     /// Connections in total and per peer address, and the header deadline.

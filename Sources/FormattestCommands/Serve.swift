@@ -82,6 +82,7 @@ public struct ServeOptions: ParsableArguments {
     @Option(name: .customLong("min-body-rate"), help: ServeSettings.help("min-body-rate")) var minBodyRate: String?
     @Option(name: .customLong("purge-interval"), help: ServeSettings.help("purge-interval")) var purgeInterval: String?
     @Option(name: .customLong("purge-step-target"), help: ServeSettings.help("purge-step-target")) var purgeStepTarget: String?
+    @Option(name: .customLong("revoked-key-retention"), help: ServeSettings.help("revoked-key-retention")) var revokedKeyRetention: String?
     @Flag(name: .customLong("require-valid-receipt"), help: ServeSettings.help("require-valid-receipt")) var requireValidReceipt = false
     @Option(name: .customLong("validation-category"), help: ServeSettings.help("validation-category")) var validationCategories: [String] = []
     @Option(name: .customLong("minimum-bundle-version"), help: ServeSettings.help("minimum-bundle-version")) var minimumBundleVersion: String?
@@ -162,6 +163,7 @@ public struct ServeOptions: ParsableArguments {
             "min-body-rate": self.minBodyRate.map { [$0] } ?? [],
             "purge-interval": self.purgeInterval.map { [$0] } ?? [],
             "purge-step-target": self.purgeStepTarget.map { [$0] } ?? [],
+            "revoked-key-retention": self.revokedKeyRetention.map { [$0] } ?? [],
             "require-valid-receipt": self.requireValidReceipt ? ["true"] : [],
             "validation-category": self.validationCategories,
             "minimum-bundle-version": self.minimumBundleVersion.map { [$0] } ?? [],
@@ -279,6 +281,7 @@ public struct ServeOptions: ParsableArguments {
         configuration.minimumBodyRate = settings.integer("min-body-rate") ?? 1000
         configuration.purgeInterval = .milliseconds(Int64((settings.seconds("purge-interval") ?? 60) * 1000))
         configuration.purgeStepTarget = .microseconds(Int64((settings.seconds("purge-step-target") ?? 0.005) * 1_000_000))
+        configuration.revokedRetention = settings.seconds("revoked-key-retention") ?? ServeSettings.minimumRevokedKeyRetention
         configuration.connectionLimits = ConnectionLimits(
             total: plan.maxConnections, perAddress: settings.integer("max-connections-per-address") ?? 128,
             headerTimeout: .milliseconds(Int64((settings.seconds("header-timeout") ?? 10) * 1000))

@@ -77,6 +77,10 @@ struct ServeSetting: Sendable {
 /// The table of every `serve` setting (docs/configuration.md is generated from it; a test keeps
 /// the two the same).
 enum ServeSettings {
+    /// The shortest `revoked-key-retention`: the window the service counts a user's registrations
+    /// and pool challenges over (``ServerConfiguration/minimumRevokedRetention`` with serve's flows).
+    static let minimumRevokedKeyRetention: Double = 30 * 86_400
+
     static let all: [ServeSetting] = [
         .init("config", env: ["FORMATTEST_CONFIG"], .path, meaning: "none", help: "A JSON configuration file: an object whose members are the settings below by their key"),
         .init("host", env: ["FORMATTEST_HOST"], .text, default: "127.0.0.1", help: "Address to listen on"),
@@ -129,6 +133,17 @@ enum ServeSettings {
         .init(
             "purge-step-target", env: ["FORMATTEST_PURGE_STEP_TARGET"], .seconds(0.0005...1), default: "0.005",
             help: "Seconds one step of the purge may hold the store's writer (steps are sized to it; requests' writes run between them)"
+        ),
+        .init(
+            "revoked-key-retention", env: ["FORMATTEST_REVOKED_KEY_RETENTION"], .seconds(2_592_000...315_360_000), default: "2592000",
+            help:
+                "Seconds a revoked App Attest key or passkey is kept, with its registration, after its revocation; the purge deletes it then. At least 2592000 (30 days): a user's registrations are counted over the last 30 days, revoked keys included",
+            check: { text in
+                // Asked about a number below the kind's range (serve's minimum), to say why.
+                guard let seconds = Double(text), seconds < ServeSettings.minimumRevokedKeyRetention else { return nil }
+                return
+                    "must be at least \(Int(ServeSettings.minimumRevokedKeyRetention)) (30 days), not \(text.debugDescription): a user's registrations are counted over the last 30 days, revoked keys included, and a key purged sooner after its revocation could leave that count"
+            }
         ),
         .init(
             "require-valid-receipt", env: ["FORMATTEST_REQUIRE_VALID_RECEIPT"], .toggle, default: "false",
@@ -507,6 +522,8 @@ enum ServeSettings {
             case .seconds(let range):
                 let parts = text.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
                 guard parts.allSatisfy({ Self.isDigits(String($0)) }), text.utf8.count <= 20, let seconds = Double(text), range.contains(seconds) else {
+                    // A number out of range: the setting's own check, when it has one, says why.
+                    if Double(text) != nil, let problem = setting.check?(text) { throw refuse(problem) }
                     throw refuse("must be a number of seconds from \(Setting.plain(range.lowerBound)) to \(Setting.plain(range.upperBound)), not \(shown)")
                 }
             case .choice(let words):

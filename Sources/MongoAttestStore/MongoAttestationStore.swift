@@ -699,6 +699,51 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
         }
     }
 
+    public func purgeRevoked(before cutoff: Date, limit: Int) async throws(StoreError) -> PurgeStep {
+        // Oldest revocation first through each collection's revokedAt index, deleted by id (the
+        // registration's blobs are in the document) with the revocation repeated in the delete:
+        // nothing but a revoked document is ever deleted.
+        let limit = max(limit, 1)
+        return try await self.run { () throws -> PurgeStep in
+            let started = ContinuousClock.now
+            var removed = 0
+            for collection in [self.keys, self.passkeys] where removed < limit {
+                let revoked: BSONValue = .document([("revokedAt", .document([("$lte", .date(cutoff))]))])
+                let reply = try self.pool.command(
+                    .document([
+                        ("find", .string(collection)),
+                        ("filter", revoked),
+                        // By revokedAt alone: the index's order, no sort stage (the schema
+                        // files' keys are read in sorted order, so the index has one field).
+                        ("sort", .document([("revokedAt", .int32(1))])),
+                        ("projection", .document([("_id", .int32(1))])),
+                        ("limit", .int32(Int32(clamping: limit - removed))),
+                        ("batchSize", .int32(Int32(clamping: limit - removed))),
+                    ])
+                )
+                let batch = ((reply["cursor"] as? [String: Any])?["firstBatch"] as? [[String: Any]]) ?? []
+                let ids = batch.compactMap { ExtendedJSON.binary($0["_id"]) }.map(BSONValue.binary)
+                guard !ids.isEmpty else { continue }
+                let deleted = try self.pool.command(
+                    .document([
+                        ("delete", .string(collection)),
+                        (
+                            "deletes",
+                            .array([
+                                .document([
+                                    ("q", .document([("_id", .document([("$in", .array(ids))])), ("revokedAt", .document([("$lte", .date(cutoff))]))])),
+                                    ("limit", .int32(0)),
+                                ])
+                            ])
+                        ),
+                    ])
+                )
+                removed += Int(ExtendedJSON.int64(deleted["n"]) ?? 0)
+            }
+            return PurgeStep(deleted: removed, duration: started.duration(to: .now), complete: removed < limit)
+        }
+    }
+
     public func shutdown() async {
         do {
             try await NIOThreadPool.singleton.runIfActive { self.pool.close() }

@@ -235,6 +235,16 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
                     """
             )
         }
+        migrator.registerMigration("v10: revoked keys and passkeys by revocation time, for their retention") { db in
+            // Partial: only revoked rows are in them (active ones never are, and cost nothing). The
+            // purge's `revoked_at <= ?` implies `revoked_at IS NOT NULL`, so SQLite uses them.
+            try db.execute(
+                sql: """
+                    CREATE INDEX keys_revoked ON keys(revoked_at, key_id) WHERE revoked_at IS NOT NULL;
+                    CREATE INDEX passkeys_revoked ON passkeys(revoked_at, credential_id) WHERE revoked_at IS NOT NULL;
+                    """
+            )
+        }
         return migrator
     }
 
@@ -639,6 +649,60 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
         let phases = outcome.phases
         return PurgeStep(
             deleted: step.deleted, duration: phases.lockWait + phases.statements + phases.commit, complete: step.complete, phases: phases)
+    }
+
+    public func purgeRevoked(before cutoff: Date, limit: Int) async throws(StoreError) -> PurgeStep {
+        // A transaction of its own between the requests' groups, as ``purgeExpired(now:limit:)``'s
+        // steps: the oldest revocations first through the partial indexes on revoked_at (v10),
+        // each row's registration blobs with it.
+        let limit = max(limit, 1)
+        let seconds = cutoff.timeIntervalSince1970
+        let outcome: (value: any Sendable, phases: PurgeStep.Phases)
+        do {
+            // Most passes find nothing to delete: a read connection says so (one index probe a
+            // table), and the writer is not taken at all (no transaction, no sync).
+            let due = try await self.database.read { db in
+                try ["keys", "passkeys"].contains { table in
+                    try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM \(table) WHERE revoked_at <= ?)"), arguments: [seconds])
+                        ?? false
+                }
+            }
+            guard due else { return PurgeStep(deleted: 0, duration: .zero, complete: true) }
+            outcome = try await self.group.submitAlone { db in try Self.purgeRevokedStep(before: seconds, limit: limit, db) }
+        } catch {
+            throw Self.storeError(error)
+        }
+        guard let deleted = outcome.value as? Int else {
+            throw StoreError(code: .unavailable, reason: "SQLite: a purge step returned \(type(of: outcome.value))")
+        }
+        let phases = outcome.phases
+        return PurgeStep(
+            deleted: deleted, duration: phases.lockWait + phases.statements + phases.commit, complete: deleted < limit, phases: phases)
+    }
+
+    /// The retention's read of one table: the ids of the oldest revocations at or before a cutoff,
+    /// up to a limit, through the table's partial index on revoked_at (tests check the plan).
+    package static func revokedSelect(_ table: String, _ id: String) -> String {
+        "SELECT \(id) FROM \(table) WHERE revoked_at <= ? ORDER BY revoked_at, \(id) LIMIT ?"
+    }
+
+    /// Deletes up to `limit` keys, then passkeys, revoked at or before `cutoff` (seconds since
+    /// 1970), oldest revocation first, with their registrations; how many were deleted.
+    private static func purgeRevokedStep(before cutoff: Double, limit: Int, _ db: Database) throws -> Int {
+        var deleted = 0
+        for (table, id, registrations) in [("keys", "key_id", "key_registrations"), ("passkeys", "credential_id", "passkey_registrations")] {
+            let allowance = limit - deleted
+            guard allowance > 0 else { break }
+            let ids = try Data.fetchAll(db.cachedStatement(sql: Self.revokedSelect(table, id)), arguments: [cutoff, allowance])
+            guard !ids.isEmpty else { continue }
+            let placeholders = Array(repeating: "?", count: ids.count).joined(separator: ", ")
+            let arguments = StatementArguments(ids)
+            try db.execute(sql: "DELETE FROM \(registrations) WHERE \(id) IN (\(placeholders))", arguments: arguments)
+            // The revocation is checked again: nothing but a revoked row is ever deleted.
+            try db.execute(sql: "DELETE FROM \(table) WHERE \(id) IN (\(placeholders)) AND revoked_at <= ?", arguments: arguments + [cutoff])
+            deleted += db.changesCount
+        }
+        return deleted
     }
 
     /// The next window of the form hashes' sweep after `cursor`, for a step that may delete

@@ -96,6 +96,10 @@ actor WriteFailingStore: OperationalAttestationStore {
         self.purgeSteps.append((limit, step.deleted))
         return step
     }
+    func purgeRevoked(before cutoff: Date, limit: Int) async throws(StoreError) -> PurgeStep {
+        try self.write()
+        return try await self.inner.purgeRevoked(before: cutoff, limit: limit)
+    }
     func shutdown() async { await self.inner.shutdown() }
 }
 

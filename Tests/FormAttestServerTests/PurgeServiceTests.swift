@@ -3,6 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
+import AppAttest
 import FormAttestFlows
 import FormAttestServer
 import Foundation
@@ -91,5 +92,78 @@ struct PurgeServiceTests {
         #expect(await store.purgeSteps.isEmpty)
         await store.setFailing(false)
         #expect(try await inner.purgeExpired(now: now, limit: 10).deleted == 1)
+    }
+
+    @Test("with a retention, a pass deletes the keys and passkeys revoked longer ago than it, in paced steps, and nothing else")
+    func revokedRetention() async throws {
+        let now = Date()
+        let day: TimeInterval = 86_400
+        let inner = MemoryAttestationStore()
+        // 40 keys revoked 31 days ago, one revoked 29 days ago, one active; a passkey revoked 31
+        // days ago and one 29 days ago; all created 60 days ago.
+        func key(_ id: UInt8, revoked: TimeInterval?) -> StoredKey {
+            let created = now.addingTimeInterval(-60 * day)
+            return StoredKey(
+                keyID: [UInt8](repeating: id, count: 32), username: "alice", publicKey: [0x04] + [UInt8](repeating: id, count: 64), counter: 0,
+                appID: "ABCDE12345.com.example", environment: .production, receipt: [UInt8](repeating: 0xEE, count: 4000), createdAt: created,
+                lastUsed: created, revokedAt: revoked.map { now.addingTimeInterval(-$0) })
+        }
+        for id in UInt8(1)...40 { try await inner.insertKey(key(id, revoked: 31 * day + Double(id))) }
+        try await inner.insertKey(key(41, revoked: 29 * day))
+        try await inner.insertKey(key(42, revoked: nil))
+        for (id, age) in [(UInt8(1), 31 * day), (2, 29 * day)] {
+            let passkey = StoredPasskey(
+                credentialID: [UInt8](repeating: id, count: 16), username: "alice", userHandle: [1], publicKey: [2], signCount: 0,
+                backupEligible: false, backedUp: false, aaguid: [UInt8](repeating: 0, count: 16), transports: [], format: "none",
+                createdAt: now.addingTimeInterval(-60 * day), lastUsed: now.addingTimeInterval(-60 * day), revokedAt: now.addingTimeInterval(-age))
+            try await inner.commitPasskeyRegistration(PasskeyRegistrationCommit(passkey: passkey, challenges: [], now: passkey.createdAt))
+        }
+        let store = WriteFailingStore(inner: inner)
+        var pacer = PurgePacer(target: .seconds(3600), initialLimit: 16, minimumLimit: 16, maximumLimit: 16)
+
+        // Without a retention (a library user's choice): nothing revoked goes.
+        let keeping = PurgeService(store: store, interval: .seconds(60), pacer: pacer, now: { now }, logger: Logger(label: "test"))
+        try await keeping.pass(&pacer)
+        #expect(try await inner.countKeys(username: "alice", .all) == 42)
+
+        let service = PurgeService(
+            store: store, interval: .seconds(60), pacer: pacer, now: { now }, revokedRetention: 30 * day, logger: Logger(label: "test"))
+        try await service.pass(&pacer)
+        #expect(try await inner.countKeys(username: "alice", .all) == 2)
+        #expect(try await inner.loadKey(keyID: key(41, revoked: nil).keyID)?.revokedAt != nil, "revoked 29 days ago: kept")
+        #expect(try await inner.loadKey(keyID: key(42, revoked: nil).keyID)?.revokedAt == nil, "active: kept")
+        #expect(try await inner.passkeys(username: "alice").map(\.credentialID) == [[UInt8](repeating: 2, count: 16)])
+        // 41 credentials in steps of at most 16: 16, 16, 9; nothing left for the next pass.
+        #expect(try await inner.purgeRevoked(before: now.addingTimeInterval(-30 * day), limit: 100).deleted == 0)
+
+        // A day later, the key and passkey revoked 29 days ago are past the retention too.
+        let later = PurgeService(
+            store: store, interval: .seconds(60), pacer: pacer, now: { now.addingTimeInterval(2 * day) }, revokedRetention: 30 * day,
+            logger: Logger(label: "test"))
+        try await later.pass(&pacer)
+        #expect(try await inner.keys(username: "alice").map(\.keyID) == [key(42, revoked: nil).keyID])
+        #expect(try await inner.passkeys(username: "alice").isEmpty)
+    }
+
+    @Test("the application refuses a retention of revoked keys shorter than the window registrations are counted over")
+    func retentionFloor() async throws {
+        let harness = try ServiceHarness()
+        var configuration = harness.configuration
+        #expect(configuration.revokedRetention == configuration.minimumRevokedRetention, "the default is the minimum, 30 days")
+        configuration.revokedRetention = configuration.minimumRevokedRetention - 1
+        await #expect(throws: ServerConfiguration.RevokedRetentionTooShort.self) {
+            _ = try await FormAttestApplication.make(
+                configuration: configuration, store: harness.store, signingKeys: harness.keys, developmentDevice: nil, logger: Logger(label: "test"))
+        }
+        // A longer count window raises the floor with it.
+        configuration.revokedRetention = 40 * 86_400
+        configuration.flows.registrationCountWindow = 41 * 86_400
+        await #expect(throws: ServerConfiguration.RevokedRetentionTooShort.self) {
+            _ = try await FormAttestApplication.make(
+                configuration: configuration, store: harness.store, signingKeys: harness.keys, developmentDevice: nil, logger: Logger(label: "test"))
+        }
+        configuration.flows.registrationCountWindow = 40 * 86_400
+        _ = try await FormAttestApplication.make(
+            configuration: configuration, store: harness.store, signingKeys: harness.keys, developmentDevice: nil, logger: Logger(label: "test"))
     }
 }

@@ -278,6 +278,31 @@ struct ServeConfigurationTests {
         #expect(result.status == 2 && result.stderr.contains(named), "\(arguments): \(result.status) \(result.stderr)")
     }
 
+    @Test(
+        "a retention of revoked keys shorter than the 30 days registrations are counted over stops serve, from any source, saying why",
+        arguments: [
+            (["--revoked-key-retention", "2591999"], [:], nil, "--revoked-key-retention (command line)"),
+            ([], ["FORMATTEST_REVOKED_KEY_RETENTION": "86400"], nil, "FORMATTEST_REVOKED_KEY_RETENTION (environment)"),
+            ([], [:], #"{"revoked-key-retention": 3600}"#, "revoked-key-retention (config file"),
+        ] as [([String], [String: String], String?, String)])
+    func revokedKeyRetentionRefused(arguments: [String], environment: [String: String], file: String?, named: String) async throws {
+        let files = try TemporaryFiles()
+        var extra = arguments
+        if let file { extra += ["--config", try files.write(Data(file.utf8), named: "c.json")] }
+        let result = try await Self.refused(["--store", "memory"] + extra, environment: environment)
+        #expect(result.status == 2, "\(result.status) \(result.stderr)")
+        #expect(result.stderr.contains(named) && result.stderr.contains("must be at least 2592000 (30 days)"), "\(result.stderr)")
+        #expect(result.stderr.contains("registrations are counted over the last 30 days"), "\(result.stderr)")
+    }
+
+    @Test("a retention of revoked keys of exactly 30 days is accepted: serve listens")
+    func revokedKeyRetentionAtTheMinimum() async throws {
+        let files = try TemporaryFiles()
+        let (server, _) = try Self.start(["--revoked-key-retention", "2592000"], files: files)
+        #expect(server.process.isRunning)
+        _ = server.terminate(within: 10)
+    }
+
     @Test("the operators' listener is refused on the public port, and admin-host alone is refused", arguments: [
         ["--admin-host", "127.0.0.1"], ["--port", "18996", "--admin-port", "18996"],
     ])

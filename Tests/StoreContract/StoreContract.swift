@@ -86,6 +86,9 @@ public enum StoreContract {
         ("reads ignore expired records; purge deletes only them", expiry),
         ("purge works in bounded steps and never touches a live record", boundedPurge),
         ("a purge step takes the oldest expiries first", boundedPurgeOrder),
+        ("keys revoked at or before the retention's cutoff go with their registrations; later, active and re-attesting ones stay", revokedKeyRetention),
+        ("the retention's purge works in bounded steps, oldest revocation first, apart from the expiry purge", revokedKeyRetentionSteps),
+        ("passkeys revoked at or before the cutoff go with their registrations, in the same steps as keys", revokedPasskeyRetention),
         ("N concurrent submissions of one form: exactly one accepted", concurrentSameForm),
         ("concurrent distinct counters: the maximum wins, none accepted twice", concurrentCounters),
         ("a challenge consumed concurrently has exactly one winner", concurrentChallenge),
@@ -630,6 +633,7 @@ public enum StoreContract {
         await expect(.unavailable) { try await store.recordFormHash(ReplayRecord(formHash: hash(2), expiresAt: t0.addingTimeInterval(hour)), now: t0) }
         await expect(.unavailable) { try await store.revokeKey(keyID: key(1).keyID, at: t0) }
         await expect(.unavailable) { _ = try await store.purgeExpired(now: t0, limit: 100) }
+        await expect(.unavailable) { _ = try await store.purgeRevoked(before: t0, limit: 100) }
         await expect(.unavailable) {
             try await store.commitRegistration(
                 RegistrationCommit(key: key(3), replay: ReplayRecord(formHash: hash(3), expiresAt: t0.addingTimeInterval(hour)), challenges: [], now: t0)

@@ -272,6 +272,27 @@ public actor MemoryAttestationStore: StepwiseAttestationStore {
         return PurgeStep(deleted: max(limit, 1) - budget, duration: started.duration(to: .now), complete: budget > 0)
     }
 
+    public func purgeRevoked(before cutoff: Date, limit: Int) throws(StoreError) -> PurgeStep {
+        try self.check()
+        let started = ContinuousClock.now
+        var budget = max(limit, 1)
+        // Oldest revocation first, keys then passkeys (as the SQLite and MongoDB stores take them).
+        for keyID in self.keys.values.compactMap({ key in key.revokedAt.flatMap { $0 <= cutoff ? (key.keyID, $0) : nil } })
+            .sorted(by: { $0.1 != $1.1 ? $0.1 < $1.1 : $0.0.lexicographicallyPrecedes($1.0) }).prefix(budget).map(\.0)
+        {
+            self.keys[keyID] = nil
+            budget -= 1
+        }
+        for credentialID in self.passkeys.values
+            .compactMap({ passkey in passkey.revokedAt.flatMap { $0 <= cutoff ? (passkey.credentialID, $0) : nil } })
+            .sorted(by: { $0.1 != $1.1 ? $0.1 < $1.1 : $0.0.lexicographicallyPrecedes($1.0) }).prefix(budget).map(\.0)
+        {
+            self.passkeys[credentialID] = nil
+            budget -= 1
+        }
+        return PurgeStep(deleted: max(limit, 1) - budget, duration: started.duration(to: .now), complete: budget > 0)
+    }
+
     private func validate(_ claims: [ChallengeClaim], now: Date) throws(StoreError) {
         for claim in claims {
             guard let entry = self.challenges[claim.value], !entry.used, claim.matches(entry.challenge, now: now) else {

@@ -55,6 +55,23 @@ public protocol OperationalAttestationStore: AttestationStore {
     ///   how long the step held the writer.
     func purgeExpired(now: Date, limit: Int) async throws(StoreError) -> PurgeStep
 
+    /// Deletes at most `limit` App Attest keys and passkeys revoked at or before `cutoff`, each
+    /// with its registration (receipt, attestation object; a passkey's attestation object and
+    /// clientDataJSON), oldest revocation first (keys, then passkeys), in one short atomic step
+    /// through an index on the revocation time: the retention of revoked credentials.
+    ///
+    /// As ``purgeExpired(now:limit:)``: housekeeping in small steps that the service's purge calls,
+    /// with the same `cutoff`, until one says it is ``PurgeStep/complete``; a step that fails
+    /// deletes nothing. An active key or passkey (no revocation time) is never deleted, nor one
+    /// marked for re-attestation but not revoked. A deleted key is then unknown to every
+    /// operation, exactly as a keyId never registered.
+    ///
+    /// The caller chooses `cutoff` no later than the start of every window the store's counts
+    /// look back over (``KeyCountFilter/createdSince(_:)``): a key revoked before that window
+    /// was created before it too, so no count the service makes changes when it goes.
+    /// - Parameter limit: the most keys and passkeys one call deletes, together (at least 1).
+    func purgeRevoked(before cutoff: Date, limit: Int) async throws(StoreError) -> PurgeStep
+
     /// Closes the store: lets the calls already running finish, then releases what the store
     /// holds (connections, the client pool, the database file). Every later call throws
     /// ``StoreError/Code/unavailable`` and changes nothing. Idempotent. The HTTP service calls it
