@@ -86,8 +86,7 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
             let reply = try self.pool.command(
                 .document([("find", .string(self.keys)), ("filter", .document([("_id", .binary(keyID))])), ("limit", .int32(1))])
             )
-            let batch = (reply["cursor"] as? [String: Any])?["firstBatch"] as? [[String: Any]]
-            return try batch?.first.flatMap(Self.key)
+            return try CommandReply.firstBatch(reply).first.map(self.key)
         }
     }
 
@@ -107,7 +106,7 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
                     ("updates", .array([.document([("q", .document([("_id", .binary(keyID))])), ("u", .document([("$set", .document([("reattestationRequired", .bool(true))]))]))])])),
                 ])
             )
-            guard ExtendedJSON.int64(reply["n"]) == 1 else { throw StoreError(code: .unknownKey, reason: "no such keyId") }
+            guard try CommandReply.count(reply) == 1 else { throw StoreError(code: .unknownKey, reason: "no such keyId") }
         }
     }
 
@@ -119,8 +118,7 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
                     ("sort", .document([("createdAt", .int32(1)), ("_id", .int32(1))])), ("limit", .int32(10_000)),
                 ])
             )
-            let batch = ((reply["cursor"] as? [String: Any])?["firstBatch"] as? [[String: Any]]) ?? []
-            return try batch.compactMap(Self.key)
+            return try CommandReply.firstBatch(reply).map(self.key)
         }
     }
 
@@ -136,8 +134,7 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
         return try await self.run { () throws -> Int in
             // The server counts (by the username index); no document, and so no blob, is sent.
             let reply = try self.pool.command(command)
-            guard let count = ExtendedJSON.int64(reply["n"]) else { throw StoreError(code: .unavailable, reason: "count returned no n") }
-            return Int(clamping: count)
+            return try CommandReply.count(reply)
         }
     }
 
@@ -161,8 +158,7 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
         ])
         return try await self.run { () throws -> [StoredKey] in
             let reply = try self.pool.command(command)
-            let batch = ((reply["cursor"] as? [String: Any])?["firstBatch"] as? [[String: Any]]) ?? []
-            return try batch.compactMap(Self.key)
+            return try CommandReply.firstBatch(reply).map(self.key)
         }
     }
 
@@ -213,10 +209,11 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
                 ("new", .bool(true)),
             ])
         )
-        guard let document = reply["value"] as? [String: Any], let count = ExtendedJSON.int64(document["count"]) else {
+        guard let value = try CommandReply.value(reply) else {
             throw StoreError(code: .unavailable, reason: "findAndModify returned no rate-limit document")
         }
-        return Int(clamping: count)
+        let window = try StoredDocument(value, kind: "rate-limit window", collection: self.rateLimits)
+        return try window.required("count", window.count)
     }
 
     public func replaceReceipt(keyID: [UInt8], previous: [UInt8], with receipt: [UInt8]) async throws(StoreError) -> Bool {
@@ -229,7 +226,7 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
                     ("new", .bool(true)),
                 ])
             )
-            if reply["value"] is [String: Any] { return true }
+            if try CommandReply.value(reply) != nil { return true }
             guard try self.keyExists(keyID) else { throw StoreError(code: .unknownKey, reason: "no such keyId") }
             return false
         }
@@ -283,12 +280,17 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
         try await self.run { () throws -> Bool in
             let reply = try self.pool.command(
                 .document([
-                    ("find", .string(self.formHashes)),
-                    ("filter", .document([("_id", .binary(formHash)), ("expiresAt", .document([("$gt", .date(now))]))])),
-                    ("limit", .int32(1)),
+                    ("find", .string(self.formHashes)), ("filter", .document([("_id", .binary(formHash))])),
+                    ("projection", .document([("expiresAt", .int32(1))])), ("limit", .int32(1)),
                 ])
             )
-            return !(((reply["cursor"] as? [String: Any])?["firstBatch"] as? [Any]) ?? []).isEmpty
+            // Read by hash alone and the expiry compared here: a record whose expiresAt is not a
+            // date (a corrupt or foreign document) fails closed instead of reading as absent, as
+            // an `expiresAt > now` filter would (MongoDB compares only values of one type).
+            guard let value = try CommandReply.firstBatch(reply).first else { return false }
+            let record = try StoredDocument(value, kind: "replay record", collection: self.formHashes)
+            let expiresAt = try record.required("expiresAt", record.date)
+            return BSONValue.milliseconds(expiresAt) > BSONValue.milliseconds(now)
         }
     }
 
@@ -318,7 +320,7 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
                 ("limit", .int32(1000)),
             ])
         )
-        let ids = (((reply["cursor"] as? [String: Any])?["firstBatch"] as? [[String: Any]]) ?? []).compactMap { ExtendedJSON.binary($0["_id"]) }
+        let ids = try CommandReply.firstBatch(reply).map { try self.id(of: $0, kind: "key", collection: self.keys) }
         guard !ids.isEmpty else { return }
         _ = try self.pool.command(
             .document([
@@ -341,7 +343,7 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
             try self.applyInOrder(claims: commit.challenges, replay: commit.replay, now: commit.now, commitID: id) { () throws in
                 // The passkey's compare-and-set first, then the key's (the decision): when the
                 // key's fails, the passkey's document is put back as it was.
-                var previous: [String: Any]?
+                var previous: StoredDocument?
                 if let use = commit.passkey {
                     previous = try self.casSignCount(use, at: commit.now, commitID: id)
                 }
@@ -401,17 +403,12 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
             [("username", .string(username)), ("revokedAt", .document([("$exists", .bool(false))]))], field: "_id",
             limit: PasskeyCredentials.maximumActive)
         return try await self.run { () throws -> PasskeyCredentials in
-            func documents(_ reply: [String: Any]) -> [[String: Any]] { ((reply["cursor"] as? [String: Any])?["firstBatch"] as? [[String: Any]]) ?? [] }
-            func refuse(_ field: String) -> StoreError {
-                StoreError(code: .unavailable, reason: "MongoDB: a stored passkey's \(field) is missing or not what FormAttest writes")
+            let handle = try CommandReply.firstBatch(try self.pool.command(first)).first.map { value throws(StoreError) -> [UInt8] in
+                let document = try StoredDocument(value, kind: "passkey", collection: self.passkeys)
+                return try document.required("userHandle", document.binary)
             }
-            let handle = try documents(try self.pool.command(first)).first.map { document throws(StoreError) -> [UInt8] in
-                guard let bytes = ExtendedJSON.binary(document["userHandle"]) else { throw refuse("userHandle") }
-                return bytes
-            }
-            let ids = try documents(try self.pool.command(active)).map { document throws(StoreError) -> [UInt8] in
-                guard let bytes = ExtendedJSON.binary(document["_id"]) else { throw refuse("_id") }
-                return bytes
+            let ids = try CommandReply.firstBatch(try self.pool.command(active)).map {
+                try self.id(of: $0, kind: "passkey", collection: self.passkeys)
             }
             return PasskeyCredentials(userHandle: handle, activeCredentialIDs: ids)
         }
@@ -428,10 +425,7 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
         return try await self.run { () throws -> Int in
             // The server counts; no document, and so no registration blob, is sent.
             let reply = try self.pool.command(command)
-            guard let count = ExtendedJSON.int64(reply["n"]), let exact = Int(exactly: count), exact >= 0 else {
-                throw StoreError(code: .unavailable, reason: "count returned no n")
-            }
-            return exact
+            return try CommandReply.count(reply)
         }
     }
 
@@ -483,8 +477,7 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
         ])
         return try await self.run { () throws -> [StoredPasskey] in
             let reply = try self.pool.command(command)
-            let batch = ((reply["cursor"] as? [String: Any])?["firstBatch"] as? [[String: Any]]) ?? []
-            return try batch.map { document throws(StoreError) in try Self.passkey(document) }
+            return try CommandReply.firstBatch(reply).map(self.passkey)
         }
     }
 
@@ -514,7 +507,7 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
 
     /// The sign count's compare-and-set: one findAndModify on the count the assertion was
     /// verified against. Returns the document as it was (for ``restoreSignCount(_:previous:commitID:)``).
-    private func casSignCount(_ use: PasskeyUse, at date: Date, commitID: String) throws -> [String: Any] {
+    private func casSignCount(_ use: PasskeyUse, at date: Date, commitID: String) throws -> StoredDocument {
         let reply = try self.pool.command(
             .document([
                 ("findAndModify", .string(self.passkeys)),
@@ -534,17 +527,18 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
                 ("new", .bool(false)),
             ])
         )
-        guard let previous = reply["value"] as? [String: Any] else {
+        guard let previous = try CommandReply.value(reply) else {
             throw try self.passkeyExists(use.credentialID)
                 ? StoreError(code: .staleCounter, reason: "the passkey's sign count is no longer \(use.previousSignCount)")
                 : StoreError(code: .unknownKey, reason: "no such passkey")
         }
-        return previous
+        return try StoredDocument(previous, kind: "passkey", collection: self.passkeys)
     }
 
     /// Undoes this commit's ``casSignCount(_:at:commitID:)`` (only while no later commit moved it).
-    private func restoreSignCount(_ use: PasskeyUse, previous: [String: Any], commitID: String) throws {
-        guard let backedUp = previous["backedUp"] as? Bool, let lastUsed = ExtendedJSON.date(previous["lastUsed"]) else { return }
+    private func restoreSignCount(_ use: PasskeyUse, previous: StoredDocument, commitID: String) throws {
+        let backedUp = try previous.required("backedUp", previous.bool)
+        let lastUsed = try previous.required("lastUsed", previous.date)
         _ = try self.pool.command(
             .document([
                 ("update", .string(self.passkeys)),
@@ -590,7 +584,7 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
                 ("limit", .int32(1000)),
             ])
         )
-        let ids = (((reply["cursor"] as? [String: Any])?["firstBatch"] as? [[String: Any]]) ?? []).compactMap { ExtendedJSON.binary($0["_id"]) }
+        let ids = try CommandReply.firstBatch(reply).map { try self.id(of: $0, kind: "passkey", collection: self.passkeys) }
         guard !ids.isEmpty else { return }
         _ = try self.pool.command(
             .document([
@@ -613,43 +607,28 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
         let reply = try self.pool.command(
             .document([("find", .string(self.passkeys)), ("filter", .document([("_id", .binary(credentialID))])), ("limit", .int32(1))])
         )
-        return !(((reply["cursor"] as? [String: Any])?["firstBatch"] as? [Any]) ?? []).isEmpty
+        return try !CommandReply.firstBatch(reply).isEmpty
     }
 
-    /// A document as a passkey. Fails closed: a missing or mistyped field is
-    /// ``StoreError/Code/unavailable``, never a default.
-    private static func passkey(_ document: [String: Any]) throws(StoreError) -> StoredPasskey {
-        func refuse(_ field: String) -> StoreError {
-            StoreError(code: .unavailable, reason: "MongoDB: a stored passkey's \(field) is missing or not what FormAttest writes")
-        }
-        guard let credentialID = ExtendedJSON.binary(document["_id"]) else { throw refuse("_id") }
-        guard let username = document["username"] as? String else { throw refuse("username") }
-        guard let userHandle = ExtendedJSON.binary(document["userHandle"]) else { throw refuse("userHandle") }
-        guard let publicKey = ExtendedJSON.binary(document["publicKey"]) else { throw refuse("publicKey") }
-        guard let count = ExtendedJSON.int64(document["signCount"]), let signCount = UInt32(exactly: count) else { throw refuse("signCount") }
-        guard let backupEligible = document["backupEligible"] as? Bool else { throw refuse("backupEligible") }
-        guard let backedUp = document["backedUp"] as? Bool else { throw refuse("backedUp") }
-        guard let aaguid = ExtendedJSON.binary(document["aaguid"]) else { throw refuse("aaguid") }
-        guard let transports = document["transports"] as? [String] else { throw refuse("transports") }
-        guard let format = document["format"] as? String else { throw refuse("format") }
-        guard let createdAt = ExtendedJSON.date(document["createdAt"]) else { throw refuse("createdAt") }
-        guard let lastUsed = ExtendedJSON.date(document["lastUsed"]) else { throw refuse("lastUsed") }
-        var revokedAt: Date?
-        if document["revokedAt"] != nil {
-            guard let date = ExtendedJSON.date(document["revokedAt"]) else { throw refuse("revokedAt") }
-            revokedAt = date
-        }
+    /// A document as a passkey. Fails closed: a missing or mistyped field, or a sign count
+    /// beyond 32 bits, is ``StoreError/Code/unavailable``, never a default.
+    private func passkey(_ value: BSONValue) throws(StoreError) -> StoredPasskey {
+        let document = try StoredDocument(value, kind: "passkey", collection: self.passkeys)
         var registration: PasskeyRegistrationRecord?
-        if let record = document["registration"] {
-            guard let record = record as? [String: Any], let object = ExtendedJSON.binary(record["attestationObject"]),
-                let clientData = ExtendedJSON.binary(record["clientDataJSON"])
-            else { throw refuse("registration") }
-            registration = PasskeyRegistrationRecord(attestationObject: object, clientDataJSON: clientData)
+        if let record = try document.document("registration") {
+            registration = PasskeyRegistrationRecord(
+                attestationObject: try record.required("attestationObject", record.binary),
+                clientDataJSON: try record.required("clientDataJSON", record.binary)
+            )
         }
         return StoredPasskey(
-            credentialID: credentialID, username: username, userHandle: userHandle, publicKey: publicKey, signCount: signCount,
-            backupEligible: backupEligible, backedUp: backedUp, aaguid: aaguid, transports: transports, format: format,
-            createdAt: createdAt, lastUsed: lastUsed, revokedAt: revokedAt, registration: registration
+            credentialID: try document.required("_id", document.binary), username: try document.required("username", document.string),
+            userHandle: try document.required("userHandle", document.binary), publicKey: try document.required("publicKey", document.binary),
+            signCount: try document.required("signCount", document.uint32),
+            backupEligible: try document.required("backupEligible", document.bool), backedUp: try document.required("backedUp", document.bool),
+            aaguid: try document.required("aaguid", document.binary), transports: try document.required("transports", document.strings),
+            format: try document.required("format", document.string), createdAt: try document.required("createdAt", document.date),
+            lastUsed: try document.required("lastUsed", document.date), revokedAt: try document.date("revokedAt"), registration: registration
         )
     }
 
@@ -675,8 +654,8 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
                         ("batchSize", .int32(Int32(clamping: limit - removed))),
                     ])
                 )
-                let batch = ((reply["cursor"] as? [String: Any])?["firstBatch"] as? [[String: Any]]) ?? []
-                let ids = batch.compactMap { ExtendedJSON.binary($0["_id"]) }.map(BSONValue.binary)
+                let kind = collection == self.challenges ? "challenge" : collection == self.formHashes ? "replay record" : "rate-limit window"
+                let ids = try CommandReply.firstBatch(reply).map { BSONValue.binary(try self.id(of: $0, kind: kind, collection: collection)) }
                 guard !ids.isEmpty else { continue }
                 let deleted = try self.pool.command(
                     .document([
@@ -692,7 +671,7 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
                         ),
                     ])
                 )
-                removed += Int(ExtendedJSON.int64(deleted["n"]) ?? 0)
+                removed += try CommandReply.count(deleted)
             }
             // Oldest expiry first: a step short of its limit left nothing expired as of `now`.
             return PurgeStep(deleted: removed, duration: started.duration(to: .now), complete: removed < limit)
@@ -798,7 +777,7 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
                 ("new", .bool(true)),
             ])
         )
-        return reply["value"] is [String: Any]
+        return try CommandReply.value(reply) != nil
     }
 
     private func unconsume(_ claim: ChallengeClaim, commitID: String) throws {
@@ -921,6 +900,46 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
         try await self.run { () throws in try self.insertKeyDocument(key, storingEnvironmentAs: environment) }
     }
 
+    /// Tests only: a collection ``overwriteForTesting(_:id:field:with:)`` writes to.
+    package enum TestCollection: Sendable {
+        case keys, passkeys, formHashes
+    }
+
+    /// Tests only: a value ``overwriteForTesting(_:id:field:with:)`` writes, or `absent` to remove
+    /// the field.
+    package enum TestValue: Sendable {
+        case string(String)
+        case int64(Int64)
+        case absent
+    }
+
+    /// Tests only: sets or removes one field (a dotted path reaches into a nested document) of the
+    /// document whose `_id` is `id`, past the collection's validator: a document FormAttest itself
+    /// never writes, to show that reading it back fails closed.
+    package func overwriteForTesting(_ collection: TestCollection, id: [UInt8], field: String, with value: TestValue) async throws(StoreError) {
+        let name =
+            switch collection {
+            case .keys: self.keys
+            case .passkeys: self.passkeys
+            case .formHashes: self.formHashes
+            }
+        let update: BSONValue =
+            switch value {
+            case .string(let string): .document([("$set", .document([(field, .string(string))]))])
+            case .int64(let integer): .document([("$set", .document([(field, .int64(integer))]))])
+            case .absent: .document([("$unset", .document([(field, .string(""))]))])
+            }
+        try await self.run { () throws in
+            let reply = try self.pool.command(
+                .document([
+                    ("update", .string(name)), ("updates", .array([.document([("q", .document([("_id", .binary(id))])), ("u", update)])])),
+                    ("bypassDocumentValidation", .bool(true)),
+                ])
+            )
+            guard try CommandReply.count(reply) == 1 else { throw StoreError(code: .unknownKey, reason: "no document with that _id") }
+        }
+    }
+
     private func insertKeyDocument(_ key: StoredKey, storingEnvironmentAs rawEnvironment: String? = nil) throws {
         let fields = Self.keyFields(key, storingEnvironmentAs: rawEnvironment)
         let command = BSONValue.document(
@@ -975,7 +994,7 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
                 ("new", .bool(true)),
             ])
         )
-        return reply["value"] is [String: Any]
+        return try CommandReply.value(reply) != nil
     }
 
     /// `{validationCategory?, bundleVersion?, cdHash?, cdHashType?}`, or `nil` without any signal.
@@ -988,59 +1007,60 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
         return fields.isEmpty ? nil : .document(fields)
     }
 
-    private static func signals(_ document: Any?) -> KeySignals? {
-        guard let document = document as? [String: Any] else { return nil }
-        let signals = KeySignals(
-            validationCategory: ExtendedJSON.int64(document["validationCategory"]).map { UInt32(clamping: $0) },
-            bundleVersion: document["bundleVersion"] as? String,
-            cdHash: ExtendedJSON.binary(document["cdHash"]),
-            cdHashType: ExtendedJSON.int64(document["cdHashType"]).map { UInt32(clamping: $0) }
-        )
-        return signals.isEmpty ? nil : signals
-    }
-
-    private static func attestation(_ document: Any?) -> KeyAttestation? {
-        guard let document = document as? [String: Any], let object = ExtendedJSON.binary(document["object"]),
-            let hash = ExtendedJSON.binary(document["clientDataHash"])
-        else { return nil }
-        return KeyAttestation(object: object, clientDataHash: hash)
-    }
-
     private func keyExists(_ keyID: [UInt8]) throws -> Bool {
         let reply = try self.pool.command(
             .document([("find", .string(self.keys)), ("filter", .document([("_id", .binary(keyID))])), ("limit", .int32(1))])
         )
-        return !(((reply["cursor"] as? [String: Any])?["firstBatch"] as? [Any]) ?? []).isEmpty
+        return try !CommandReply.firstBatch(reply).isEmpty
     }
 
-    /// A document as a key (`nil` without a required field); a document that names an
-    /// environment FormAttest never writes fails closed.
-    private static func key(_ document: [String: Any]) throws(StoreError) -> StoredKey? {
-        guard let keyID = ExtendedJSON.binary(document["_id"]), let username = document["username"] as? String,
-            let publicKey = ExtendedJSON.binary(document["publicKey"]), let counter = ExtendedJSON.int64(document["counter"]),
-            let appID = document["appId"] as? String, let storedEnvironment = document["environment"] as? String,
-            let receipt = ExtendedJSON.binary(document["receipt"]), let createdAt = ExtendedJSON.date(document["createdAt"]),
-            let lastUsed = ExtendedJSON.date(document["lastUsed"])
-        else { return nil }
+    /// A document as a key. Fails closed: a missing required field, a field of another type or a
+    /// number out of range (a counter or signal beyond 32 bits: never clamped), or an environment
+    /// FormAttest never writes is ``StoreError/Code/unavailable``, never "no such key".
+    private func key(_ value: BSONValue) throws(StoreError) -> StoredKey {
+        let document = try StoredDocument(value, kind: "key", collection: self.keys)
+        let storedEnvironment = try document.required("environment", document.string)
         guard let environment = AppAttestEnvironment(rawValue: storedEnvironment) else {
             throw StoreError(
                 code: .unavailable,
                 reason: "MongoDB: a stored key's environment is \(storedEnvironment.debugDescription), neither development nor production"
             )
         }
+        // Absent until a key's attestation or assertion carries signals; each signal optional.
+        var signals: KeySignals?
+        if let stored = try document.document("lastSignals") {
+            let read = KeySignals(
+                validationCategory: try stored.uint32("validationCategory"), bundleVersion: try stored.string("bundleVersion"),
+                cdHash: try stored.binary("cdHash"), cdHashType: try stored.uint32("cdHashType")
+            )
+            signals = read.isEmpty ? nil : read
+        }
+        // Absent for keys registered before FormAttest kept it; when present, both parts are.
+        var attestation: KeyAttestation?
+        if let stored = try document.document("attestation") {
+            attestation = KeyAttestation(
+                object: try stored.required("object", stored.binary), clientDataHash: try stored.required("clientDataHash", stored.binary))
+        }
         return StoredKey(
-            keyID: keyID, username: username, publicKey: publicKey, counter: UInt32(clamping: counter), appID: appID,
-            environment: environment, receipt: receipt, createdAt: createdAt, lastUsed: lastUsed,
+            keyID: try document.required("_id", document.binary), username: try document.required("username", document.string),
+            publicKey: try document.required("publicKey", document.binary), counter: try document.required("counter", document.uint32),
+            appID: try document.required("appId", document.string), environment: environment,
+            receipt: try document.required("receipt", document.binary), createdAt: try document.required("createdAt", document.date),
+            lastUsed: try document.required("lastUsed", document.date),
             // Absent in documents written before the field existed: false.
-            reattestationRequired: document["reattestationRequired"] as? Bool ?? false,
-            revokedAt: ExtendedJSON.date(document["revokedAt"]),
-            // Absent until a key's attestation or assertion carries signals.
-            lastSignals: Self.signals(document["lastSignals"]),
-            // Absent for keys registered before FormAttest kept it.
-            attestation: Self.attestation(document["attestation"]),
+            reattestationRequired: try document.bool("reattestationRequired") ?? false,
+            revokedAt: try document.date("revokedAt"),
+            lastSignals: signals,
+            attestation: attestation,
             // Absent for keys stored before FormAttest kept it, and after a counter moved without a form.
-            counterFormHash: ExtendedJSON.binary(document["counterFormHash"])
+            counterFormHash: try document.binary("counterFormHash")
         )
+    }
+
+    /// A document's `_id` (binary: every collection's), from a projection.
+    private func id(of value: BSONValue, kind: String, collection: String) throws(StoreError) -> [UInt8] {
+        let document = try StoredDocument(value, kind: kind, collection: collection)
+        return try document.required("_id", document.binary)
     }
 
     private static func commitID() -> String { UUID().uuidString }

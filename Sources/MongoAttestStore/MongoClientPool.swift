@@ -26,11 +26,12 @@ final class MongoClientPool: @unchecked Sendable {
         mongoc_init()
         // libmongoc logs connection attempts at DEBUG level to stderr by default; keep only
         // warnings, errors and critical messages (levels 0-2).
-        mongoc_log_set_handler({ level, domain, message, userData in
-            if level.rawValue <= MONGOC_LOG_LEVEL_WARNING.rawValue {
-                mongoc_log_default_handler(level, domain, message, userData)
-            }
-        }, nil)
+        mongoc_log_set_handler(
+            { level, domain, message, userData in
+                if level.rawValue <= MONGOC_LOG_LEVEL_WARNING.rawValue {
+                    mongoc_log_default_handler(level, domain, message, userData)
+                }
+            }, nil)
     }()
 
     /// Opens a pool.
@@ -90,7 +91,7 @@ final class MongoClientPool: @unchecked Sendable {
     ///
     /// - Throws: ``MongoError`` for a failed command, for the first write error in the reply
     ///   (such as 11000), or for a write concern error.
-    func command(_ command: BSONValue) throws(MongoError) -> [String: Any] {
+    func command(_ command: BSONValue) throws(MongoError) -> BSONFields {
         try self.enter()
         defer { self.leave() }
         let document = try BSONDocument(command)
@@ -108,20 +109,28 @@ final class MongoClientPool: @unchecked Sendable {
         guard succeeded else {
             throw MongoError(error, context: "command failed")
         }
-        let object = try reply.object()
-        if let writeError = (object["writeErrors"] as? [[String: Any]])?.first {
-            throw MongoError(
-                code: Int(ExtendedJSON.int64(writeError["code"]) ?? -1),
-                message: writeError["errmsg"] as? String ?? "write error"
-            )
+        let fields = try reply.fields()
+        if case .array(let errors)? = fields[field: "writeErrors"], let first = errors.first {
+            throw Self.serverError(first, default: "write error")
         }
-        if let concern = object["writeConcernError"] as? [String: Any] {
-            throw MongoError(
-                code: Int(ExtendedJSON.int64(concern["code"]) ?? -1),
-                message: concern["errmsg"] as? String ?? "write concern error"
-            )
+        if let concern = fields[field: "writeConcernError"] {
+            throw Self.serverError(concern, default: "write concern error")
         }
-        return object
+        return fields
+    }
+
+    /// A write error's or write concern error's `{code, errmsg}`.
+    private static func serverError(_ value: BSONValue, default message: String) -> MongoError {
+        guard case .document(let fields) = value else { return MongoError(code: -1, message: message) }
+        let code: Int
+        switch fields[field: "code"] {
+        case .int32(let value)?: code = Int(value)
+        case .int64(let value)?: code = Int(value)
+        case .double(let value)?: code = Int(exactly: value) ?? -1
+        default: code = -1
+        }
+        guard case .string(let text)? = fields[field: "errmsg"] else { return MongoError(code: code, message: message) }
+        return MongoError(code: code, message: text)
     }
 
     /// Counts a command as running, unless the pool is closed.

@@ -3,6 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
+internal import CLibMongoC
 import Foundation
 
 /// One collection's definition from schemas/mongodb/*.json: its `$jsonSchema` validator and
@@ -20,15 +21,26 @@ struct MongoSchema {
             throw MongoError(code: -1, message: "the MongoDB schema files are missing from the bundle")
         }
         return try names.filter { $0.hasSuffix(".json") }.sorted().map { name throws(MongoError) in
-            guard let data = FileManager.default.contents(atPath: directory.appendingPathComponent(name).path),
-                let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any],
-                let collection = object["collection"] as? String, let validator = object["validator"],
-                let indexes = object["indexes"] as? [Any]
+            guard let data = FileManager.default.contents(atPath: directory.appendingPathComponent(name).path) else {
+                throw MongoError(code: -1, message: "schema file \(name) cannot be read")
+            }
+            let fields = try Self.parse(Array(data), name: name)
+            guard case .string(let collection)? = fields[field: "collection"], let validator = fields[field: "validator"],
+                case .array(let indexes)? = fields[field: "indexes"]
             else {
                 throw MongoError(code: -1, message: "schema file \(name) is not {collection, validator, indexes}")
             }
-            return MongoSchema(collection: collection, validator: try Self.bson(validator), indexes: try indexes.map(Self.bson))
+            return MongoSchema(collection: collection, validator: try Self.normalized(validator), indexes: try indexes.map(Self.normalized))
         }
+    }
+
+    /// A bundled schema file (plain JSON, written by FormAttest) parsed by libbson's JSON reader.
+    private static func parse(_ bytes: [UInt8], name: String) throws(MongoError) -> BSONFields {
+        var error = bson_error_t()
+        let document = bytes.withUnsafeBufferPointer { buffer in bson_new_from_json(buffer.baseAddress, buffer.count, &error) }
+        guard let document else { throw MongoError(error, context: "schema file \(name) is not JSON") }
+        defer { bson_destroy(document) }
+        return try BSONReader.fields(of: document)
     }
 
     /// Creates the collection with its validator (or updates the validator), then its indexes.
@@ -52,7 +64,7 @@ struct MongoSchema {
             // depends on them.
             do {
                 _ = try pool.command(.document([("collMod", .string(name)), ("validator", self.validator)]))
-            } catch where error.code == 59 || error.message.contains("unsupported wire command") {
+            } catch  where error.code == 59 || error.message.contains("unsupported wire command") {
             }
         }
         if !self.indexes.isEmpty {
@@ -64,24 +76,27 @@ struct MongoSchema {
         let reply = try pool.command(
             .document([("listCollections", .int32(1)), ("filter", .document([("name", .string(name))])), ("nameOnly", .bool(true))])
         )
-        return !((((reply["cursor"] as? [String: Any])?["firstBatch"]) as? [Any]) ?? []).isEmpty
+        guard case .document(let cursor)? = reply[field: "cursor"], case .array(let batch)? = cursor[field: "firstBatch"] else {
+            throw MongoError(code: -1, message: "listCollections returned no cursor.firstBatch")
+        }
+        return !batch.isEmpty
     }
 
-    /// Plain JSON to BSON: objects get a sorted key order, numbers must be 32-bit integers.
-    private static func bson(_ value: Any) throws(MongoError) -> BSONValue {
+    /// A schema value as the validator and index commands take it: objects get a sorted key
+    /// order, numbers must be 32-bit integers (index directions, TTL seconds, minimums).
+    private static func normalized(_ value: BSONValue) throws(MongoError) -> BSONValue {
         switch value {
-        case let string as String: return .string(string)
-        case let number as NSNumber:
-            // The schema files hold integers only (index directions, TTL seconds, minimums).
-            guard let integer = Int32(exactly: number.doubleValue) else {
-                throw MongoError(code: -1, message: "schema numbers must be 32-bit integers")
-            }
-            return .int32(integer)
-        case let array as [Any]: return .array(try array.map(Self.bson))
-        case let object as [String: Any]:
-            return .document(try object.keys.sorted().map { key throws(MongoError) in (key, try Self.bson(object[key] as Any)) })
-        case is NSNull: return .null
-        default: throw MongoError(code: -1, message: "unsupported JSON value in a schema file")
+        case .string, .bool, .null, .int32: return value
+        case .int64(let integer):
+            guard let narrow = Int32(exactly: integer) else { throw MongoError(code: -1, message: "schema numbers must be 32-bit integers") }
+            return .int32(narrow)
+        case .double(let number):
+            guard let narrow = Int32(exactly: number) else { throw MongoError(code: -1, message: "schema numbers must be 32-bit integers") }
+            return .int32(narrow)
+        case .array(let values): return .array(try values.map(Self.normalized))
+        case .document(let fields):
+            return .document(try fields.sorted { $0.0 < $1.0 }.map { field throws(MongoError) in (field.0, try Self.normalized(field.1)) })
+        case .binary, .date, .unreadable: throw MongoError(code: -1, message: "unsupported JSON value in a schema file")
         }
     }
 }

@@ -52,10 +52,11 @@ enum KeyRows {
     }
 
     /// A key's row with its registration's blobs; callers append their `WHERE` (with one `?`) and
-    /// order.
+    /// order. A LEFT JOIN: a key whose registration row is missing reads its receipt as NULL and
+    /// is refused (``StoreError/Code/unavailable``), never dropped as if there were no such key.
     static let select = """
         SELECT \(Column.allCases.map(\.qualifiedName).joined(separator: ", "))
-        FROM keys JOIN key_registrations ON key_registrations.key_id = keys.key_id
+        FROM keys LEFT JOIN key_registrations ON key_registrations.key_id = keys.key_id
         """
 
     /// Runs `statement` (``select`` and its clauses) with `argument` bound to its one parameter;

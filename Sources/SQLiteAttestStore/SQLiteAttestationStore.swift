@@ -390,12 +390,21 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
 
     public func isFormHashRecorded(_ formHash: [UInt8], now: Date) async throws(StoreError) -> Bool {
         do {
+            // Read by hash alone and the expiry compared here: an expiry that is not a number (a
+            // corrupt or foreign row) fails closed, where `expires_at > ?` would compare it by
+            // SQLite's type order.
             return try await self.database.read { db in
-                try Bool.fetchOne(
-                    db,
-                    sql: "SELECT 1 FROM form_hashes WHERE hash = ? AND expires_at > ?",
-                    arguments: [Data(formHash), now.timeIntervalSince1970]
-                ) ?? false
+                guard
+                    let row = try Row.fetchOne(
+                        db.cachedStatement(sql: "SELECT expires_at FROM form_hashes WHERE hash = ?"), arguments: [Data(formHash)])
+                else { return false }
+                let expiresAt: Double
+                switch (row[0] as DatabaseValue).storage {
+                case .double(let seconds): expiresAt = seconds
+                case .int64(let seconds): expiresAt = Double(seconds)
+                default: throw StoreError(code: .unavailable, reason: "SQLite: a stored replay record's form_hashes.expires_at is not a number")
+                }
+                return expiresAt > now.timeIntervalSince1970
             }
         } catch {
             throw Self.storeError(error)

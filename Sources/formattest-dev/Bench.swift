@@ -76,6 +76,10 @@ struct Bench: AsyncParsableCommand {
         var p99Microseconds: Double
         /// seconds / operations, in µs (what the ratios divide).
         var meanMicroseconds: Double
+        /// Flow cases: this process's CPU time (user and system, every thread: the store's driver
+        /// runs on NIO's thread pool) per operation over the case, in µs; a separate database
+        /// server's is not in it.
+        var cpuMicroseconds: Double?
     }
 
     /// One goal of the performance issue: a case's mean time over the sum of others', from the
@@ -357,7 +361,8 @@ struct Bench: AsyncParsableCommand {
             )
         }
         var next = 0
-        return try await runner.measureAsync("flow.assert.\(name)") {
+        let cpuBefore = Load.cpuMicroseconds()
+        var result = try await runner.measureAsync("flow.assert.\(name)") {
             guard next < requests.count else { throw UsageError("ran out of pre-signed requests") }
             do {
                 _ = try await flows.assert(requests[next], now: now)
@@ -366,6 +371,8 @@ struct Bench: AsyncParsableCommand {
             }
             next += 1
         }
+        result.cpuMicroseconds = Double(Load.cpuMicroseconds() - cpuBefore) / Double(max(next, 1))
+        return result
     }
 
     /// `wrap --batch`'s pipeline in process over every core (``BatchWrapBenchmark``): the real

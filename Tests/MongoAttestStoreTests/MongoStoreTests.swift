@@ -25,6 +25,36 @@ struct MongoStoreTests {
         try await StoreContract.run(check) { try await MongoTestServer.freshStore() }
     }
 
+    /// The documents each corruption writes (past the validator, as another writer could).
+    static let corruptions: [(StoreCorruption, MongoAttestationStore.TestCollection, String, MongoAttestationStore.TestValue)] = [
+        (StoreCorruption(.key, .wrongType, "counter"), .keys, "counter", .string("seven")),
+        (StoreCorruption(.key, .outOfRange, "counter"), .keys, "counter", .int64(1 << 32)),
+        (StoreCorruption(.key, .outOfRange, "counter"), .keys, "counter", .int64(-1)),
+        (StoreCorruption(.key, .outOfRange, "lastSignals.validationCategory"), .keys, "lastSignals.validationCategory", .int64(1 << 32)),
+        (StoreCorruption(.key, .wrongType, "createdAt"), .keys, "createdAt", .string("yesterday")),
+        (StoreCorruption(.key, .missing, "publicKey"), .keys, "publicKey", .absent),
+        (StoreCorruption(.key, .missing, "receipt"), .keys, "receipt", .absent),
+        (StoreCorruption(.key, .missing, "attestation.clientDataHash"), .keys, "attestation.clientDataHash", .absent),
+        (StoreCorruption(.passkey, .wrongType, "backedUp"), .passkeys, "backedUp", .string("yes")),
+        (StoreCorruption(.passkey, .outOfRange, "signCount"), .passkeys, "signCount", .int64(1 << 32)),
+        (StoreCorruption(.passkey, .missing, "userHandle"), .passkeys, "userHandle", .absent),
+        (StoreCorruption(.replayRecord, .wrongType, "expiresAt"), .formHashes, "expiresAt", .string("soon")),
+        (StoreCorruption(.replayRecord, .missing, "expiresAt"), .formHashes, "expiresAt", .absent),
+    ]
+
+    @Test(
+        "MongoDB: a corrupt document (a wrong type, an out-of-range number, a missing field) is refused on every read (store_unavailable) and changes nothing",
+        arguments: 0..<corruptions.count)
+    func corruptDocument(index: Int) async throws {
+        let (corruption, collection, field, value) = Self.corruptions[index]
+        try await StoreContract.corruptData(corruption) {
+            let store = try await MongoTestServer.freshStore()
+            return CorruptibleStore(store: store) { _, id in
+                try await store.overwriteForTesting(collection, id: id, field: field, with: value)
+            }
+        }
+    }
+
     @Test("setup is idempotent: connecting twice to one database keeps its data")
     func idempotentSetup() async throws {
         let uri = try MongoTestServer.uri.get()

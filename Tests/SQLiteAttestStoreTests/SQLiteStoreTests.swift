@@ -137,6 +137,43 @@ struct SQLiteStoreTests {
         await StoreContract.expect(.unavailable) { _ = try await store.keys(username: key.username) }
     }
 
+    /// The statements each corruption runs (`?` is the record's id). SQLite's NOT NULL columns
+    /// cannot lose a value; what can go missing is a key's registration row (its receipt).
+    static let corruptions: [(StoreCorruption, String)] = [
+        (StoreCorruption(.key, .wrongType, "counter"), "UPDATE keys SET counter = 'seven' WHERE key_id = ?"),
+        (StoreCorruption(.key, .outOfRange, "counter"), "UPDATE keys SET counter = 4294967296 WHERE key_id = ?"),
+        (StoreCorruption(.key, .outOfRange, "counter"), "UPDATE keys SET counter = -1 WHERE key_id = ?"),
+        (StoreCorruption(.key, .outOfRange, "validation_category"), "UPDATE keys SET validation_category = 4294967296 WHERE key_id = ?"),
+        (StoreCorruption(.key, .wrongType, "created_at"), "UPDATE keys SET created_at = 'yesterday' WHERE key_id = ?"),
+        (StoreCorruption(.key, .missing, "key_registrations row"), "DELETE FROM key_registrations WHERE key_id = ?"),
+        (StoreCorruption(.passkey, .wrongType, "backed_up"), "UPDATE passkeys SET backed_up = 'yes' WHERE credential_id = ?"),
+        (StoreCorruption(.passkey, .outOfRange, "sign_count"), "UPDATE passkeys SET sign_count = 4294967296 WHERE credential_id = ?"),
+        (StoreCorruption(.replayRecord, .wrongType, "expires_at"), "UPDATE form_hashes SET expires_at = 'soon' WHERE hash = ?"),
+        (StoreCorruption(.replayRecord, .wrongType, "expires_at"), "UPDATE form_hashes SET expires_at = x'00' WHERE hash = ?"),
+    ]
+
+    @Test(
+        "SQLite: a corrupt row (a wrong type, an out-of-range number, a missing row) is refused on every read (store_unavailable) and changes nothing",
+        arguments: 0..<corruptions.count)
+    func corruptRow(index: Int) async throws {
+        let (corruption, statement) = Self.corruptions[index]
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sqlite-contract-corrupt-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("formattest.sqlite").path
+        let store = try SQLiteAttestationStore(path: path)
+        try await StoreContract.corruptData(corruption) {
+            CorruptibleStore(store: store) { _, id in
+                let raw = try DatabaseQueue(path: path)
+                try await raw.write { db in
+                    try db.execute(sql: statement, arguments: [Data(id)])
+                    #expect(db.changesCount == 1)
+                }
+                try raw.close()
+            }
+        }
+        await store.shutdown()
+    }
+
     @Test("SQLite: a key's values at the edges of their range are read back as written (the largest counter, an integral time)")
     func sqliteColumnEdges() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sqlite-edges-\(UUID().uuidString)")
