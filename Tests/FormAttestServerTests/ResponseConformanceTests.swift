@@ -154,6 +154,12 @@ struct ResponseConformanceTests {
                     formHash: Array(repeating: 5, count: 32), key: revoked, passkey: Self.confirmedPasskey, formats: formats, nextChallenge: ChallengeResponse(challenge))
             ),
             try Sample(ConfirmedResponse(formHash: Array(repeating: 5, count: 32), key: nil, passkey: Self.confirmedPasskey, formats: nil, nextChallenge: nil)),
+            // A passkey-confirmed form's evidence record: the answer carries its id, archive state, log index and the record.
+            try Sample(
+                ConfirmedResponse(
+                    formHash: Array(repeating: 5, count: 32), key: nil, passkey: Self.confirmedPasskey, formats: nil,
+                    evidence: EvidenceFields(id: evidence.id, archived: false, envelope: evidence.envelope, logIndex: 7), nextChallenge: nil)
+            ),
         ]
     }
 
