@@ -523,6 +523,7 @@ let package = Package(
                 "AppAttestSimulator", "FormAttestTestSupport", "RFC3339", "TransparencyLog", "WebAuthn",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -201,7 +201,9 @@ struct EvidenceVerify: AsyncParsableCommand {
             do { logVerifier = try NoteVerifier(keyString: logKey) } catch { throw UsageError("--log-key: \(error.reason)") }
         }
         let registrations = try self.registrationResolver()
-        let expectations = SignedEvidence.Expectations(appIDs: self.appIDs.isEmpty ? nil : self.appIDs, environments: self.environment.environments)
+        // `any` expects nothing of the environment (a record of a passkey alone names none).
+        let expectations = SignedEvidence.Expectations(
+            appIDs: self.appIDs.isEmpty ? nil : self.appIDs, environments: self.environment == .any ? nil : self.environment.environments)
         let clientData: SignedEvidence.ClientData = self.opaqueClientData ? .opaque : .form
         var report: EvidenceReport
         do {
