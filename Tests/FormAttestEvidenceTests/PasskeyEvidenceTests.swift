@@ -12,6 +12,7 @@ import FormAttestTestSupport
 import Foundation
 import RFC3339
 import Testing
+import TransparencyLog
 import WebAuthn
 
 /// Version-3 records: a form confirmed with a passkey, alone or beside an App Attest assertion.
@@ -290,6 +291,36 @@ struct PasskeyEvidenceTests {
         try await refused(withoutPasskey, "version 3 without its passkey")
         // The unchanged payload, signed the same way, verifies.
         #expect(try await self.base.verify(try self.base.resigned(envelope, payload: payload.canonicalBytes)).record == record)
+    }
+
+    @Test("version-3 records in evidence bundles: a passkey alone verifies with no registration, both factors with the key's; a registration beside a passkey alone is refused")
+    func bundles() async throws {
+        let logs = EvidenceBundleTests()
+        let logKey = try NoteVerifier(keyString: logs.logSigner.verifierKey)
+        func verify(_ record: EvidenceRecord, registration: [UInt8]?) async throws(EvidenceError) -> EvidenceBundle.Verified {
+            let payload = record.json.canonicalBytes
+            do {
+                let log = try logs.log(with: payload)
+                let envelope = try SignedEvidence.sign(record, with: self.base.serverKey).bytes
+                return try await EvidenceBundle(
+                    checkpoint: log.checkpoint, index: 2, inclusionProof: try log.proof(2), record: .envelope(envelope), registration: registration
+                ).verify(
+                    logKey: logKey, signers: self.base.signers, trustAnchors: self.base.anchors,
+                    receiptTrustAnchors: [self.base.authority.receiptAuthority.rootCertificate])
+            } catch let error as EvidenceError {
+                throw error
+            } catch {
+                throw EvidenceError(code: .malformedBundle, reason: "the test's log: \(error)")
+            }
+        }
+        let alone = try self.passkeyRecord()
+        #expect(try await verify(alone, registration: nil).evidence.record == alone)
+        var both = try self.bothRecord()
+        both.format = .referencingRegistration
+        let registration = KeyRegistration(of: both).bytes
+        #expect(try await verify(both, registration: registration).evidence.record == both)
+        await #expect(throws: EvidenceError(code: .registrationMissing, reason: "")) { _ = try await verify(both, registration: nil) }
+        await #expect(throws: EvidenceError(code: .malformedBundle, reason: "")) { _ = try await verify(alone, registration: registration) }
     }
 
     @Test("a passkey record states no app id or environment: a verifier that expects one refuses it")
