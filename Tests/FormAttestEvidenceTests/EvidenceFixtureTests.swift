@@ -56,9 +56,11 @@ struct EvidenceFixtureTests {
     @Test("the kept records validate against schemas/evidence-record.schema.json (jsonschema), and each one-change violation does not")
     func schema() async throws {
         let interop = try PythonCheck(venv: ".venv-interop", overrideVariable: "FORMATTEST_INTEROP_PYTHON")
-        let check = try await interop.run("e2e/interop/evidence_schema.py", ["schemas/evidence-record.schema.json", Self.directory.path].map {
-            $0.hasPrefix("/") ? $0 : repositoryDirectory.appendingPathComponent($0).path
-        })
+        let check = try await interop.run(
+            "e2e/interop/evidence_schema.py",
+            ["schemas/evidence-record.schema.json", Self.directory.path].map {
+                $0.hasPrefix("/") ? $0 : repositoryDirectory.appendingPathComponent($0).path
+            })
         #expect(check.status == 0, "\(check.output)")
         #expect(check.output.contains("17 passed, 0 failed"), "\(check.output)")
     }

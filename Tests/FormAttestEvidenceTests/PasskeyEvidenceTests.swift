@@ -11,9 +11,11 @@ import FormAttestForm
 import FormAttestTestSupport
 import Foundation
 import RFC3339
+import SwiftASN1
 import Testing
 import TransparencyLog
 import WebAuthn
+import X509
 
 /// Version-3 records: a form confirmed with a passkey, alone or beside an App Attest assertion.
 /// The passkey is the software authenticator the flows' and the service's tests use; each negative
@@ -181,6 +183,70 @@ struct PasskeyEvidenceTests {
         }
     }
 
+    /// A certificate for `key`, valid over `validity`, issued by `issuer` (itself when nil).
+    static func certificate(
+        for key: P256.Signing.PublicKey, name: String, issuer: (key: P256.Signing.PrivateKey, name: DistinguishedName), authority: Bool,
+        validity: ClosedRange<Date>
+    ) throws -> Certificate {
+        try Certificate(
+            version: .v3, serialNumber: .init(), publicKey: .init(key), notValidBefore: validity.lowerBound, notValidAfter: validity.upperBound,
+            issuer: issuer.name, subject: try DistinguishedName { CommonName(name) }, signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(authority ? BasicConstraints.isCertificateAuthority(maxPathLength: nil) : BasicConstraints.notCertificateAuthority)
+            },
+            issuerPrivateKey: .init(issuer.key))
+    }
+
+    @Test(
+        "the registration's chain (fido-u2f): anchored to a passkey root given, refused when it reaches none given, verified but not anchored without one, at its recorded time"
+    )
+    func attestationChain() async throws {
+        // Times from the real now: the certificates are valid from two hours before it.
+        let validity = self.now.addingTimeInterval(-7200)...self.now.addingTimeInterval(86_400)
+        let rootKey = P256.Signing.PrivateKey()
+        let rootName = try DistinguishedName { CommonName("Passkey vendor test root") }
+        let root = try Self.certificate(
+            for: rootKey.publicKey, name: "Passkey vendor test root", issuer: (rootKey, rootName), authority: true, validity: validity)
+        let attestationKey = P256.Signing.PrivateKey()
+        let leaf = try Self.certificate(
+            for: attestationKey.publicKey, name: "Passkey vendor test authenticator", issuer: (rootKey, rootName), authority: false,
+            validity: validity)
+        var serializer = DER.Serializer()
+        try serializer.serialize(leaf)
+        var device = PasskeyDevice()
+        device.u2fAttestation = (attestationKey, serializer.serializedBytes)
+        let record = try self.passkeyRecord(device: device)
+        let signed = try SignedEvidence.sign(record, with: self.base.serverKey)
+        func verify(_ bytes: [UInt8], anchors: [Certificate]) async throws(EvidenceError) -> SignedEvidence.Verified {
+            try await SignedEvidence.verify(bytes, signers: self.base.signers, trustAnchors: [], passkeyTrustAnchors: anchors)
+        }
+        #expect(try await verify(signed.bytes, anchors: [root]).passkeyAttestationAnchored == true)
+        #expect(try await verify(signed.bytes, anchors: []).passkeyAttestationAnchored == false)
+        let otherKey = P256.Signing.PrivateKey()
+        let otherName = try DistinguishedName { CommonName("Another vendor root") }
+        let other = try Self.certificate(
+            for: otherKey.publicKey, name: "Another vendor root", issuer: (otherKey, otherName), authority: true, validity: validity)
+        do {
+            _ = try await verify(signed.bytes, anchors: [other])
+            Issue.record("accepted with a root the chain does not reach")
+        } catch {
+            #expect(
+                error.code == .passkeyRegistrationInvalid && error.verifierCode == WebAuthnError.Code.certificateChainInvalid.identifier, "\(error)")
+        }
+        // The chain is checked at the registration's recorded time: three hours before now, the
+        // certificates were not yet valid.
+        var early = record
+        early.passkey!.registration.verifiedAt = self.now.addingTimeInterval(-3 * 3600)
+        let earlyBytes = try SignedEvidence.sign(early, with: self.base.serverKey).bytes
+        do {
+            _ = try await verify(earlyBytes, anchors: [root])
+            Issue.record("accepted at a time before its certificates")
+        } catch {
+            #expect(
+                error.code == .passkeyRegistrationInvalid && error.verifierCode == WebAuthnError.Code.certificateNotYetValid.identifier, "\(error)")
+        }
+    }
+
     // MARK: - The assertion
 
     @Test("the form's assertion is checked again: the form's hash, the registered credential and key, the user handle, the signature")
@@ -293,7 +359,9 @@ struct PasskeyEvidenceTests {
         #expect(try await self.base.verify(try self.base.resigned(envelope, payload: payload.canonicalBytes)).record == record)
     }
 
-    @Test("version-3 records in evidence bundles: a passkey alone verifies with no registration, both factors with the key's; a registration beside a passkey alone is refused")
+    @Test(
+        "version-3 records in evidence bundles: a passkey alone verifies with no registration, both factors with the key's; a registration beside a passkey alone is refused"
+    )
     func bundles() async throws {
         let logs = EvidenceBundleTests()
         let logKey = try NoteVerifier(keyString: logs.logSigner.verifierKey)
