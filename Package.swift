@@ -232,6 +232,7 @@ let package = Package(
                 "FormAttestForm",
                 "FormAttestTokens",
                 "TransparencyLog",
+                "WebAuthn",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -519,9 +520,10 @@ let package = Package(
             name: "FormAttestEvidenceTests",
             dependencies: [
                 "FormAttestEvidence", "FormAttestFlows", "FormAttestTokens", "FormAttestForm", "CanonicalJSON", "AppAttest",
-                "AppAttestSimulator", "FormAttestTestSupport", "RFC3339", "TransparencyLog",
+                "AppAttestSimulator", "FormAttestTestSupport", "RFC3339", "TransparencyLog", "WebAuthn",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -530,7 +532,7 @@ let package = Package(
             dependencies: [
                 "FormAttestServer", "FormAttestFlows", "FormAttestTokens", "FormAttestForm", "CanonicalJSON", "AppAttest",
                 "AppAttestSimulator", "FormAttestTestSupport", "RFC3339", "FormAttestEvidence", "FormAttestResponses",
-                "FormAttestDevSimulator", "WebAuthn",
+                "FormAttestDevSimulator", "WebAuthn", "TransparencyLog",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

@@ -128,7 +128,8 @@ public struct EvidenceBundle: Sendable, Hashable {
     /// Verifies the bundle offline: the checkpoint's signature by the log's key (and that it
     /// names that log), the record's inclusion in the checkpoint's tree, the server's signature
     /// when the envelope is there, then everything ``SignedEvidence/verify(_:signers:trustAnchors:receiptTrustAnchors:clientData:expecting:)``
-    /// checks of the record itself.
+    /// checks of the record itself (a record with a passkey: its registration's chain to
+    /// `passkeyTrustAnchors`, when given).
     /// - Throws: ``EvidenceError`` naming the first step that failed.
     public func verify(
         logKey: NoteVerifier,
@@ -136,7 +137,8 @@ public struct EvidenceBundle: Sendable, Hashable {
         trustAnchors: [Certificate] = AppAttestPolicy.appleTrustAnchors,
         receiptTrustAnchors: [Certificate] = AppAttestPolicy.appleReceiptTrustAnchors,
         clientData: SignedEvidence.ClientData = .form,
-        expecting expectations: SignedEvidence.Expectations = SignedEvidence.Expectations()
+        expecting expectations: SignedEvidence.Expectations = SignedEvidence.Expectations(),
+        passkeyTrustAnchors: [Certificate] = []
     ) async throws(EvidenceError) -> Verified {
         let checkpoint: Checkpoint
         do {
@@ -176,7 +178,7 @@ public struct EvidenceBundle: Sendable, Hashable {
         }
         let evidence = try await SignedEvidence.verifyRecord(
             payload: payload, signer: signer, trustAnchors: trustAnchors, receiptTrustAnchors: receiptTrustAnchors, clientData: clientData,
-            expecting: expectations, registrations: registrations)
+            expecting: expectations, registrations: registrations, passkeyTrustAnchors: passkeyTrustAnchors)
         let serverSigned = if case .envelope = self.record { true } else { false }
         return Verified(evidence: evidence, checkpoint: checkpoint, index: self.index, serverSigned: serverSigned)
     }

@@ -8,7 +8,7 @@
 public struct EvidenceError: Error, Sendable, Hashable, CustomStringConvertible {
     /// What failed, in the order ``SignedEvidence/verify(_:signers:trustAnchors:receiptTrustAnchors:clientData:expecting:)`` checks.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
-        fileprivate enum Backing: String, Hashable, Sendable {
+        fileprivate enum Backing: String, Hashable, Sendable, CaseIterable {
             case malformedEnvelope = "evidence_malformed_envelope"
             case unknownSigner = "evidence_unknown_signer"
             case serverSignatureInvalid = "evidence_server_signature_invalid"
@@ -23,10 +23,17 @@ public struct EvidenceError: Error, Sendable, Hashable, CustomStringConvertible 
             case notInLog = "evidence_not_in_log"
             case registrationMissing = "evidence_registration_missing"
             case registrationMismatch = "evidence_registration_mismatch"
+            case passkeyRegistrationInvalid = "evidence_passkey_registration_invalid"
+            case passkeyAssertionInvalid = "evidence_passkey_assertion_invalid"
+            case passkeyClaimMismatch = "evidence_passkey_claim_mismatch"
         }
 
         fileprivate let backing: Backing
         fileprivate init(_ backing: Backing) { self.backing = backing }
+
+        /// Every code, in the order the checks run (docs/errors.md lists them from here:
+        /// `formattest docs evidence-errors`).
+        public static var allCases: [Code] { Backing.allCases.map(Code.init) }
 
         /// The stable `snake_case` identifier.
         public var identifier: String { self.backing.rawValue }
@@ -65,6 +72,46 @@ public struct EvidenceError: Error, Sendable, Hashable, CustomStringConvertible 
         /// or another key's), is not a registration document, or names another key, app id or
         /// environment than the record.
         public static let registrationMismatch = Code(.registrationMismatch)
+        /// A version-3 record's passkey registration does not verify (W3C WebAuthn §7.1) at its
+        /// recorded time under the record's passkey policy (``EvidenceError/verifierCode`` says which step).
+        public static let passkeyRegistrationInvalid = Code(.passkeyRegistrationInvalid)
+        /// A version-3 record's passkey assertion does not verify (§7.2) over the form's hash with
+        /// the registered credential's key, for its credential and user, at the recorded previous
+        /// sign count (``EvidenceError/verifierCode`` says which step).
+        public static let passkeyAssertionInvalid = Code(.passkeyAssertionInvalid)
+        /// What a version-3 record claims of its passkey assertion (UV, BE, BS) is not what its
+        /// signed authenticator data says, or the policy it records required user verification and
+        /// the assertion has none. (Its `amr` must be what these claims make, or the record is
+        /// malformed.)
+        public static let passkeyClaimMismatch = Code(.passkeyClaimMismatch)
+
+        /// One sentence on what failed, for docs/errors.md.
+        public var summary: String {
+            switch self.backing {
+            case .malformedEnvelope: "the file is not a JWS in flattened JSON serialization with an ES256 protected header"
+            case .unknownSigner: "the header's kid names no key of the JWKS given (or the JWKS is not one)"
+            case .serverSignatureInvalid: "the server's signature does not verify: a byte of the record or its header changed"
+            case .malformedRecord: "the payload is not a canonical record of version 1, 2 or 3 (every member with its type, no other)"
+            case .policyMismatch: "the record's app id, environment, anchors or times are outside its own policy or the verifier's expectations"
+            case .formInvalid:
+                "the form is not canonical, not for the record's user, outside the policy's window, or lacks a session or challenge the policy required"
+            case .keyAttestationInvalid: "the App Attest key's attestation does not verify at its recorded time"
+            case .formNotSigned: "the App Attest key's attestation or assertion does not sign SHA-256 of the form"
+            case .counterMismatch:
+                "a signed counter (App Attest) or sign count (passkey) is not the recorded one, or the recorded previous sign count is below the registration's"
+            case .malformedBundle: "the file is not an evidence bundle of this version"
+            case .checkpointInvalid: "the bundle's checkpoint is not signed by the log's key, or names another log"
+            case .notInLog: "the bundle's inclusion proof does not lead from the record to the checkpoint's root"
+            case .registrationMissing: "a version-2 record's key registration was not given or is not where it should be"
+            case .registrationMismatch:
+                "the key registration given does not hash to the record's reference, is not a registration, or names another key"
+            case .passkeyRegistrationInvalid:
+                "the passkey's registration does not verify (WebAuthn §7.1) at its recorded time under the record's passkey policy"
+            case .passkeyAssertionInvalid:
+                "the passkey's assertion does not verify (WebAuthn §7.2) over the form's hash with the registered key, credential and user, at the recorded previous sign count"
+            case .passkeyClaimMismatch: "the record's UV, BE or BS claims differ from the signed flags, or its policy required UV and the flag is off"
+            }
+        }
     }
 
     public let code: Code

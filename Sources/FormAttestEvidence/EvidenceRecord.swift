@@ -28,6 +28,10 @@ public struct EvidenceRecord: Sendable, Hashable {
         case assertion
         /// A pooled key: its attestation was made over a pool challenge, an assertion signed the form.
         case pooled
+        /// A passkey alone signed the form (version 3): no App Attest key, so ``keyID``,
+        /// ``appID``, ``environment``, ``counter``, ``keyAttestation`` and ``assertion`` are unused
+        /// and not written.
+        case passkey
     }
 
     /// The attestation that registered the key.
@@ -80,9 +84,14 @@ public struct EvidenceRecord: Sendable, Hashable {
         }
     }
 
-    /// The format's first version, which ``Format/selfContained`` writes; a reader takes it and
-    /// ``Format/referencingRegistration`` (version 2) and refuses any other.
+    /// The format's first version, which ``Format/selfContained`` writes; a reader takes it,
+    /// ``Format/referencingRegistration`` (version 2) and a record with a passkey (version 3), and
+    /// refuses any other.
     public static let version = 1
+    /// The version of a record with a ``passkey``: the App Attest members are present when an App
+    /// Attest key signed too (``Kind/assertion``, its attestation carried or referenced as
+    /// ``format`` says) and absent for ``Kind/passkey``; `amr` and `passkey` are added.
+    public static let passkeyVersion = 3
 
     /// How a record carries its key's attestation.
     public enum Format: Int, Sendable, Hashable, CaseIterable {
@@ -110,13 +119,17 @@ public struct EvidenceRecord: Sendable, Hashable {
     /// The assertion that signed the form (``Kind/assertion`` and ``Kind/pooled``).
     public var assertion: [UInt8]?
     public var policy: Policy
-    /// How the record is written (its `version`): the attestation above is in memory either way.
+    /// How the record carries the App Attest key's attestation (version 1 or 2; a version-3
+    /// record carries `keyAttestation` or `keyRegistration` the same way): the attestation above
+    /// is in memory either way.
     public var format: Format
+    /// The passkey that signed the form, when one did (the record is then version 3).
+    public var passkey: PasskeyEvidence?
 
     public init(
         kind: Kind, verifiedAt: Date, username: String, form: [UInt8], keyID: [UInt8], appID: String,
         environment: AppAttestEnvironment, counter: UInt32, keyAttestation: KeyAttestationEvidence, assertion: [UInt8]?, policy: Policy,
-        format: Format = .selfContained
+        format: Format = .selfContained, passkey: PasskeyEvidence? = nil
     ) {
         self.kind = kind
         self.verifiedAt = Self.recordable(verifiedAt)
@@ -130,6 +143,26 @@ public struct EvidenceRecord: Sendable, Hashable {
         self.assertion = assertion
         self.policy = policy
         self.format = format
+        self.passkey = passkey
+    }
+
+    /// A form signed by a passkey alone (``Kind/passkey``, version 3).
+    public init(passkeyOnly passkey: PasskeyEvidence, verifiedAt: Date, username: String, form: [UInt8], policy: Policy) {
+        self.init(
+            kind: .passkey, verifiedAt: verifiedAt, username: username, form: form, keyID: [], appID: "", environment: .production, counter: 0,
+            keyAttestation: KeyAttestationEvidence(object: [], clientDataHash: [], verifiedAt: Date(timeIntervalSince1970: 0)), assertion: nil,
+            policy: policy, passkey: passkey)
+    }
+
+    /// Whether an App Attest key signed the form (every kind but ``Kind/passkey``).
+    public var signedByAppAttest: Bool { self.kind != .passkey }
+
+    /// The `version` the record is written with.
+    public var version: Int { self.passkey == nil ? self.format.rawValue : Self.passkeyVersion }
+
+    /// The RFC 8176 `amr` of the record's factors, as its `amr` member states them (version 3).
+    public var methodReferences: [String] {
+        MethodReferences.of(appAttest: self.signedByAppAttest, passkey: self.passkey?.assertion)
     }
 
     /// SHA-256 of ``form``: the clientDataHash the device signed.
@@ -153,17 +186,26 @@ public struct EvidenceRecord: Sendable, Hashable {
             }
         var members: [(name: String, value: JSONValue)] = [
             ("type", text(Self.type)),
-            ("version", .number(Double(self.format.rawValue))),
+            ("version", .number(Double(self.version))),
             ("kind", text(self.kind.rawValue)),
             ("verifiedAt", text(RFC3339UTC.format(self.verifiedAt))),
             ("username", text(self.username)),
             ("form", binary(self.form)),
             ("formHash", binary(self.formHash)),
-            ("keyId", binary(self.keyID)),
-            ("appId", text(self.appID)),
-            ("environment", text(self.environment.rawValue)),
-            ("counter", .number(Double(self.counter))),
-            attestation,
+        ]
+        if self.signedByAppAttest {
+            members += [
+                ("keyId", binary(self.keyID)),
+                ("appId", text(self.appID)),
+                ("environment", text(self.environment.rawValue)),
+                ("counter", .number(Double(self.counter))),
+                attestation,
+            ]
+        }
+        if let passkey = self.passkey {
+            members += [("amr", .array(self.methodReferences.map(text))), ("passkey", passkey.json)]
+        }
+        members.append(
             (
                 "policy",
                 .object(
@@ -177,8 +219,7 @@ public struct EvidenceRecord: Sendable, Hashable {
                         ("sessionBound", .bool(self.policy.sessionBound)),
                     ])
                 )
-            ),
-        ]
+            ))
         if let assertion = self.assertion { members.append(("assertion", binary(assertion))) }
         return .object(JSONObject(constantMembers: members))
     }
@@ -201,33 +242,54 @@ public struct EvidenceRecord: Sendable, Hashable {
     public init(json: JSONValue, registrations: RegistrationResolver? = nil) throws(EvidenceError) {
         var reader = try MemberReader(json, path: "record")
         guard try reader.string("type") == Self.type else { throw .malformed("record.type is not \(Self.type)") }
-        guard let format = Format(rawValue: try reader.integer("version", maximum: 1_000)) else {
-            throw .malformed("record.version is not 1 or 2")
+        let version = try reader.integer("version", maximum: 1_000)
+        guard Format(rawValue: version) != nil || version == Self.passkeyVersion else {
+            throw .malformed("record.version is not 1, 2 or 3")
         }
-        self.format = format
         guard let kind = Kind(rawValue: try reader.string("kind")) else { throw .malformed("record.kind is unknown") }
         self.kind = kind
+        // Version 3 is a record with a passkey: an App Attest assertion beside it, or none.
+        if version == Self.passkeyVersion {
+            guard kind == .assertion || kind == .passkey else { throw .malformed("a version-3 record's kind is assertion or passkey") }
+        } else if kind == .passkey {
+            throw .malformed("a record of kind passkey is version 3")
+        }
         self.verifiedAt = try reader.time("verifiedAt")
         self.username = try reader.string("username")
         self.form = try reader.binary("form")
         let formHash = try reader.binary("formHash")
-        self.keyID = try reader.binary("keyId")
-        self.appID = try reader.string("appId")
-        guard let environment = AppAttestEnvironment(rawValue: try reader.string("environment")) else {
-            throw .malformed("record.environment is unknown")
-        }
-        self.environment = environment
-        self.counter = UInt32(try reader.integer("counter", maximum: Int(UInt32.max)))
         var registrationID: [UInt8]?
-        switch format {
-        case .selfContained:
-            self.keyAttestation = try KeyAttestationEvidence(json: try reader.member("keyAttestation"), path: "record.keyAttestation")
-        case .referencingRegistration:
-            let id = try reader.binary("keyRegistration")
-            guard id.count == KeyRegistration.idLength else { throw .malformed("record.keyRegistration is not a SHA-256 digest") }
-            registrationID = id
-            // Filled from the registration below, once the record itself has been read.
-            self.keyAttestation = KeyAttestationEvidence(object: [], clientDataHash: [], verifiedAt: Date(timeIntervalSince1970: 0))
+        // Filled below for a record signed by an App Attest key (from its registration, for one
+        // that references it); a passkey alone leaves them unused.
+        self.keyAttestation = KeyAttestationEvidence(object: [], clientDataHash: [], verifiedAt: Date(timeIntervalSince1970: 0))
+        self.format = .selfContained
+        (self.keyID, self.appID, self.environment, self.counter) = ([], "", .production, 0)
+        if kind != .passkey {
+            self.keyID = try reader.binary("keyId")
+            self.appID = try reader.string("appId")
+            guard let environment = AppAttestEnvironment(rawValue: try reader.string("environment")) else {
+                throw .malformed("record.environment is unknown")
+            }
+            self.environment = environment
+            self.counter = UInt32(try reader.integer("counter", maximum: Int(UInt32.max)))
+            // Versions 1 and 2 say how the attestation is carried; version 3 carries it either way.
+            switch (version, json["keyAttestation"], json["keyRegistration"]) {
+            case (Format.selfContained.rawValue, _, _), (Self.passkeyVersion, .some, nil):
+                self.keyAttestation = try KeyAttestationEvidence(json: try reader.member("keyAttestation"), path: "record.keyAttestation")
+            case (Format.referencingRegistration.rawValue, _, _), (Self.passkeyVersion, nil, .some):
+                let id = try reader.binary("keyRegistration")
+                guard id.count == KeyRegistration.idLength else { throw .malformed("record.keyRegistration is not a SHA-256 digest") }
+                registrationID = id
+                self.format = .referencingRegistration
+            default:
+                throw .malformed("a version-3 record signed by an App Attest key carries exactly one of keyAttestation and keyRegistration")
+            }
+        }
+        var passkeyMethods: JSONValue?
+        self.passkey = nil
+        if version == Self.passkeyVersion {
+            passkeyMethods = try reader.member("amr")
+            self.passkey = try PasskeyEvidence(json: try reader.member("passkey"), path: "record.passkey")
         }
         var policy = try MemberReader(try reader.member("policy"), path: "record.policy")
         let environments = try policy.strings("environments").map { name throws(EvidenceError) -> AppAttestEnvironment in
@@ -246,11 +308,15 @@ public struct EvidenceRecord: Sendable, Hashable {
             sessionBound: try policy.bool("sessionBound")
         )
         try policy.finish()
-        self.assertion = try reader.optionalBinary("assertion")
+        self.assertion = kind == .passkey ? nil : try reader.optionalBinary("assertion")
         try reader.finish()
         guard formHash == self.formHash else { throw .malformed("record.formHash is not SHA-256 of record.form") }
-        guard (kind == .attestation) == (self.assertion == nil) else {
+        guard (kind == .attestation || kind == .passkey) == (self.assertion == nil) else {
             throw .malformed(kind == .attestation ? "an attestation record carries no assertion" : "record.assertion is missing")
+        }
+        // `amr` states the factors' facts: it must be what the record's claims make of them.
+        if let passkeyMethods, passkeyMethods != .array(self.methodReferences.map { .string(JSONString($0)) }) {
+            throw .malformed("record.amr is not \(self.methodReferences), what the record's factors and passkey flags state")
         }
         if let registrationID {
             self.keyAttestation = try KeyRegistration.resolve(registrationID, with: registrations, for: self).attestation
@@ -265,18 +331,22 @@ public struct EvidenceRecord: Sendable, Hashable {
     public static func registrationID(inPayload payload: [UInt8]) throws(EvidenceError) -> [UInt8]? {
         let json: JSONValue
         do {
-            json = try CanonicalJSON.parse(payload, limits: CanonicalJSON.Limits(maximumSize: SignedEvidence.maximumSize, maximumDepth: 4))
+            json = try CanonicalJSON.parse(
+                payload, limits: CanonicalJSON.Limits(maximumSize: SignedEvidence.maximumSize, maximumDepth: SignedEvidence.maximumRecordDepth))
         } catch {
             throw .malformed("the payload is not JSON: \(error)")
         }
         switch json["version"] {
         case .number(1): return nil
-        case .number(2):
+        // A version-3 record references its App Attest key's registration, or carries it, or has
+        // no App Attest key (its passkey's registration is always in the record).
+        case .number(3) where json["keyRegistration"] == nil: return nil
+        case .number(2), .number(3):
             guard let text = json["keyRegistration"]?.stringValue, let id = StrictBase64URL.decode(text), id.count == KeyRegistration.idLength else {
                 throw .malformed("record.keyRegistration is not a canonical base64url SHA-256 digest")
             }
             return id
-        default: throw .malformed("record.version is not 1 or 2")
+        default: throw .malformed("record.version is not 1, 2 or 3")
         }
     }
 }
@@ -362,6 +432,19 @@ struct MemberReader {
             strings.append(string)
         }
         return strings
+    }
+
+    /// An array of integers from -2^53 to 2^53 (COSE algorithm identifiers are negative).
+    mutating func integers(_ name: String) throws(EvidenceError) -> [Int64] {
+        guard case .array(let values) = try self.member(name) else { throw .malformed("\(self.path).\(name) is not an array") }
+        var integers: [Int64] = []
+        for value in values {
+            guard case .number(let number) = value, abs(number) <= 9_007_199_254_740_992, number.rounded(.towardZero) == number else {
+                throw .malformed("\(self.path).\(name) holds a value that is not an integer")
+            }
+            integers.append(Int64(number))
+        }
+        return integers
     }
 
     mutating func binaries(_ name: String) throws(EvidenceError) -> [[UInt8]] {

@@ -9,6 +9,7 @@ public import Crypto
 import FormAttestForm
 import FormAttestTokens
 import Foundation
+import WebAuthn
 public import X509
 
 /// An ``EvidenceRecord`` signed by the server: a JWS (RFC 7515) in flattened JSON serialization,
@@ -22,6 +23,8 @@ public enum SignedEvidence {
     public static let type = "formattest-evidence+json"
     /// The largest envelope read (a record is about 7 KiB: the attestation object is most of it).
     public static let maximumSize = 1 << 20
+    /// The deepest a record nests (version 3: record, passkey, policy, origins).
+    static let maximumRecordDepth = 5
 
     /// A record with its server signature.
     public struct Signed: Sendable {
@@ -67,6 +70,10 @@ public enum SignedEvidence {
         public var signer: String
         /// Whether the client data was checked as a form (``ClientData/form``).
         public var formChecked: Bool
+        /// For a record with a passkey: whether its registration's attestation chain reached one
+        /// of the passkey trust anchors given; nil without a passkey, or for a format without
+        /// certificates (`none`, packed self attestation).
+        public var passkeyAttestationAnchored: Bool? = nil
     }
 
     /// Signs a record with the server's current key.
@@ -130,6 +137,10 @@ public enum SignedEvidence {
     ///     own policy is the server's statement; these are the verifier's.
     ///   - registrations: where a version-2 record's key registration is found (its bytes are
     ///     checked against the record's reference); unused for version 1.
+    ///   - passkeyTrustAnchors: roots for a passkey registration's attestation chain (vendor roots
+    ///     such as Apple's WebAuthn root or Yubico's). With none, the statement's signatures are
+    ///     still checked and ``Verified/passkeyAttestationAnchored`` says it is not anchored; with
+    ///     some, a chain that reaches none of them is refused.
     /// - Throws: ``EvidenceError`` naming the first step that failed.
     public static func verify(
         _ envelope: some Collection<UInt8>,
@@ -138,25 +149,32 @@ public enum SignedEvidence {
         receiptTrustAnchors: [Certificate] = AppAttestPolicy.appleReceiptTrustAnchors,
         clientData: ClientData = .form,
         expecting expectations: Expectations = Expectations(),
-        registrations: EvidenceRecord.RegistrationResolver? = nil
+        registrations: EvidenceRecord.RegistrationResolver? = nil,
+        passkeyTrustAnchors: [Certificate] = []
     ) async throws(EvidenceError) -> Verified {
         let (payload, signer) = try Self.checkServerSignature(envelope, signers: signers)
         return try await Self.verifyRecord(
             payload: payload, signer: signer, trustAnchors: trustAnchors, receiptTrustAnchors: receiptTrustAnchors, clientData: clientData,
-            expecting: expectations, registrations: registrations)
+            expecting: expectations, registrations: registrations, passkeyTrustAnchors: passkeyTrustAnchors)
     }
 
     /// The steps after the server's signature (or, for a logged record, after the log's
     /// checkpoint): the record, its policy, the form and the device's signatures.
     static func verifyRecord(
         payload: [UInt8], signer: String, trustAnchors: [Certificate], receiptTrustAnchors: [Certificate], clientData: ClientData,
-        expecting expectations: Expectations, registrations: EvidenceRecord.RegistrationResolver?
+        expecting expectations: Expectations, registrations: EvidenceRecord.RegistrationResolver?, passkeyTrustAnchors: [Certificate] = []
     ) async throws(EvidenceError) -> Verified {
         let record = try Self.record(payload: payload, registrations: registrations)
         let anchors = try Self.checkPolicy(record, trustAnchors: trustAnchors, expectations: expectations)
         if case .form = clientData { try Self.checkForm(record) }
-        try await Self.checkDeviceSignatures(record, anchors: anchors, receiptAnchors: receiptTrustAnchors)
-        return Verified(record: record, id: Self.id(ofPayload: payload), signer: signer, formChecked: clientData == .form)
+        if record.signedByAppAttest {
+            try await Self.checkDeviceSignatures(record, anchors: anchors, receiptAnchors: receiptTrustAnchors)
+        }
+        var verified = Verified(record: record, id: Self.id(ofPayload: payload), signer: signer, formChecked: clientData == .form)
+        if let passkey = record.passkey {
+            verified.passkeyAttestationAnchored = try await Self.checkPasskey(passkey, of: record, anchors: passkeyTrustAnchors)
+        }
+        return verified
     }
 
     // MARK: - Steps
@@ -196,7 +214,8 @@ public enum SignedEvidence {
     private static func record(payload: [UInt8], registrations: EvidenceRecord.RegistrationResolver?) throws(EvidenceError) -> EvidenceRecord {
         let json: JSONValue
         do {
-            json = try CanonicalJSON.parse(payload, limits: CanonicalJSON.Limits(maximumSize: Self.maximumSize, maximumDepth: 4, exactNumbers: true))
+            json = try CanonicalJSON.parse(
+                payload, limits: CanonicalJSON.Limits(maximumSize: Self.maximumSize, maximumDepth: Self.maximumRecordDepth, exactNumbers: true))
         } catch {
             throw .malformed("the payload is not JSON: \(error)")
         }
@@ -209,6 +228,13 @@ public enum SignedEvidence {
         -> [Certificate]
     {
         func mismatch(_ reason: String) -> EvidenceError { EvidenceError(code: .policyMismatch, reason: reason) }
+        guard record.signedByAppAttest else {
+            // A passkey alone: no app id or environment to expect, and no App Attest anchor used.
+            if expectations.appIDs != nil || expectations.environments != nil {
+                throw mismatch("a passkey alone signed the form: the record names no app id or environment, and the verifier expects one")
+            }
+            return []
+        }
         if let appIDs = expectations.appIDs, !appIDs.contains(record.appID) {
             throw mismatch("the app id \(record.appID) is not one the verifier expects")
         }
@@ -300,5 +326,74 @@ public enum SignedEvidence {
         guard verified.counter == record.counter else {
             throw EvidenceError(code: .counterMismatch, reason: "the assertion's counter is \(verified.counter), the record says \(record.counter)")
         }
+    }
+
+    /// Re-runs the WebAuthn verifier on the record's passkey: its registration at its recorded
+    /// time under the recorded policy, then the assertion over the form's hash with the key the
+    /// registration attested, for the registered credential and user, at the recorded previous
+    /// sign count; then the record's claims against what the signed authenticator data says.
+    /// - Returns: whether the registration's chain reached one of `anchors` (nil: no certificate).
+    private static func checkPasskey(_ passkey: PasskeyEvidence, of record: EvidenceRecord, anchors: [Certificate]) async throws(EvidenceError)
+        -> Bool?
+    {
+        guard passkey.registration.verifiedAt <= record.verifiedAt else {
+            throw EvidenceError(code: .policyMismatch, reason: "the passkey's registration was verified after the form was accepted")
+        }
+        let verifier: WebAuthnVerifier
+        do {
+            verifier = try WebAuthnVerifier(policy: passkey.policy.verifierPolicy(anchors: anchors))
+        } catch {
+            throw .malformed("record.passkey.policy makes no verifier policy: \(error.reason)")
+        }
+        let registration: VerifiedRegistration
+        do {
+            registration = try await verifier.verifyRegistration(
+                RegistrationResponse(
+                    rawID: passkey.credentialID, clientDataJSON: passkey.registration.clientDataJSON,
+                    attestationObject: passkey.registration.attestationObject),
+                challenge: passkey.registration.challenge, at: passkey.registration.verifiedAt)
+        } catch {
+            throw EvidenceError(
+                code: .passkeyRegistrationInvalid, reason: "the passkey's registration does not verify: \(error)", verifierCode: error.code.identifier
+            )
+        }
+        guard passkey.assertion.previousSignCount >= registration.signCount else {
+            throw EvidenceError(
+                code: .counterMismatch,
+                reason:
+                    "the recorded previous sign count \(passkey.assertion.previousSignCount) is below the registration's \(registration.signCount)")
+        }
+        let assertion = passkey.assertion
+        let verified: VerifiedAuthentication
+        do {
+            verified = try verifier.verifyAuthentication(
+                AuthenticationResponse(
+                    rawID: assertion.credentialID, clientDataJSON: assertion.clientDataJSON, authenticatorData: assertion.authenticatorData,
+                    signature: assertion.signature, userHandle: assertion.userHandle),
+                publicKey: registration.publicKey, challenge: record.formHash, previousSignCount: assertion.previousSignCount,
+                credentialID: passkey.credentialID, userHandle: passkey.userHandle)
+        } catch {
+            throw EvidenceError(
+                code: .passkeyAssertionInvalid, reason: "the passkey's assertion does not sign the form's hash: \(error)",
+                verifierCode: error.code.identifier)
+        }
+        guard verified.signCount == assertion.signCount else {
+            throw EvidenceError(
+                code: .counterMismatch, reason: "the assertion's sign count is \(verified.signCount), the record says \(assertion.signCount)")
+        }
+        func claim(_ name: String, _ claimed: Bool, _ signed: Bool) throws(EvidenceError) {
+            guard claimed == signed else {
+                throw EvidenceError(
+                    code: .passkeyClaimMismatch, reason: "the record says \(name) \(claimed), the signed authenticator data's flag says \(signed)")
+            }
+        }
+        try claim("userVerified", assertion.userVerified, verified.userVerified)
+        try claim("backupEligible", assertion.backupEligible, verified.backupEligible)
+        try claim("backedUp", assertion.backedUp, verified.backedUp)
+        guard verified.userVerified || !passkey.policy.requireUserVerification else {
+            throw EvidenceError(
+                code: .passkeyClaimMismatch, reason: "the record's policy required user verification, and the assertion's UV flag is off")
+        }
+        return registration.attestationAnchored
     }
 }

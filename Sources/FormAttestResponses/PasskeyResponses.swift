@@ -123,23 +123,33 @@ public struct ConfirmedResponse: APIResponse, Hashable {
     public var passkey: Passkey?
     /// The server-signed JWS, when an App Attest assertion signed the form.
     public var formats: JSONValue?
+    /// The form's evidence record (version 3, with the passkey): its id, whether it was
+    /// archived, its leaf index in the evidence log, the signed record.
+    public var evidenceId: String?
+    public var evidenceArchived: Bool?
+    public var evidenceLogIndex: UInt64?
+    public var evidence: JSONValue?
     public var nextChallenge: ChallengeResponse?
 
     /// - Parameters:
     ///   - formHash: the form's clientDataHash.
     ///   - key: the App Attest key after the commit, when one signed.
     ///   - passkey: the passkey's assertion, when one signed.
-    public init(formHash: [UInt8], key: StoredKey?, passkey: Passkey?, formats: JSONValue?, nextChallenge: ChallengeResponse?) {
+    public init(
+        formHash: [UInt8], key: StoredKey?, passkey: Passkey?, formats: JSONValue?, evidence: EvidenceFields? = nil, nextChallenge: ChallengeResponse?
+    ) {
         self.formHash = Base64URL.encode(formHash)
         self.factors = (key == nil ? [] : ["app-attest"]) + (passkey == nil ? [] : ["passkey"])
         self.keyId = key.map { Base64URL.encode($0.keyID) }
         self.counter = key?.counter
         self.passkey = passkey
         self.formats = formats
+        (self.evidenceId, self.evidenceArchived, self.evidence) = (evidence?.id, evidence?.archived, evidence?.envelope)
+        self.evidenceLogIndex = evidence?.logIndex
         self.nextChallenge = nextChallenge
     }
 
-    public init(_ outcome: FormFlows.ConfirmOutcome, formats: JSONValue?) {
+    public init(_ outcome: FormFlows.ConfirmOutcome, formats: JSONValue?, evidence: EvidenceFields? = nil) {
         var passkey: Passkey?
         if let stored = outcome.passkey, let assertion = outcome.passkeyAssertion {
             passkey = Passkey(
@@ -148,12 +158,12 @@ public struct ConfirmedResponse: APIResponse, Hashable {
             )
         }
         self.init(
-            formHash: outcome.form.clientDataHash, key: outcome.key, passkey: passkey, formats: formats,
+            formHash: outcome.form.clientDataHash, key: outcome.key, passkey: passkey, formats: formats, evidence: evidence,
             nextChallenge: outcome.nextChallenge.map(ChallengeResponse.init))
     }
 
     enum CodingKeys: String, CodingKey {
-        case verified, formHash, factors, keyId, counter, passkey, formats
+        case verified, formHash, factors, keyId, counter, passkey, formats, evidenceId, evidenceArchived, evidenceLogIndex, evidence
         case nextChallenge = "next_challenge"
     }
 }

@@ -329,16 +329,7 @@ struct AppAttestController {
     /// policy and replay record as an App Attest assertion alone.
     private func confirm(_ body: RequestBody, request: Request, context: AppRequestContext) async throws -> Response {
         var confirmRequest = try body.decode(FormFlows.ConfirmRequest.init(body:))
-        // Evidence records do not carry passkeys yet: with evidence on, a form confirmed by a
-        // passkey would be accepted without its record. Fail closed until they do.
-        if self.evidence != nil {
-            throw APIError(
-                FlowError(
-                    code: .passkeysDisabled, category: .policy,
-                    reason: "this service records evidence, and evidence records do not carry passkeys yet: forms confirmed by a passkey are not accepted"
-                )
-            )
-        }
+        try self.checkLoggable(confirmRequest.form)
         confirmRequest.session = context.identity?.sessionID
         let now = self.now()
         try await self.checkStorage(context)
@@ -377,7 +368,16 @@ struct AppAttestController {
             }
             formats = try await self.formatter.formats([.jws], for: input)
         }
-        return try JSONResponse.make(ConfirmedResponse(result, formats: formats))
+        // The record of a form confirmed with a passkey (version 3): a passkey alone gets one too.
+        var evidenceFields: EvidenceFields?
+        if let evidence = self.evidence,
+            let record = evidence.record(
+                confirmed: result, appAttestAssertion: confirmRequest.appAttest?.assertion, passkeyPolicy: self.flows.webAuthn?.policy,
+                username: confirmRequest.username, sessionBound: confirmRequest.session != nil, now: now, logger: context.logger)
+        {
+            evidenceFields = await TraceStep.run("evidence write") { await evidence.answerFields(for: record, logger: context.logger) }
+        }
+        return try JSONResponse.make(ConfirmedResponse(result, formats: formats, evidence: evidenceFields))
     }
 
     /// A decoded view of an attestation object, an assertion or a receipt (``Inspection``, the

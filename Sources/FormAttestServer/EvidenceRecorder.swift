@@ -6,14 +6,15 @@
 import AppAttest
 import CanonicalJSON
 import Crypto
-import FormAttestForm
 public import FormAttestEvidence
 import FormAttestFlows
+import FormAttestForm
 import FormAttestResponses
 import Foundation
 import Logging
 import Metrics
 import NIOPosix
+import WebAuthn
 
 /// Where evidence records go (``ServerConfiguration/evidence``).
 ///
@@ -91,9 +92,12 @@ struct EvidenceRecorder: Sendable {
             // once per key before the record's leaf is appended. If it cannot be stored, the
             // record stays self-contained (version 1, larger) and is still logged and archived:
             // no record ever references a registration that is not on disk.
+            // A passkey alone has no App Attest key to register (its own registration is in the record).
             do {
-                try await log.storeRegistration(KeyRegistration(of: record).bytes)
-                record.format = .referencingRegistration
+                if record.signedByAppAttest {
+                    try await log.storeRegistration(KeyRegistration(of: record).bytes)
+                    record.format = .referencingRegistration
+                }
             } catch {
                 logger.error("key registration not stored: the record keeps the key's attestation", metadata: ["reason": "\(error)"])
                 Counter(label: "formattest_evidence_failures_total", dimensions: [("step", "registration")]).increment()
@@ -134,6 +138,56 @@ struct EvidenceRecorder: Sendable {
             fields.envelope = envelope
         }
         return fields
+    }
+}
+
+extension EvidenceRecorder {
+    /// The record of a form confirmed with a passkey (alone, or beside an App Attest assertion):
+    /// version 3, carrying the passkey's registration as the client sent it, the form's assertion
+    /// as received with the sign count it was checked against, and the relying-party policy in
+    /// force. Nil, logged and counted, when a part is missing (the flows refuse a passkey whose
+    /// registration was not kept while evidence is on, so this is a store that lost it since).
+    func record(
+        confirmed outcome: FormFlows.ConfirmOutcome, appAttestAssertion: [UInt8]?, passkeyPolicy: WebAuthnPolicy?, username: String,
+        sessionBound: Bool, now: Date, logger: Logger
+    ) -> EvidenceRecord? {
+        func missing(_ what: String) -> EvidenceRecord? {
+            logger.warning("no evidence record: \(what)", metadata: ["endpoint": "assert"])
+            Counter(label: "formattest_evidence_failures_total", dimensions: [("step", "passkey_evidence_missing")]).increment()
+            return nil
+        }
+        guard let stored = outcome.passkey, let verified = outcome.passkeyAssertion, let response = outcome.passkeyResponse,
+            let previousSignCount = outcome.passkeyPreviousSignCount, let passkeyPolicy
+        else { return missing("the confirmation carried no verified passkey assertion") }
+        guard let registration = stored.registration else { return missing("the passkey's registration was not kept") }
+        // The challenge the registration answered: its clientDataJSON, verified at registration,
+        // names it (the one-time challenge itself was consumed then).
+        guard let clientData = try? CollectedClientData(bytes: registration.clientDataJSON),
+            let challenge = WebAuthnBase64.decode(clientData.challenge)
+        else { return missing("the passkey's registration has no readable challenge") }
+        let passkey = PasskeyEvidence(
+            credentialID: stored.credentialID,
+            userHandle: stored.userHandle,
+            registration: PasskeyEvidence.Registration(
+                clientDataJSON: registration.clientDataJSON, attestationObject: registration.attestationObject, challenge: challenge,
+                verifiedAt: stored.createdAt),
+            assertion: PasskeyEvidence.Assertion(
+                credentialID: response.rawID, clientDataJSON: response.clientDataJSON, authenticatorData: response.authenticatorData,
+                signature: response.signature, userHandle: response.userHandle, previousSignCount: previousSignCount, signCount: verified.signCount,
+                userVerified: verified.userVerified, backupEligible: verified.backupEligible, backedUp: verified.backedUp),
+            policy: PasskeyEvidence.Policy(passkeyPolicy, requireUserVerification: outcome.requirement.userVerification)
+        )
+        let form = outcome.form.canonicalBytes
+        guard let key = outcome.key, let keyAssertion = outcome.assertion, let appAttestAssertion else {
+            return EvidenceRecord(
+                passkeyOnly: passkey, verifiedAt: now, username: username, form: form, policy: self.policy(sessionBound: sessionBound))
+        }
+        guard let attestation = key.attestation else { return missing("the App Attest key's attestation was not kept") }
+        return EvidenceRecord(
+            kind: .assertion, verifiedAt: now, username: username, form: form, keyID: key.keyID, appID: key.appID, environment: key.environment,
+            counter: keyAssertion.counter,
+            keyAttestation: .init(object: attestation.object, clientDataHash: attestation.clientDataHash, verifiedAt: key.createdAt),
+            assertion: appAttestAssertion, policy: self.policy(sessionBound: sessionBound), passkey: passkey)
     }
 }
 

@@ -4,6 +4,7 @@
 //===----------------------------------------------------------------------===//
 
 import ArgumentParser
+import FormAttestEvidence
 import FormAttestServer
 import Foundation
 import WebAuthn
@@ -12,11 +13,12 @@ import WebAuthn
 /// docs/configuration.md hold, generated from the code (a test keeps the files the same).
 struct Docs: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Print (or write into a document) a table generated from the code: errors, passkey-errors, configuration.",
+        abstract: "Print (or write into a document) a table generated from the code: errors, passkey-errors, evidence-errors, configuration.",
         discussion: """
             errors: every error code with its status, meaning and what the client should do. \
             passkey-errors: every code of the passkey verifier (verify passkey-registration and \
             passkey-assertion print them) with its meaning. \
+            evidence-errors: every code 'evidence verify' refuses a record or bundle with. \
             configuration: every serve setting with its flag, environment variable, configuration \
             file key and default. With --write FILE, the table replaces the lines between \
             "<!-- BEGIN GENERATED: formattest docs TABLE -->" and "<!-- END GENERATED -->" in FILE.
@@ -26,9 +28,10 @@ struct Docs: ParsableCommand {
     enum Table: String, ExpressibleByArgument, CaseIterable {
         case errors, configuration
         case passkeyErrors = "passkey-errors"
+        case evidenceErrors = "evidence-errors"
     }
 
-    @Argument(help: "errors, passkey-errors or configuration.")
+    @Argument(help: "errors, passkey-errors, evidence-errors or configuration.")
     var table: Table
 
     @Option(help: "A Markdown file whose generated region to replace.")
@@ -39,7 +42,17 @@ struct Docs: ParsableCommand {
         case .errors: ErrorCatalog.markdownTable
         case .configuration: ServeSettings.markdownTable
         case .passkeyErrors: Self.passkeyErrorTable
+        case .evidenceErrors: Self.evidenceErrorTable
         }
+    }
+
+    /// The codes of `evidence verify` (``EvidenceError/Code``), in the order its checks run.
+    static var evidenceErrorTable: String {
+        var lines = ["| code | meaning |", "|---|---|"]
+        for code in EvidenceError.Code.allCases {
+            lines.append("| `\(code.identifier)` | \(code.summary) |")
+        }
+        return lines.joined(separator: "\n") + "\n"
     }
 
     /// The passkey verifier's codes (``WebAuthnError/Code``), in the order of the WebAuthn steps.

@@ -130,7 +130,12 @@ struct EvidenceVerify: AsyncParsableCommand {
             the file is a bundle ('formattest evidence export'): its checkpoint is checked with the \
             log's key and the record's inclusion in it first. A version-2 record (written with the \
             evidence log on) references its key's registration: give the log's registrations \
-            directory with --registrations (a bundle carries the registration itself). Exit 0 when \
+            directory with --registrations (a bundle carries the registration itself). A version-3 \
+            record (a form confirmed with a passkey) carries the passkey's registration and \
+            assertion: the WebAuthn checks run again on both (the registration at its recorded time, \
+            its chain to --passkey-root when given; the assertion over SHA-256 of the form with the \
+            registered key, at the recorded previous sign count), and the record's UV, BE, BS and \
+            amr claims must be what the signed flags say. Exit 0 when \
             every step holds, 1 with the failing step's code, 2 on a usage or I/O error.
             """
     )
@@ -165,6 +170,12 @@ struct EvidenceVerify: AsyncParsableCommand {
     @Option(name: .customLong("receipt-root"), help: "A PEM receipt trust anchor instead of Apple Root CA - G3 (repeatable).")
     var receiptRoots: [String] = []
 
+    @Option(
+        name: .customLong("passkey-root"),
+        help: "For a record with a passkey: a PEM trust anchor for its registration's attestation chain (repeatable; default none: the statement's signatures are checked and the report says not anchored)."
+    )
+    var passkeyRoots: [String] = []
+
     @Flag(
         name: .customLong("opaque-client-data"),
         help: "The signed client data need not be a FormAttest form: check only the device's signature over its hash (records assembled from other deployments' recordings)."
@@ -178,6 +189,7 @@ struct EvidenceVerify: AsyncParsableCommand {
         let envelope = try InputFile.readBytes(self.file)
         let anchors = try InputFile.readCertificates(self.roots, orDefault: AppAttestPolicy.appleTrustAnchors)
         let receiptAnchors = try InputFile.readCertificates(self.receiptRoots, orDefault: AppAttestPolicy.appleReceiptTrustAnchors)
+        let passkeyAnchors = try InputFile.readCertificates(self.passkeyRoots, orDefault: [])
         let signers: [String: SignedEvidence.SignerKey]
         do {
             signers = try SignedEvidence.signers(jwks: try InputFile.readBytes(self.jwks))
@@ -189,14 +201,16 @@ struct EvidenceVerify: AsyncParsableCommand {
             do { logVerifier = try NoteVerifier(keyString: logKey) } catch { throw UsageError("--log-key: \(error.reason)") }
         }
         let registrations = try self.registrationResolver()
-        let expectations = SignedEvidence.Expectations(appIDs: self.appIDs.isEmpty ? nil : self.appIDs, environments: self.environment.environments)
+        // `any` expects nothing of the environment (a record of a passkey alone names none).
+        let expectations = SignedEvidence.Expectations(
+            appIDs: self.appIDs.isEmpty ? nil : self.appIDs, environments: self.environment == .any ? nil : self.environment.environments)
         let clientData: SignedEvidence.ClientData = self.opaqueClientData ? .opaque : .form
         var report: EvidenceReport
         do {
             if let logVerifier {
                 let verified = try await EvidenceBundle(bytes: envelope).verify(
                     logKey: logVerifier, signers: signers, trustAnchors: anchors, receiptTrustAnchors: receiptAnchors, clientData: clientData,
-                    expecting: expectations)
+                    expecting: expectations, passkeyTrustAnchors: passkeyAnchors)
                 report = EvidenceReport(verified.evidence)
                 report.log = EvidenceReport.LogInclusion(verified)
             } else {
@@ -206,7 +220,7 @@ struct EvidenceVerify: AsyncParsableCommand {
                 report = EvidenceReport(
                     try await SignedEvidence.verify(
                         envelope, signers: signers, trustAnchors: anchors, receiptTrustAnchors: receiptAnchors, clientData: clientData,
-                        expecting: expectations, registrations: registrations))
+                        expecting: expectations, registrations: registrations, passkeyTrustAnchors: passkeyAnchors))
             }
         } catch let error as EvidenceError {
             if error.code == .registrationMissing, logVerifier == nil {
@@ -259,12 +273,13 @@ struct EvidenceReport: Encodable {
     var id: String
     var kind: String
     var username: String
-    var keyId: String
-    var appId: String
-    var environment: String
-    var counter: UInt32
+    /// The App Attest key's members: absent for a form signed by a passkey alone (kind `passkey`).
+    var keyId: String?
+    var appId: String?
+    var environment: String?
+    var counter: UInt32?
     var verifiedAt: String
-    var keyAttestedAt: String
+    var keyAttestedAt: String?
     var formHash: String
     /// The form's canonical text.
     var form: String
@@ -274,6 +289,35 @@ struct EvidenceReport: Encodable {
     var formChecked: Bool
     /// For a bundle: where the record is in the evidence log.
     var log: LogInclusion?
+    /// For a record with a passkey (version 3): the factors' RFC 8176 `amr`, as re-verified.
+    var amr: [String]?
+    var passkey: PasskeyReport?
+
+    /// A record's passkey, as its signatures showed it.
+    struct PasskeyReport: Encodable {
+        var credentialId: String
+        var rpId: String
+        var registeredAt: String
+        /// Whether the registration's chain reached a --passkey-root (absent: no certificate).
+        var attestationAnchored: Bool?
+        var previousSignCount: UInt32
+        var signCount: UInt32
+        var userVerified: Bool
+        var backupEligible: Bool
+        var backedUp: Bool
+
+        init(_ passkey: PasskeyEvidence, anchored: Bool?) {
+            self.credentialId = Base64URL.encode(passkey.credentialID)
+            self.rpId = passkey.policy.relyingPartyID
+            self.registeredAt = RFC3339UTC.format(passkey.registration.verifiedAt)
+            self.attestationAnchored = anchored
+            self.previousSignCount = passkey.assertion.previousSignCount
+            self.signCount = passkey.assertion.signCount
+            self.userVerified = passkey.assertion.userVerified
+            self.backupEligible = passkey.assertion.backupEligible
+            self.backedUp = passkey.assertion.backedUp
+        }
+    }
 
     /// A bundle's record in the log: its leaf, the checkpoint that includes it, and whether the
     /// server's own signature came with it.
@@ -296,12 +340,18 @@ struct EvidenceReport: Encodable {
         self.id = verified.id
         self.kind = record.kind.rawValue
         self.username = record.username
-        self.keyId = Base64URL.encode(record.keyID)
-        self.appId = record.appID
-        self.environment = record.environment.rawValue
-        self.counter = record.counter
+        if record.signedByAppAttest {
+            self.keyId = Base64URL.encode(record.keyID)
+            self.appId = record.appID
+            self.environment = record.environment.rawValue
+            self.counter = record.counter
+            self.keyAttestedAt = RFC3339UTC.format(record.keyAttestation.verifiedAt)
+        }
+        if let passkey = record.passkey {
+            self.amr = record.methodReferences
+            self.passkey = PasskeyReport(passkey, anchored: verified.passkeyAttestationAnchored)
+        }
         self.verifiedAt = RFC3339UTC.format(record.verifiedAt)
-        self.keyAttestedAt = RFC3339UTC.format(record.keyAttestation.verifiedAt)
         self.formHash = Base64URL.encode(record.formHash)
         self.form = String(decoding: record.form, as: UTF8.self)
         self.signer = verified.signer
@@ -325,15 +375,26 @@ struct EvidenceReport: Encodable {
     }
 
     var text: String {
-        """
+        var appAttest = ""
+        if let keyId = self.keyId, let appId = self.appId, let environment = self.environment, let counter = self.counter {
+            appAttest = "keyId: \(keyId)\nappId: \(appId) (\(environment))\ncounter: \(counter)\n"
+        }
+        var passkey = ""
+        if let report = self.passkey {
+            let anchored = report.attestationAnchored.map { $0 ? "anchored to a --passkey-root" : "not anchored" } ?? "no certificate"
+            passkey = """
+                passkey: \(report.credentialId) (rp \(Self.terminalSafe(report.rpId)), registered \(report.registeredAt), attestation \(anchored))
+                passkey sign count: \(report.previousSignCount) -> \(report.signCount); UV \(report.userVerified), BE \(report.backupEligible), BS \(report.backedUp)
+                amr: \((self.amr ?? []).joined(separator: " "))
+
+                """
+        }
+        return """
         verified: true
         id: \(self.id)
         kind: \(self.kind)
         username: \(Self.terminalSafe(self.username))
-        keyId: \(self.keyId)
-        appId: \(self.appId) (\(self.environment))
-        counter: \(self.counter)
-        verifiedAt: \(self.verifiedAt) (key attested \(self.keyAttestedAt))
+        \(appAttest)\(passkey)verifiedAt: \(self.verifiedAt)\(self.keyAttestedAt.map { " (key attested \($0))" } ?? "")
         formHash: \(self.formHash)
         form: \(Self.terminalSafe(self.form))\(self.formChecked ? "" : " (not checked as a form: --opaque-client-data)")
         signer: \(self.signer)

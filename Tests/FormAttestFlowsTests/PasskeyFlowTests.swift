@@ -330,6 +330,42 @@ struct PasskeyFlowTests {
         await expectFlowError("passkey_revoked", .keyMismatch) { try await confirm(copy.sign(challenge: FlowHarness.hash(next)), form: next) }
     }
 
+    @Test("with evidence records on, a passkey whose registration was not kept is refused (key_attestation_unverifiable) and nothing is stored; without them, or with it kept, it confirms")
+    func registrationKeptForEvidence() async throws {
+        for evidence in [true, false] {
+            var configuration = FlowConfiguration()
+            configuration.factorPolicy = try FactorPolicy(setting: "*=passkey")
+            configuration.requireVerifiableKeyAttestation = evidence
+            let store = MemoryAttestationStore()
+            let harness = try FlowHarness(store: store, configuration: configuration, webAuthn: try WebAuthnVerifier(policy: PasskeyDevice.policy()))
+            // A passkey registered through the flow keeps its registration: it confirms, and the
+            // outcome carries the assertion as received and the count it was checked against.
+            var kept = PasskeyDevice()
+            try await Self.register(kept, harness)
+            let first = Self.form(nonce: "kept")
+            let outcome = try await harness.flows.confirm(
+                .init(username: "alice", appAttest: nil, passkey: kept.sign(challenge: try SignedForm(jsonBytes: first).clientDataHash), form: first),
+                now: FlowHarness.now)
+            #expect(outcome.passkeyResponse?.rawID == kept.credentialID && outcome.passkeyPreviousSignCount == 0)
+            // Another passkey of alice's, stored without its registration (a store that lost it).
+            var lost = PasskeyDevice(id: 2)
+            lost.userHandle = nil
+            var stored = try await Self.register(lost, try Self.harness()).passkey
+            stored.userHandle = try #require(try await store.loadPasskey(credentialID: kept.credentialID)).userHandle
+            stored.registration = nil
+            try await store.commitPasskeyRegistration(PasskeyRegistrationCommit(passkey: stored, challenges: [], now: FlowHarness.now))
+            let form = Self.form(nonce: "lost")
+            let hash = try SignedForm(jsonBytes: form).clientDataHash
+            let request = FormFlows.ConfirmRequest(username: "alice", appAttest: nil, passkey: lost.sign(challenge: hash), form: form)
+            if evidence {
+                await expectFlowError("key_attestation_unverifiable", .requiresReattestation) { try await harness.flows.confirm(request, now: FlowHarness.now) }
+                #expect(try await store.isFormHashRecorded(hash, now: FlowHarness.now) == false)
+            } else {
+                #expect(try await harness.flows.confirm(request, now: FlowHarness.now).passkey?.credentialID == lost.credentialID)
+            }
+        }
+    }
+
     @Test("the factor policy setting is parsed strictly and prints as it reads", arguments: ["", "transfer", "*=", "*=app-attest+fingerprint", "a=passkey,a=passkey", "=passkey"])
     func policySetting(setting: String) throws {
         #expect(throws: FlowError.self) { try FactorPolicy(setting: setting) }

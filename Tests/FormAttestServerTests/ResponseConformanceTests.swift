@@ -163,6 +163,12 @@ struct ResponseConformanceTests {
                     next: revokedPasskey.credentialID)),
             try Sample(PasskeyListingResponse(username: "bob", page: [], activePasskeys: 0, recentRegistrations: 0, totalPasskeys: 0, next: nil)),
             try Sample(PasskeyRevocationResponse(credentialID: revokedPasskey.credentialID, revokedAt: Self.time)),
+            // A passkey-confirmed form's evidence record: the answer carries its id, archive state, log index and the record.
+            try Sample(
+                ConfirmedResponse(
+                    formHash: Array(repeating: 5, count: 32), key: nil, passkey: Self.confirmedPasskey, formats: nil,
+                    evidence: EvidenceFields(id: evidence.id, archived: false, envelope: evidence.envelope, logIndex: 7), nextChallenge: nil)
+            ),
         ]
     }
 

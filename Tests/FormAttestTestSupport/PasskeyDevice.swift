@@ -25,6 +25,9 @@ public struct PasskeyDevice: Sendable {
     public var userHandle: [UInt8]?
     /// The transports the registration reports (one name WebAuthn does not register).
     public var transports = ["internal", "hybrid", "carrier-pigeon"]
+    /// A `fido-u2f` attestation instead of `none`: the attestation key and its certificate (DER),
+    /// which the caller issues (a chain the verifier checks against its anchors).
+    public var u2fAttestation: (key: P256.Signing.PrivateKey, certificate: [UInt8])?
 
     public init(id: UInt8 = 1) {
         self.credentialID = [UInt8](repeating: id, count: 16)
@@ -65,9 +68,23 @@ public struct PasskeyDevice: Sendable {
         let clientData = self.clientData(type: "webauthn.create", challenge: challenge)
         var object = CBORSerializer()
         let authData = self.authenticatorData(attested: true)
+        var format = "none"
+        var statement: [(key: CBORSerializer.MapKey, value: (inout CBORSerializer) throws -> Void)] = []
+        if let (key, certificate) = self.u2fAttestation {
+            // FIDO U2F's signed data (WebAuthn §8.6): 0x00 ‖ rpIdHash ‖ clientDataHash ‖ credentialId ‖ the key's point.
+            let signed =
+                [0x00] + Array(authData.prefix(32)) + Array(SHA256.hash(data: clientData)) + self.credentialID
+                + Array(self.key.publicKey.x963Representation)
+            let signature = (try? key.signature(for: signed).derRepresentation).map(Array.init) ?? []
+            format = "fido-u2f"
+            statement = [
+                (.text("sig"), { $0.appendByteString(signature) }),
+                (.text("x5c"), { $0.appendArrayHeader(count: 1); $0.appendByteString(certificate) }),
+            ]
+        }
         try? object.appendMap([
-            (.text("fmt"), { $0.appendTextString("none") }),
-            (.text("attStmt"), { try $0.appendMap([]) }),
+            (.text("fmt"), { $0.appendTextString(format) }),
+            (.text("attStmt"), { try $0.appendMap(statement) }),
             (.text("authData"), { $0.appendByteString(authData) }),
         ])
         let id = Base64URL.encode(self.credentialID)

@@ -41,7 +41,7 @@ struct ServeConfigurationTests {
 
     @Test("docs/configuration.md and docs/errors.md hold exactly the tables the code generates")
     func generatedTables() async throws {
-        for (table, file) in [("configuration", "docs/configuration.md"), ("errors", "docs/errors.md"), ("passkey-errors", "docs/errors.md")] {
+        for (table, file) in [("configuration", "docs/configuration.md"), ("errors", "docs/errors.md"), ("passkey-errors", "docs/errors.md"), ("evidence-errors", "docs/errors.md")] {
             let generated = try await Formattest.run(["docs", table])
             #expect(generated.status == 0, "\(generated.stderr)")
             #expect(generated.stdout.hasPrefix("| "))

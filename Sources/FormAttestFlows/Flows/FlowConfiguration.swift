@@ -36,7 +36,8 @@ public struct FlowConfiguration: Sendable, Hashable {
     /// Refuse an assertion by a key whose registration cannot support a verifiable evidence
     /// record (its attestation not kept, or not verifying with a valid receipt, as
     /// `formattest evidence verify` checks it): `key_attestation_unverifiable` (428), the app
-    /// attests a new key. The service sets it whenever evidence records are on. Default false.
+    /// attests a new key; likewise a passkey whose registration was not kept. The service sets it
+    /// whenever evidence records are on. Default false.
     public var requireVerifiableKeyAttestation: Bool = false
     /// What signatures each form needs (``FactorPolicy``). Default ``FactorPolicy/appAttestOnly``:
     /// an App Attest assertion for every form, as before passkeys.

@@ -103,6 +103,10 @@ extension FormFlows {
         /// The passkey as stored after the commit, and its verified assertion.
         public var passkey: StoredPasskey?
         public var passkeyAssertion: VerifiedAuthentication?
+        /// The passkey assertion as received (what an evidence record keeps), and the stored sign
+        /// count it was checked against.
+        public var passkeyResponse: AuthenticationResponse?
+        public var passkeyPreviousSignCount: UInt32?
         public var nextChallenge: IssuedChallenge?
     }
 
@@ -226,7 +230,7 @@ extension FormFlows {
             if let appAttest = request.appAttest {
                 signed = try await self.verifyKeyAssertion(appAttest.assertion, keyID: appAttest.keyID, username: request.username, form: form, now: now)
             }
-            var passkey: (stored: StoredPasskey, assertion: VerifiedAuthentication)?
+            var passkey: (stored: StoredPasskey, assertion: VerifiedAuthentication, response: AuthenticationResponse)?
             if let json = request.passkey {
                 passkey = try await self.verifyPasskeyAssertion(
                     json, username: request.username, challenge: form.clientDataHash, userVerification: requirement.userVerification,
@@ -262,6 +266,8 @@ extension FormFlows {
                 stored.lastUsed = now
                 outcome.passkey = stored
                 outcome.passkeyAssertion = passkey.assertion
+                outcome.passkeyResponse = passkey.response
+                outcome.passkeyPreviousSignCount = passkey.stored.signCount
             }
             return outcome
         } attach: { outcome, challenge in
@@ -304,7 +310,7 @@ extension FormFlows {
     ///   - replayOf: the form's hash, when a sign count that did not increase may be the same form again.
     func verifyPasskeyAssertion(
         _ json: [UInt8], username: String, challenge: [UInt8], userVerification: Bool, replayOf formHash: [UInt8]?, now: Date
-    ) async throws(FlowError) -> (stored: StoredPasskey, assertion: VerifiedAuthentication) {
+    ) async throws(FlowError) -> (stored: StoredPasskey, assertion: VerifiedAuthentication, response: AuthenticationResponse) {
         let verifier = try self.passkeyVerifier()
         let response: AuthenticationResponse
         do throws(WebAuthnError) {
@@ -324,6 +330,15 @@ extension FormFlows {
         }
         if let revokedAt = stored.revokedAt {
             throw FlowError(code: .passkeyRevoked, category: .keyMismatch, reason: "this passkey was revoked at \(RFC3339UTC.format(revokedAt)); register a new one")
+        }
+        // With evidence records on, every form's record carries its passkey's registration (an
+        // approval of a new passkey makes no record): a
+        // passkey whose registration was not kept cannot back one (as an App Attest key without
+        // its attestation cannot), so the form is refused before anything is stored.
+        if formHash != nil && self.configuration.requireVerifiableKeyAttestation && stored.registration == nil {
+            throw FlowError(
+                code: .keyAttestationUnverifiable, category: .requiresReattestation,
+                reason: "this passkey's registration was not kept, and evidence records need it: register a new passkey")
         }
         let publicKey: CredentialPublicKey
         do throws(WebAuthnError) {
@@ -351,7 +366,7 @@ extension FormFlows {
                 code: .userVerificationRequired, category: .factorMissing,
                 reason: "this form needs a passkey assertion with user verification (the UV flag); ask for userVerification: \"required\"")
         }
-        return (stored, verified)
+        return (stored, verified, response)
     }
 
     /// The passkey verifier, or `passkeys_disabled` when the service has no passkey settings.

@@ -106,6 +106,18 @@ public struct RegistrationResponse: Sendable {
         default: throw WebAuthnError.malformedResponse("response.transports is not an array")
         }
     }
+
+    /// A registration response from its parts, as a relying party kept them (an evidence record
+    /// re-verified offline): the same bytes the verifier checks, without the JSON around them.
+    public init(
+        rawID: [UInt8], clientDataJSON: [UInt8], attestationObject: [UInt8], transports: [String] = [], authenticatorAttachment: String? = nil
+    ) {
+        self.rawID = rawID
+        self.clientDataJSON = clientDataJSON
+        self.attestationObject = attestationObject
+        self.transports = transports
+        self.authenticatorAttachment = authenticatorAttachment
+    }
 }
 
 /// An authentication response (`navigator.credentials.get()`, `toJSON()` shape).
@@ -140,5 +152,15 @@ public struct AuthenticationResponse: Sendable {
             self.userHandle = try PublicKeyCredentialJSON.binary(
                 response, "userHandle", what: "response.userHandle", limit: WebAuthnLimits.maximumUserHandleSize)
         }
+    }
+
+    /// An authentication response from its parts, as a relying party kept them (an evidence
+    /// record re-verified offline): the same bytes the verifier checks, without the JSON around them.
+    public init(rawID: [UInt8], clientDataJSON: [UInt8], authenticatorData: [UInt8], signature: [UInt8], userHandle: [UInt8]?) {
+        self.rawID = rawID
+        self.clientDataJSON = clientDataJSON
+        self.authenticatorData = authenticatorData
+        self.signature = signature
+        self.userHandle = userHandle
     }
 }
