@@ -37,7 +37,8 @@ public struct ServerConfiguration: Sendable {
     public var purgeStepTarget: Duration = .milliseconds(5)
     /// A connection that sends nothing for this long is closed (slow or stalled clients).
     public var idleTimeout: Duration = .seconds(60)
-    /// Connections in total and per peer address, and the header deadline.
+    /// Connections in total and per peer address, the header deadline, and each connection's
+    /// request and age caps.
     public var connectionLimits = ConnectionLimits()
     /// A request body must arrive completely within this time, or the answer is 408; and each
     /// part of an answer must be taken by the client (written to its socket) within it, or the

@@ -250,7 +250,7 @@ enum ServeSettings {
         ),
         .init(
             "max-connections", env: ["FORMATTEST_MAX_CONNECTIONS"], .integer(1...1_000_000), default: "1024",
-            help: "Open connections per listener; over it a new one closes an idle connection (no request in flight) of the peer holding the most (logged, counted); only at a hard ceiling 1/16 above it (at least 4), with nothing idle, do new ones wait in the backlog; one the descriptor limit cannot hold is refused at start (the default is lowered to fit)"
+            help: "Open connections per listener; over it a new one sheds another (logged, counted): one idle for 1 s (no request in flight), else the connection served most (no body in progress), whose answer carries Connection: close; up to a hard ceiling 1/16 above it (at least 4), where new ones wait in the backlog until those close; one the descriptor limit cannot hold is refused at start (the default is lowered to fit)"
         ),
         .init(
             "max-connections-per-address", env: ["FORMATTEST_MAX_CONNECTIONS_PER_ADDRESS"], .integer(1...1_000_000), default: "128",
@@ -259,6 +259,14 @@ enum ServeSettings {
         .init(
             "header-timeout", env: ["FORMATTEST_HEADER_TIMEOUT"], .seconds(0.001...86_400), default: "10",
             help: "Seconds a connection may take to send a request's head, from its opening or its last answer (at most idle-timeout)"
+        ),
+        .init(
+            "max-requests-per-connection", env: ["FORMATTEST_MAX_REQUESTS_PER_CONNECTION"], .integer(1...100_000_000), default: "1000",
+            help: "Requests served on one connection: the answer to the last carries Connection: close and the connection closes (as nginx's keepalive_requests)"
+        ),
+        .init(
+            "max-connection-age", env: ["FORMATTEST_MAX_CONNECTION_AGE"], .seconds(0.001...86_400), default: "300",
+            help: "Seconds one connection is served: the answer to the first request after them carries Connection: close and the connection closes (as nginx's keepalive_time)"
         ),
         .init("attestation-ca", env: ["FORMATTEST_ATTESTATION_CA"], .path, meaning: "none", help: "The packed format's attestation authority directory (with rp-id)"),
         .init("rp-id", env: ["FORMATTEST_RP_ID"], .text, meaning: "none", help: "The WebAuthn relying party id of the packed format (with attestation-ca)"),

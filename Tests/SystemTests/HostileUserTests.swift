@@ -1614,6 +1614,180 @@ struct HostileUserTests {
         #expect(keepAliveAnswered >= 3 && keepAliveLost == 0, "answered \(keepAliveAnswered), lost \(keepAliveLost)")
     }
 
+    // MARK: - r5 F3: newcomers served when every slot is busy
+
+    /// One request on an open keep-alive connection: the status and the answer's head (lowercased),
+    /// or (0, "") when no complete answer came within `seconds`.
+    static func request(on handle: Int32, _ text: String = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", seconds: Double = 5) -> (status: Int, head: String) {
+        let request = Array(text.utf8)
+        _ = request.withUnsafeBytes { send(handle, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        var timeout = timeval(tv_sec: 0, tv_usec: 100_000)
+        setsockopt(handle, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var answer: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            let count = recv(handle, &buffer, buffer.count, 0)
+            if count == 0 { break }
+            if count > 0 { answer += buffer[0..<count] }
+            let text = String(decoding: answer, as: UTF8.self)
+            guard let end = text.range(of: "\r\n\r\n") else { continue }
+            let head = String(text[..<end.lowerBound]).lowercased()
+            let length = head.split(separator: "\r\n").first { $0.hasPrefix("content-length:") }
+                .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) } ?? 0
+            if text.utf8.count - text[..<end.upperBound].utf8.count >= length {
+                let parts = head.split(separator: " ")
+                return (parts.count >= 2 ? Int(parts[1]) ?? 0 : 0, head)
+            }
+        }
+        return (0, "")
+    }
+
+    /// A fresh connection's `GET /healthz` (`Connection: close`) from `source`: its status (0:
+    /// no answer within `seconds`) and how long it took, the connection's setup included.
+    static func freshHealthz(_ port: Int, from source: String, seconds: Double) -> (status: Int, seconds: Double) {
+        let started = Date()
+        let handle = Self.rawDial(port, from: source)
+        guard handle >= 0 else { return (0, Date().timeIntervalSince(started)) }
+        defer { close(handle) }
+        let request = Array("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8)
+        _ = request.withUnsafeBytes { send(handle, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        var timeout = timeval(tv_sec: 0, tv_usec: 100_000)
+        setsockopt(handle, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var buffer = [UInt8](repeating: 0, count: 256)
+        while Date().timeIntervalSince(started) < seconds {
+            let count = recv(handle, &buffer, buffer.count, 0)
+            if count > 0 {
+                let parts = String(decoding: buffer[0..<count], as: UTF8.self).prefix { $0 != "\r" }.split(separator: " ")
+                return (parts.count >= 2 ? Int(parts[1]) ?? 0 : 0, Date().timeIntervalSince(started))
+            }
+            if count == 0 { break }
+        }
+        return (0, Date().timeIntervalSince(started))
+    }
+
+    /// Fresh-connection `/healthz` from 127.0.0.1 every 0.5 s for `duration` (ka09.py's honest
+    /// client A, each given `seconds`): the statuses and times.
+    static func honestNewcomers(_ port: Int, for duration: Double, seconds: Double) async throws -> [(status: Int, seconds: Double)] {
+        var results: [(status: Int, seconds: Double)] = []
+        let stop = Date().addingTimeInterval(duration)
+        while Date() < stop {
+            results.append(Self.freshHealthz(port, from: "127.0.0.1", seconds: seconds))
+            try await Task.sleep(for: .milliseconds(500))
+        }
+        return results
+    }
+
+    static func summary(_ results: [(status: Int, seconds: Double)]) -> String {
+        let times = results.map(\.seconds).sorted()
+        guard !times.isEmpty else { return "n=0" }
+        return String(
+            format: "n=%d answered=%d median=%.2f s max=%.2f s", times.count, results.filter { $0.status == 200 }.count, times[times.count / 2],
+            times.last ?? 0)
+    }
+
+    @Test("r5 F3: a connection is served --max-requests-per-connection requests and for --max-connection-age; the answer that reaches a cap carries Connection: close, and the connection closes once it is written")
+    func connectionCaps() async throws {
+        let files = try TemporaryFiles()
+        let service = try Service(
+            ["--store", "memory", "--insecure-no-caller-auth", "--max-requests-per-connection", "5", "--max-connection-age", "3", "--log-level", "warning"],
+            files: files)
+        // The request cap: the first four answers keep the connection, the fifth closes it.
+        let counted = try Self.dial(service.port, from: "127.0.0.2")
+        defer { close(counted) }
+        var answers: [(status: Int, head: String)] = []
+        for _ in 0..<5 { answers.append(Self.request(on: counted)) }
+        let closedAfterFifth = Self.closedAfter(counted, seconds: 2)
+        // The age cap: a request at once keeps the connection; one after 3 s closes it.
+        let aged = try Self.dial(service.port, from: "127.0.0.3")
+        defer { close(aged) }
+        let young = Self.request(on: aged)
+        try await Task.sleep(for: .milliseconds(1500))
+        let middle = Self.request(on: aged)
+        try await Task.sleep(for: .milliseconds(1800))
+        let old = Self.request(on: aged)
+        let closedAfterOld = Self.closedAfter(aged, seconds: 2)
+        let metrics = try Self.exchange(service.port, "/metrics").body
+        _ = service.stop()
+        let closing = answers.map { $0.head.contains("connection: close") }
+        print("caps: request cap 5: \(answers.map(\.status)) close \(closing), closed after \(closedAfterFifth.map { String(format: "%.2f s", $0) } ?? "never"); age cap 3 s: close at 0 s \(young.head.contains("connection: close")), 1.5 s \(middle.head.contains("connection: close")), 3.3 s \(old.head.contains("connection: close"))")
+        #expect(answers.allSatisfy { $0.status == 200 }, "\(answers.map(\.status))")
+        #expect(closing == [false, false, false, false, true], "\(closing)")
+        #expect(closedAfterFifth != nil, "the connection stayed open after its fifth answer")
+        #expect(young.status == 200 && !young.head.contains("connection: close"), "\(young)")
+        #expect(middle.status == 200 && !middle.head.contains("connection: close"), "\(middle)")
+        #expect(old.status == 200 && old.head.contains("connection: close"), "\(old)")
+        #expect(closedAfterOld != nil, "the connection stayed open after its answer past the age cap")
+        #expect(Self.metric(metrics, #"formattest_connections_refused_total{reason="max_requests"}"#) == 1)
+        #expect(Self.metric(metrics, #"formattest_connections_refused_total{reason="max_age"}"#) == 1)
+    }
+
+    @Test("r5 F3: 40 keep-alive connections from their own addresses, each active every 0.9 s, cannot keep newcomers out: at the ceiling the connection served most is retired (its answer carries Connection: close), and a fresh client is answered in bounded time")
+    func busyKeepAliveRetired() async throws {
+        let files = try TemporaryFiles()
+        let service = try Service(["--store", "memory", "--insecure-no-caller-auth", "--max-connections", "32", "--log-level", "warning"], files: files)
+        let port = service.port
+        // ka09.py's attacker: 40 connections, each from its own address, a GET /healthz every
+        // 0.9 s (never idle 1 s), reconnecting from a fresh address once closed; it ignores
+        // Connection: close (it meets the close when it sends its next request).
+        final class Attacker: @unchecked Sendable {
+            var handle: Int32 = -1
+            var awaiting = false
+            var next = Date()
+        }
+        let attackers = (0..<40).map { _ in Attacker() }
+        let counts = Locked((requests: 0, answered: 0, reconnections: 0))
+        let request = Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+        let attack = Background()
+        attack.start(every: 0.02) { background in
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            for attacker in attackers {
+                if attacker.handle >= 0 && attacker.awaiting {
+                    let count = recv(attacker.handle, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+                    if count > 0 {
+                        attacker.awaiting = false
+                        attacker.next = Date().addingTimeInterval(0.9)
+                        counts.update { $0.answered += 1 }
+                        continue
+                    }
+                    if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { continue }
+                    close(attacker.handle)
+                    attacker.handle = -1
+                }
+                if attacker.handle < 0 {
+                    let index = background.nextStep()
+                    attacker.handle = Self.rawDial(port, from: "127.1.\(index / 250).\(index % 250 + 1)")
+                    attacker.next = Date()
+                    attacker.awaiting = false
+                    counts.update { $0.reconnections += 1 }
+                    if attacker.handle < 0 { continue }
+                }
+                if !attacker.awaiting && Date() >= attacker.next {
+                    let sent = request.withUnsafeBytes { send(attacker.handle, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                    if sent < 0 {
+                        close(attacker.handle)
+                        attacker.handle = -1
+                        continue
+                    }
+                    attacker.awaiting = true
+                    counts.update { $0.requests += 1 }
+                }
+            }
+        }
+        try await Task.sleep(for: .seconds(3))
+        // ka09.py's honest client A: before, nothing in 30 s (two 30 s timeouts in 40 s).
+        let honest = try await Self.honestNewcomers(port, for: 12, seconds: 10)
+        attack.stop()
+        for attacker in attackers where attacker.handle >= 0 { close(attacker.handle) }
+        let attack_ = counts.update { $0 }
+        let metrics = try Self.exchange(port, "/metrics").body
+        _ = service.stop()
+        let retired = Self.metric(metrics, #"formattest_connections_refused_total{reason="shed_busy"}"#)
+        print("r5 F3 (40 keep-alive connections every 0.9 s, 32 slots): honest newcomers \(Self.summary(honest)); attacker \(attack_.requests) requests, \(attack_.answered) answered, \(attack_.reconnections - 40) reconnections; shed_busy \(retired)")
+        #expect(honest.count >= 10 && honest.allSatisfy { $0.status == 200 && $0.seconds < 5 }, "\(Self.summary(honest)): \(honest)")
+        #expect(retired >= 1, "shed_busy \(retired)")
+    }
+
     /// A value behind a lock, for threads.
     final class Locked<Value>: @unchecked Sendable {
         private let lock = NSLock()
