@@ -8,7 +8,7 @@ import HummingbirdCore
 import Logging
 import Metrics
 import NIOConcurrencyHelpers
-import NIOCore
+package import NIOCore
 import NIOHTTPTypes
 
 /// The connection limits of one listener: in total, per peer address, and the time a connection
@@ -16,8 +16,8 @@ import NIOHTTPTypes
 public struct ConnectionLimits: Sendable, Hashable {
     /// Open connections in total. Over it a new connection is admitted by shedding another
     /// (``ConnectionRegistry``): one idle for ``ConnectionRegistry/minimumIdle`` (no request in
-    /// flight, nothing unwritten), else the connection served most with no body in progress (its
-    /// answer carries `Connection: close`); the listener
+    /// flight, nothing unwritten), else the oldest request body in progress for as long (408),
+    /// else the connection served most (its answer carries `Connection: close`); the listener
     /// stops accepting (new connections wait in the kernel's backlog) at ``ceiling``, until the
     /// connections shed close.
     public var total: Int
@@ -112,8 +112,10 @@ struct ConnectionCap: AvailableConnectionsDelegate {
 /// 0. a connection that never sent a request head, for ``minimumIdle`` at least: closed;
 /// 1. a keep-alive connection idle between requests for ``minimumIdle`` at least: closed (the one
 ///    idle longest; the peer holding the most connections breaks ties);
-/// 3. the connection served most requests (open longest breaks ties), with no body in progress
-///    (a body in progress is never shed: it must keep arriving at the minimum body rate):
+/// 2. a request whose body has been in progress for ``minimumIdle`` at least (the oldest body
+///    first): its body is refused, answered 408, and the connection closes (issue 31 r5 F2: bodies
+///    that met the minimum body rate held every slot for the body timeout);
+/// 3. the connection served most requests (open longest breaks ties), with no body in progress:
 ///    retired, never cut: the
 ///    answer to its request in flight, or to its next request, carries `Connection: close` and
 ///    the connection closes once it is written; one that stays idle for ``minimumIdle`` is closed
@@ -121,24 +123,26 @@ struct ConnectionCap: AvailableConnectionsDelegate {
 ///    held every slot).
 /// A connection idle only for an instant is never closed (a keep-alive connection between two
 /// requests, or a fresh one whose first request head is on its way: issue 31 r4 F2: shed then,
-/// the client's next request met EOF), and nothing accepted is ever dropped. Rank 3 is chosen
-/// only while no connection that sent nothing yet is pending (younger than ``minimumIdle``): a
-/// churn of silent connections makes room as they reach rank 0. Ranks 1 and 3 are shed
-/// ``shedsPerSecond`` a second at most, whatever the churn of new connections (r4 F3); 0 is not
-/// (r5 F6). While the listener is over its total with too few connections chosen (none
+/// the client's next request met EOF), and nothing accepted is ever dropped. Ranks 2 and 3 are
+/// chosen only while no connection that sent nothing yet is pending (younger than
+/// ``minimumIdle``): a churn of silent connections makes room as they reach rank 0. Ranks 1 and 3 are
+/// shed ``shedsPerSecond`` a second at most, whatever the churn of new connections (r4 F3); 0 and
+/// 2 are not (r5 F6). While the listener is over its total with too few connections chosen (none
 /// was sheddable yet, or the cap was reached), a tick every ``tickInterval`` chooses again: at the
 /// hard ceiling the listener accepts nothing, and without the tick nothing would choose.
-final class ConnectionRegistry: Sendable {
+package final class ConnectionRegistry: Sendable {
     /// How a connection chosen over the total is shed (``ConnectionGuardHandler``).
-    enum Shed: Sendable {
+    package enum Shed: Sendable {
         /// Closed if it is still idle on its event loop (ranks 0 and 1).
         case idle
+        /// Its body in progress refused with 408 (rank 2).
+        case body
         /// Its request in flight, or its next one, answered with `Connection: close` (rank 3).
         case retire
     }
 
     /// What ``admit(_:now:shed:)`` decided.
-    enum Admission {
+    package enum Admission {
         /// Over the per-address cap: close the new connection.
         case refused
         /// Admitted, under the total.
@@ -169,8 +173,12 @@ final class ConnectionRegistry: Sendable {
             if !self.busy && self.idleSince <= before {
                 return (self.requests == 0 ? 0 : 1, (self.idleSince.uptimeNanoseconds.clamped, 0))
             }
-            // Rank 3 (retired): served a request, and with no body in progress (retired, a body
-            // would be answered only when it arrives).
+            if self.busy, let since = self.bodySince, since <= before {
+                return (2, (since.uptimeNanoseconds.clamped, 0))
+            }
+            // Rank 3 (retired): served a request, and with no body in progress (a body is shed by
+            // rank 2 once it has been in progress long enough; retired, it would be answered only
+            // when it arrives).
             guard self.requests > 0, self.bodySince == nil else { return nil }
             return (3, (-Int64(self.requests), self.opened.uptimeNanoseconds.clamped))
         }
@@ -191,7 +199,7 @@ final class ConnectionRegistry: Sendable {
     private let state = NIOLockedValueBox(State())
     /// The shedding's log line, at most one a second.
     let shedLog = RateLimitedLog()
-    /// The busy connections' shedding's log line (rank 3), at most one a second.
+    /// The busy connections' shedding's log line (ranks 2 and 3), at most one a second.
     let busyShedLog = RateLimitedLog()
     /// The write deadline's log line, at most one a second.
     let writeTimeoutLog = RateLimitedLog()
@@ -200,14 +208,15 @@ final class ConnectionRegistry: Sendable {
     /// The per-address cap; `nil` behind trusted proxies.
     let perAddress: Int?
     let total: Int
-    /// A connection is sheddable only after this long idle (or, fresh, without a request head).
+    /// A connection is sheddable only after this long idle (or, fresh, without a request head),
+    /// and a body after this long in progress.
     let minimumIdle: TimeAmount
     /// Capped sheds a second at most: 1/16 of the total, at least 4 (as the ceiling's slack).
     let shedsPerSecond: Int
     /// How often the listener, over its total with too few connections chosen, chooses again.
     let tickInterval: TimeAmount
 
-    init(total: Int, perAddress: Int?, minimumIdle: TimeAmount = .seconds(1), tickInterval: TimeAmount = .milliseconds(250)) {
+    package init(total: Int, perAddress: Int?, minimumIdle: TimeAmount = .seconds(1), tickInterval: TimeAmount = .milliseconds(250)) {
         self.total = total
         self.perAddress = perAddress
         self.minimumIdle = minimumIdle
@@ -216,7 +225,7 @@ final class ConnectionRegistry: Sendable {
     }
 
     /// Registers a new connection of `peer` (idle until its first request head).
-    func admit(_ peer: String, now: NIODeadline, shed: @escaping @Sendable (Shed) -> Void) -> Admission {
+    package func admit(_ peer: String, now: NIODeadline, shed: @escaping @Sendable (Shed) -> Void) -> Admission {
         self.state.withLockedValue { state in
             let open = state.perPeer[peer, default: 0]
             if let limit = self.perAddress, open >= limit { return .refused }
@@ -248,11 +257,11 @@ final class ConnectionRegistry: Sendable {
             if let best = chosen, (rank, key.0, key.1, -peerOpen) >= (best.rank, best.key.0, best.key.1, -best.peerOpen) { continue }
             chosen = (candidate, rank, key, peerOpen)
         }
-        // A busy connection (rank 3) only when no silent one is pending: a churn of silent
+        // A busy connection (ranks 2 and 3) only when no silent one is pending: a churn of silent
         // connections, shed as they reach rank 0, makes room itself, and never costs a busy
-        // client its connection; the tick chooses again.
+        // client its body or its connection; the tick chooses again.
         guard let victim = chosen, victim.rank <= 1 || !silentPending, let shed = state.entries[victim.id]?.shed else { return nil }
-        let how: Shed = victim.rank <= 1 ? .idle : .retire
+        let how: Shed = victim.rank <= 1 ? .idle : victim.rank == 2 ? .body : .retire
         state.entries[victim.id]?.shedding = how
         state.shedding += 1
         if victim.rank == 1 || victim.rank == 3 { state.sheds += 1 }
@@ -272,26 +281,32 @@ final class ConnectionRegistry: Sendable {
     /// Chooses again while the listener is over its total with too few connections chosen, then
     /// schedules the next tick on `loop` while it is still over its total.
     func tick(on loop: any EventLoop) {
-        let now = NIODeadline.now()
-        let (victims, again) = self.state.withLockedValue { state -> ([@Sendable () -> Void], Bool) in
+        for victim in self.chooseAgain(now: .now()) { victim() }
+        let again = self.state.withLockedValue { state in
+            state.tickScheduled = state.entries.count > self.total
+            return state.tickScheduled
+        }
+        if again {
+            _ = loop.scheduleTask(in: self.tickInterval) { self.tick(on: loop) }
+        }
+    }
+
+    /// The connections chosen now (each closure sheds one), while the listener is over its total
+    /// with too few chosen.
+    package func chooseAgain(now: NIODeadline) -> [@Sendable () -> Void] {
+        self.state.withLockedValue { state in
             var victims: [@Sendable () -> Void] = []
             while state.entries.count - state.shedding > self.total, let victim = self.chooseVictim(&state, now: now) {
                 victims.append(victim)
             }
-            let again = state.entries.count > self.total
-            state.tickScheduled = again
-            return (victims, again)
-        }
-        for victim in victims { victim() }
-        if again {
-            _ = loop.scheduleTask(in: self.tickInterval) { self.tick(on: loop) }
+            return victims
         }
     }
 
     /// A request head arrived (`busy`, with a body to come or not), or the last answer was
     /// written (`false`). A request arriving on a connection chosen to be shed while idle keeps
     /// it: that shedding is cancelled.
-    func mark(_ id: Int, busy: Bool, body: Bool = false, now: NIODeadline) {
+    package func mark(_ id: Int, busy: Bool, body: Bool = false, now: NIODeadline) {
         self.state.withLockedValue { state in
             guard var entry = state.entries[id] else { return }
             entry.busy = busy
@@ -311,7 +326,7 @@ final class ConnectionRegistry: Sendable {
     }
 
     /// The body of the request in flight arrived whole.
-    func bodyEnded(_ id: Int) {
+    package func bodyEnded(_ id: Int) {
         self.state.withLockedValue { state in state.entries[id]?.bodySince = nil }
     }
 
@@ -330,7 +345,7 @@ final class ConnectionRegistry: Sendable {
         self.state.withLockedValue { state in state.entries[id].map { $0.shedding == .idle && !$0.busy } ?? false }
     }
 
-    func release(_ id: Int) {
+    package func release(_ id: Int) {
         self.state.withLockedValue { state in
             guard let entry = state.entries.removeValue(forKey: id) else { return }
             if entry.shedding != nil { state.shedding -= 1 }
@@ -372,9 +387,9 @@ final class RateLimitedLog: Sendable {
 /// ``ConnectionRegistry``, and with it the per-peer cap (a connection over it is closed at once,
 /// logged and counted `formattest_connections_refused_total{reason="per_address"}`) and the
 /// shedding over the total (``ConnectionRegistry``: an idle connection chosen is closed on its
-/// event loop if it is still idle there, `reason="shed_idle"`; a busy connection chosen is
-/// retired, its answer carrying `Connection: close`, `reason="shed_busy"`; logged at most once a
-/// second each); and
+/// event loop if it is still idle there, `reason="shed_idle"`; a body in progress chosen is
+/// refused with 408, `reason="shed_body"`; a busy connection chosen is retired, its answer
+/// carrying `Connection: close`, `reason="shed_busy"`; logged at most once a second each); and
 /// the header deadline (a connection that has not sent a complete request head within
 /// `headerTimeout` of opening, or of its last answer, is closed:
 /// `formattest_connections_refused_total{reason="header_timeout"}`); and the write deadline (an
@@ -389,6 +404,10 @@ final class RateLimitedLog: Sendable {
 /// idle timeout, one that never reads its answers for the write deadline, one that pipelines
 /// requests gets at most that many served, and one that keeps busy is served for its caps, or
 /// until a newcomer needs its slot.
+///
+/// A request head with `Expect: 100-continue` (and a body within the size limit) is answered
+/// `100 Continue` at once when nothing else is unanswered on the connection: its client then
+/// sends its body without waiting, and the body gets the same grace as any other (r5 F2).
 final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -480,6 +499,7 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
     private func shed(_ how: ConnectionRegistry.Shed, context: ChannelHandlerContext) {
         switch how {
         case .idle: self.shedIfIdle(context: context)
+        case .body: self.shedBody(context: context)
         case .retire: self.retire(context: context)
         }
     }
@@ -503,6 +523,31 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
             )
         }
         context.close(promise: nil)
+    }
+
+    /// Refuses the body in progress (408, and the connection closes: ``BodyDeadlineHandler``);
+    /// retires the connection instead if the body arrived whole meanwhile.
+    private func shedBody(context: ChannelHandlerContext) {
+        guard self.id != nil else { return }
+        guard self.bodyInProgress else {
+            self.retire(context: context)
+            return
+        }
+        let (registry, logger) = (self.registry, self.logger)
+        // Counted only if the body is refused for it (not already refused for its rate).
+        context.fireUserInboundEventTriggered(
+            ShedRequestBody {
+                Counter(label: "formattest_connections_refused_total", dimensions: [("reason", "shed_body")]).increment()
+                if let count = registry.busyShedLog.due() {
+                    logger.warning(
+                        "request body refused (408): the listener is at its connection limit, nothing is idle, and its body was the oldest in progress",
+                        metadata: [
+                            "shed": "\(count)", "limit": "\(registry.total)",
+                            "metric": "formattest_connections_refused_total{reason=\"shed_body\"}",
+                        ]
+                    )
+                }
+            })
     }
 
     /// This connection's request in flight, or its next one, is its last; if it stays idle for
@@ -575,6 +620,12 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
         self.bodyInProgress = hasBody
         let now = NIODeadline.now()
         if let id = self.id { self.registry.mark(id, busy: true, body: hasBody, now: now) }
+        let tooLarge = declared.map { BodyDeadlineHandler.declaresMoreThan(AppRequestContext.maximumBodySize, contentLength: $0) } ?? false
+        if hasBody, !tooLarge, let expect = head.headerFields[.expect], expect.lowercased().contains("100-continue"), self.requestsInFlight == 1,
+            self.unwritten == 0
+        {
+            context.writeAndFlush(Self.wrapOutboundOut(.head(HTTPResponse(status: .continue))), promise: nil)
+        }
         let last: String?
         if self.requestsInFlight > ConnectionLimits.maximumPipelined {
             last = "pipelined"
@@ -697,6 +748,13 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
             self.registry.release(id)
         }
     }
+}
+
+/// Sent by ``ConnectionGuardHandler`` to ``BodyDeadlineHandler``: the body in progress is
+/// refused (408), the connection chosen to be shed over the total; `refused` counts and logs it,
+/// called only when the body was still being read.
+struct ShedRequestBody {
+    let refused: () -> Void
 }
 
 @available(*, unavailable)

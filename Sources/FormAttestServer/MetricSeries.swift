@@ -14,7 +14,7 @@ enum MetricSeries {
             Counter(label: "formattest_evidence_failures_total", dimensions: [("step", step)]).increment(by: 0)
         }
         let reasons = [
-            "per_address", "header_timeout", "shed_idle", "shed_busy", "write_timeout", "slow_body", "pipelined", "max_requests",
+            "per_address", "header_timeout", "shed_idle", "shed_body", "shed_busy", "write_timeout", "slow_body", "pipelined", "max_requests",
             "max_age",
         ]
         for reason in reasons {

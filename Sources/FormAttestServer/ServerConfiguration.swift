@@ -45,8 +45,8 @@ public struct ServerConfiguration: Sendable {
     /// connection is closed (a client that never reads its answers).
     public var bodyTimeout: Duration = .seconds(10)
     /// After a grace of 1 s from its head, a request body must keep arriving at this many bytes a
-    /// second on average, or the answer is 408 and the connection closes (a client trickling its
-    /// body cannot hold a connection busy for the body timeout); 0: no minimum.
+    /// second, counted over the last 2 s, or the answer is 408 and the connection closes (a client
+    /// trickling its body cannot hold a connection busy for the body timeout); 0: no minimum.
     public var minimumBodyRate: Int = 1000
     /// `/healthz` probes the store with a write at most this often; callers in between share
     /// the last answer.
