@@ -488,10 +488,12 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
         case .admittedShedding(let id, let victim):
             self.id = id
             victim?()
-            if self.registry.claimTick() {
-                let registry = self.registry
-                _ = loop.scheduleTask(in: registry.tickInterval) { registry.tick(on: loop) }
-            }
+        }
+        // Over the total (even with enough connections chosen: one chosen while idle may be kept
+        // if a request arrives), the tick runs until the listener is back at its total.
+        if self.registry.claimTick() {
+            let registry = self.registry
+            _ = loop.scheduleTask(in: registry.tickInterval) { registry.tick(on: loop) }
         }
         self.arm(context: context)
     }

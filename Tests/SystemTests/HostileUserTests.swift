@@ -1124,8 +1124,9 @@ struct HostileUserTests {
         close(fifth)
         // Two newcomers: the first sheds the idle one (then starts a request of its own); the
         // second finds nothing idle and is admitted under the hard ceiling (4 + 4); over the
-        // total, the oldest body in progress (127.0.0.2's first) is answered 408 (r5 F2: before,
-        // it held its slot for the body timeout); no connection is closed without an answer.
+        // total, the oldest body in progress (one of 127.0.0.2's three, whose heads arrived
+        // within a few milliseconds on several event loops) is answered 408 (r5 F2: before, it
+        // held its slot for the body timeout); no connection is closed without an answer.
         let first = try Self.dial(service.port, from: "127.0.0.3")
         #expect(Self.healthz(on: first, seconds: 5) == 200)
         Self.startSlowPost(first)
@@ -1136,7 +1137,8 @@ struct HostileUserTests {
         #expect(Self.closedAfter(idle, seconds: 1) != nil, "the idle connection was not shed")
         try await Task.sleep(for: .milliseconds(600))
         let early = busy.map { String(decoding: Self.received($0), as: UTF8.self) }
-        #expect(early.filter { !$0.isEmpty }.count == 1 && early[0].hasPrefix("HTTP/1.1 408"), "\(early.map { $0.prefix(12) })")
+        let shed = early.indices.filter { !early[$0].isEmpty }
+        #expect(shed.count == 1 && shed.allSatisfy { $0 < 3 && early[$0].hasPrefix("HTTP/1.1 408") }, "\(early.map { $0.prefix(12) })")
         // The other requests in flight complete: each answered (its body is not JSON the
         // inspector takes).
         let rest = Array("{\"mode\":\"semantic\"} ".utf8)
