@@ -24,14 +24,21 @@ import NIOHTTPTypes
 /// this timer is set and cancelled on the event loop that reads the request, and costs nothing
 /// measurable.
 ///
-/// A body must also keep arriving at ``MinimumBodyRate`` on average: after its grace (1 s) from the
-/// head (2 s with `Expect: 100-continue`, whose clients wait a second for a `100 Continue` the
-/// service does not send before they send the body), a body whose bytes so far are fewer than the rate times the time since the head is
-/// refused like one past its deadline (408, the connection ends), counted
+/// A body must also keep arriving at ``MinimumBodyRate`` over a sliding window: after its grace
+/// (1 s) from the head, and then every second, a body whose bytes in the last
+/// ``MinimumBodyRate/window`` (since the head, within the first) are fewer than the rate times
+/// that time is refused like one past its deadline (408, the connection ends), counted
 /// `formattest_connections_refused_total{reason="slow_body"}` and logged a line a second at most.
 /// Without it, a client that trickles a byte a second holds its connection busy (never shed) for
 /// the whole body timeout, and a few hundred addresses doing so keep every slot busy (issue 31 r4
-/// F1). One timer per body, set for when the bytes so far fall behind and moved only when it fires.
+/// F1); with the average since the head that the rate was before, bytes sent with the head bought
+/// their size over the rate in seconds of sending nothing (r5 F2: 10.5 KB, past the body timeout).
+/// `Expect: 100-continue` gets no longer grace: ``ConnectionGuardHandler`` answers `100 Continue`
+/// at once, and its client sends its body (before, 2 s of grace for 0 bytes). One timer per body,
+/// cancelled when the body ends: an honest body within the grace never sees it fire.
+///
+/// A ``ShedRequestBody`` event (the listener over its total, this body the oldest in progress:
+/// ``ConnectionRegistry``) refuses the body in progress the same way, at once.
 ///
 /// It also enforces what a refused body means for the connection, before Hummingbird sees more:
 /// - Once a request's body is over ``AppRequestContext/maximumBodySize`` (declared by its
@@ -56,6 +63,9 @@ final class BodyDeadlineHandler: ChannelInboundHandler, RemovableChannelHandler 
     private let minimumRate: MinimumBodyRate
     /// When the current request's head arrived.
     private var headArrived = NIODeadline.uptimeNanoseconds(0)
+    /// The body's bytes at the checks of the rate within its window, oldest first (the head's 0
+    /// first).
+    private var marks: [(at: NIODeadline, bytes: Int)] = []
     private var rateCheck: Scheduled<Void>?
     /// Between a request's head and its end.
     private var bodyInProgress = false
@@ -97,12 +107,8 @@ final class BodyDeadlineHandler: ChannelInboundHandler, RemovableChannelHandler 
                 loopBound.value.context.fireErrorCaught(BodyDeadlineExceeded())
             }
             self.headArrived = .now()
-            // A client that sent `Expect: 100-continue` waits for an interim answer the service
-            // does not send (curl: 1 s) before its body: its rate counts from 1 s later.
-            if let expect = head.headerFields[.expect], expect.lowercased().contains("100-continue") {
-                self.headArrived = self.headArrived + .seconds(1)
-            }
-            self.armRateCheck(context: context)
+            self.marks = [(self.headArrived, 0)]
+            self.armRateCheck(context: context, at: self.headArrived + self.minimumRate.grace)
         case .body(let buffer):
             self.bodyBytes += buffer.readableBytes
             // This part takes the body over the limit: it goes on, so that the body's reader
@@ -120,24 +126,36 @@ final class BodyDeadlineHandler: ChannelInboundHandler, RemovableChannelHandler 
         context.fireChannelRead(data)
     }
 
-    /// Sets the rate's timer for when the body's bytes so far fall behind the minimum rate (the
-    /// grace's end at the earliest); when it fires, the body is refused if no bytes came meanwhile,
-    /// else the timer moves on.
-    private func armRateCheck(context: ChannelHandlerContext) {
-        guard let due = self.minimumRate.due(bytes: self.bodyBytes, since: self.headArrived) else { return }
+    /// Sets the rate's check at `due`: the body is refused if its bytes since the oldest mark in
+    /// the window are behind the rate, else the check repeats a second later.
+    private func armRateCheck(context: ChannelHandlerContext, at due: NIODeadline) {
+        guard self.minimumRate.bytesPerSecond > 0 else { return }
         let loopBound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
         self.rateCheck = context.eventLoop.assumeIsolated().scheduleTask(deadline: due) {
             let (handler, context) = loopBound.value
             handler.rateCheck = nil
-            guard handler.bodyInProgress, !handler.refused else { return }
-            if handler.minimumRate.isBehind(bytes: handler.bodyBytes, since: handler.headArrived, now: .now()) {
+            guard handler.bodyInProgress, !handler.refused, let oldest = handler.marks.first else { return }
+            let now = NIODeadline.now()
+            if handler.minimumRate.isBehind(bytes: handler.bodyBytes - oldest.bytes, since: oldest.at, now: now) {
                 handler.minimumRate.refused(bytes: handler.bodyBytes, since: handler.headArrived)
                 handler.refuse()
                 context.fireErrorCaught(BodyDeadlineExceeded())
             } else {
-                handler.armRateCheck(context: context)
+                handler.marks = handler.minimumRate.window(handler.marks, adding: (now, handler.bodyBytes))
+                handler.armRateCheck(context: context, at: now + MinimumBodyRate.checkInterval)
             }
         }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        guard let shed = event as? ShedRequestBody else {
+            context.fireUserInboundEventTriggered(event)
+            return
+        }
+        guard self.bodyInProgress, !self.refused else { return }
+        self.refuse()
+        shed.refused()
+        context.fireErrorCaught(BodyDeadlineExceeded())
     }
 
     /// From now on nothing more is passed on, and no deadline is pending.
@@ -175,38 +193,50 @@ final class BodyDeadlineHandler: ChannelInboundHandler, RemovableChannelHandler 
 }
 
 /// The minimum rate a request body must arrive at (``BodyDeadlineHandler``): after `grace` from
-/// the head, the body's bytes so far must be at least `bytesPerSecond` times the time since the
-/// head. As Apache's `mod_reqtimeout` `body=…,MinRate=…`. Shared by a listener's connections for its
-/// log line (at most one a second).
+/// the head, and every ``checkInterval`` after, the body's bytes in the last `window` (since the
+/// head, within the first) must be at least `bytesPerSecond` times that time. As Apache's
+/// `mod_reqtimeout` `body=…,MinRate=…`, but over a sliding window rather than since the head, so
+/// that bytes sent early buy no time later. Shared by a listener's connections for its log line
+/// (at most one a second).
 struct MinimumBodyRate: Sendable {
     /// Bytes a second; 0: no minimum.
     let bytesPerSecond: Int
     let grace: TimeAmount
+    /// The sliding window the rate is counted over.
+    let window: TimeAmount
     let logger: Logger?
     let log: RateLimitedLog
 
+    /// How often a body in progress is checked after its grace.
+    static let checkInterval = TimeAmount.seconds(1)
+
     static let off = MinimumBodyRate(bytesPerSecond: 0, grace: .seconds(1), logger: nil)
 
-    init(bytesPerSecond: Int, grace: TimeAmount = .seconds(1), logger: Logger?) {
+    init(bytesPerSecond: Int, grace: TimeAmount = .seconds(1), window: TimeAmount = .seconds(2), logger: Logger?) {
         self.bytesPerSecond = bytesPerSecond
         self.grace = grace
+        self.window = window
         self.logger = logger
         self.log = RateLimitedLog()
     }
 
-    /// When `bytes` fall behind the rate (the grace's end at the earliest); nil with no minimum.
-    func due(bytes: Int, since head: NIODeadline) -> NIODeadline? {
-        guard self.bytesPerSecond > 0 else { return nil }
-        let (covered, overflow) = Int64(bytes).multipliedReportingOverflow(by: 1_000_000_000 / Int64(self.bytesPerSecond))
-        let behind = head + .nanoseconds(overflow ? Int64.max / 2 : covered)
-        return max(head + self.grace, behind)
+    /// Whether `bytes`, arrived since `start`, are fewer than the rate asks for at `now`.
+    func isBehind(bytes: Int, since start: NIODeadline, now: NIODeadline) -> Bool {
+        guard self.bytesPerSecond > 0 else { return false }
+        let elapsed = (now - start).nanoseconds
+        return Double(bytes) < Double(self.bytesPerSecond) * Double(elapsed) / 1e9
     }
 
-    /// Whether `bytes` are fewer than the rate asks for at `now` (never within the grace).
-    func isBehind(bytes: Int, since head: NIODeadline, now: NIODeadline) -> Bool {
-        guard self.bytesPerSecond > 0, now - head >= self.grace else { return false }
-        let elapsed = (now - head).nanoseconds
-        return Double(bytes) < Double(self.bytesPerSecond) * Double(elapsed) / 1e9
+    /// The marks with `mark` added, less those no longer needed: the oldest kept is the newest
+    /// at least `window` before `mark` (the next check, a second later, counts from at most
+    /// `window` plus a second back; late timers lengthen the window, never shorten it).
+    func window(_ marks: [(at: NIODeadline, bytes: Int)], adding mark: (at: NIODeadline, bytes: Int)) -> [(at: NIODeadline, bytes: Int)] {
+        var marks = marks + [mark]
+        // The next check is at `mark.at + checkInterval`: it counts from the newest mark at
+        // least `window` before it.
+        let from = mark.at + Self.checkInterval - self.window
+        while marks.count > 1 && marks[1].at <= from { marks.removeFirst() }
+        return marks
     }
 
     /// Counts a body refused for its rate, and logs it (a line a second at most).

@@ -88,8 +88,8 @@ public enum FormAttestApplication {
     }
 
     /// HTTP/1.1 with the idle timeout, and in every connection's pipeline the connection guard
-    /// (``ConnectionGuardHandler``: the per-address cap, the shedding of idle connections over the
-    /// total, and the header deadline) and the body
+    /// (``ConnectionGuardHandler``: the per-address cap, the shedding over the total, the header
+    /// deadline, and each connection's request and age caps) and the body
     /// deadline (``BodyDeadlineHandler``). Each listener counts its own connections.
     static func http1(_ configuration: ServerConfiguration, logger: Logger) -> HTTPServerBuilder {
         let bodyTimeout = configuration.bodyTimeout
@@ -105,7 +105,8 @@ public enum FormAttestApplication {
             configuration: .init(
                 additionalChannelHandlers: [
                     ConnectionGuardHandler(
-                        registry: registry, ipv6Prefix: ipv6Prefix, headerTimeout: headerTimeout, writeTimeout: bodyTimeout, logger: logger),
+                        registry: registry, ipv6Prefix: ipv6Prefix, headerTimeout: headerTimeout, writeTimeout: bodyTimeout,
+                        maximumRequests: limits.maximumRequests, maximumAge: limits.maximumAge, logger: logger),
                     BodyDeadlineHandler(timeout: bodyTimeout, minimumRate: minimumRate),
                 ],
                 idleTimeout: TimeAmount(configuration.idleTimeout)

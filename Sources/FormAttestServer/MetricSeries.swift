@@ -13,7 +13,11 @@ enum MetricSeries {
         for step in ["sign", "archive", "key_attestation_missing"] {
             Counter(label: "formattest_evidence_failures_total", dimensions: [("step", step)]).increment(by: 0)
         }
-        for reason in ["per_address", "header_timeout", "shed_idle", "write_timeout", "slow_body", "pipelined"] {
+        let reasons = [
+            "per_address", "header_timeout", "shed_idle", "shed_body", "shed_busy", "write_timeout", "slow_body", "pipelined", "max_requests",
+            "max_age",
+        ]
+        for reason in reasons {
             Counter(label: "formattest_connections_refused_total", dimensions: [("reason", reason)]).increment(by: 0)
         }
         Counter(label: "formattest_connections_saturated_total").increment(by: 0)

@@ -61,15 +61,16 @@ public struct ServerConfiguration: Sendable {
     }
     /// A connection that sends nothing for this long is closed (slow or stalled clients).
     public var idleTimeout: Duration = .seconds(60)
-    /// Connections in total and per peer address, and the header deadline.
+    /// Connections in total and per peer address, the header deadline, and each connection's
+    /// request and age caps.
     public var connectionLimits = ConnectionLimits()
     /// A request body must arrive completely within this time, or the answer is 408; and each
     /// part of an answer must be taken by the client (written to its socket) within it, or the
     /// connection is closed (a client that never reads its answers).
     public var bodyTimeout: Duration = .seconds(10)
     /// After a grace of 1 s from its head, a request body must keep arriving at this many bytes a
-    /// second on average, or the answer is 408 and the connection closes (a client trickling its
-    /// body cannot hold a connection busy for the body timeout); 0: no minimum.
+    /// second, counted over the last 2 s, or the answer is 408 and the connection closes (a client
+    /// trickling its body cannot hold a connection busy for the body timeout); 0: no minimum.
     public var minimumBodyRate: Int = 1000
     /// `/healthz` probes the store with a write at most this often; callers in between share
     /// the last answer.

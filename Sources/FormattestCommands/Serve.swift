@@ -120,6 +120,8 @@ public struct ServeOptions: ParsableArguments {
     @Option(name: .customLong("max-connections"), help: ServeSettings.help("max-connections")) var maxConnections: String?
     @Option(name: .customLong("max-connections-per-address"), help: ServeSettings.help("max-connections-per-address")) var maxConnectionsPerAddress: String?
     @Option(name: .customLong("header-timeout"), help: ServeSettings.help("header-timeout")) var headerTimeout: String?
+    @Option(name: .customLong("max-requests-per-connection"), help: ServeSettings.help("max-requests-per-connection")) var maxRequestsPerConnection: String?
+    @Option(name: .customLong("max-connection-age"), help: ServeSettings.help("max-connection-age")) var maxConnectionAge: String?
     @Option(name: .customLong("attestation-ca"), help: ServeSettings.help("attestation-ca")) var attestationCA: String?
     @Option(name: .customLong("rp-id"), help: ServeSettings.help("rp-id")) var relyingPartyID: String?
     @Option(name: .customLong("evidence-dir"), help: ServeSettings.help("evidence-dir")) var evidenceDirectory: String?
@@ -200,6 +202,8 @@ public struct ServeOptions: ParsableArguments {
             "max-connections": self.maxConnections.map { [$0] } ?? [],
             "max-connections-per-address": self.maxConnectionsPerAddress.map { [$0] } ?? [],
             "header-timeout": self.headerTimeout.map { [$0] } ?? [],
+            "max-requests-per-connection": self.maxRequestsPerConnection.map { [$0] } ?? [],
+            "max-connection-age": self.maxConnectionAge.map { [$0] } ?? [],
             "attestation-ca": self.attestationCA.map { [$0] } ?? [],
             "rp-id": self.relyingPartyID.map { [$0] } ?? [],
             "evidence-dir": self.evidenceDirectory.map { [$0] } ?? [],
@@ -284,7 +288,9 @@ public struct ServeOptions: ParsableArguments {
         configuration.revokedRetention = settings.seconds("revoked-key-retention") ?? ServeSettings.minimumRevokedKeyRetention
         configuration.connectionLimits = ConnectionLimits(
             total: plan.maxConnections, perAddress: settings.integer("max-connections-per-address") ?? 128,
-            headerTimeout: .milliseconds(Int64((settings.seconds("header-timeout") ?? 10) * 1000))
+            headerTimeout: .milliseconds(Int64((settings.seconds("header-timeout") ?? 10) * 1000)),
+            maximumRequests: settings.integer("max-requests-per-connection") ?? 1000,
+            maximumAge: .milliseconds(Int64((settings.seconds("max-connection-age") ?? 300) * 1000))
         )
         configuration.flows = FlowConfiguration(
             formPolicy: FormPolicy(maximumAge: settings.seconds("form-max-age") ?? 300, maximumFutureSkew: settings.seconds("form-max-skew") ?? 30),

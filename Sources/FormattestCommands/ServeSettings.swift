@@ -124,7 +124,7 @@ enum ServeSettings {
         .init("body-timeout", env: ["FORMATTEST_BODY_TIMEOUT"], .seconds(0.001...86_400), default: "10", help: "Seconds a request body may take to arrive (408 after), and an answer part to be taken by the client (the connection is closed after)"),
         .init(
             "min-body-rate", env: ["FORMATTEST_MIN_BODY_RATE"], .integer(0...100_000_000), default: "1000",
-            help: "Bytes a second a request body must keep arriving at on average after a 1 s grace (408 and the connection closed after); 0: no minimum"
+            help: "Bytes a second a request body must keep arriving at, counted over the last 2 s, after a 1 s grace (408 and the connection closed after); 0: no minimum"
         ),
         .init(
             "purge-interval", env: ["FORMATTEST_PURGE_INTERVAL"], .seconds(0.1...86_400), default: "60",
@@ -265,7 +265,7 @@ enum ServeSettings {
         ),
         .init(
             "max-connections", env: ["FORMATTEST_MAX_CONNECTIONS"], .integer(1...1_000_000), default: "1024",
-            help: "Open connections per listener; over it a new one closes an idle connection (no request in flight) of the peer holding the most (logged, counted); only at a hard ceiling 1/16 above it (at least 4), with nothing idle, do new ones wait in the backlog; one the descriptor limit cannot hold is refused at start (the default is lowered to fit)"
+            help: "Open connections per listener; over it a new one sheds another (logged, counted): one idle for 1 s (no request in flight), else the oldest request body in progress for 1 s (408), else the connection served most, whose answer carries Connection: close; up to a hard ceiling 1/16 above it (at least 4), where new ones wait in the backlog until those close; one the descriptor limit cannot hold is refused at start (the default is lowered to fit)"
         ),
         .init(
             "max-connections-per-address", env: ["FORMATTEST_MAX_CONNECTIONS_PER_ADDRESS"], .integer(1...1_000_000), default: "128",
@@ -274,6 +274,14 @@ enum ServeSettings {
         .init(
             "header-timeout", env: ["FORMATTEST_HEADER_TIMEOUT"], .seconds(0.001...86_400), default: "10",
             help: "Seconds a connection may take to send a request's head, from its opening or its last answer (at most idle-timeout)"
+        ),
+        .init(
+            "max-requests-per-connection", env: ["FORMATTEST_MAX_REQUESTS_PER_CONNECTION"], .integer(1...100_000_000), default: "1000",
+            help: "Requests served on one connection: the answer to the last carries Connection: close and the connection closes (as nginx's keepalive_requests)"
+        ),
+        .init(
+            "max-connection-age", env: ["FORMATTEST_MAX_CONNECTION_AGE"], .seconds(0.001...86_400), default: "300",
+            help: "Seconds one connection is served: the answer to the first request after them carries Connection: close and the connection closes (as nginx's keepalive_time)"
         ),
         .init("attestation-ca", env: ["FORMATTEST_ATTESTATION_CA"], .path, meaning: "none", help: "The packed format's attestation authority directory (with rp-id)"),
         .init("rp-id", env: ["FORMATTEST_RP_ID"], .text, meaning: "none", help: "The WebAuthn relying party id of the packed format (with attestation-ca)"),

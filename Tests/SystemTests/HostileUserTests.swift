@@ -964,9 +964,10 @@ struct HostileUserTests {
         #expect(log.contains("per-address connection limit"), "\(log.suffix(2000))")
 
         // In total: over the cap a new connection sheds an idle one (next tests); at the hard
-        // ceiling (2 + 4 = 6), with every connection's request in flight, a new connection waits
-        // (no answer) until one closes. (No minimum body rate here: the requests' bodies never
-        // come, and the body timeout holds them in flight.)
+        // ceiling (2 + 4 = 6), with every connection's body in progress, a new connection waits
+        // in the backlog until bodies in progress for 1 s are answered 408 (r5 F2: before, until
+        // one closed by itself). (No minimum body rate here: the requests' bodies never come,
+        // and the body timeout, 30 s, would hold them in flight.)
         let capped = try Service(
             [
                 "--store", "memory", "--insecure-no-caller-auth", "--max-connections", "2", "--header-timeout", "30", "--body-timeout", "30",
@@ -982,17 +983,18 @@ struct HostileUserTests {
             try await Task.sleep(for: .milliseconds(100))
         }
         try await Task.sleep(for: .milliseconds(300))
+        let waitStarted = Date()
         let waiting = try Self.dial(capped.port)
         let request = Array("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8)
         _ = request.withUnsafeBytes { send(waiting, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-        let early = Self.readAll(waiting, seconds: 1.5)
-        #expect(early.isEmpty, "answered beyond the hard ceiling: \(String(decoding: early, as: UTF8.self).prefix(60))")
-        let shedBusy = held.filter { Self.closedAfter($0, seconds: 0.2) != nil }
-        #expect(shedBusy.isEmpty, "\(shedBusy.count) connection(s) with a request in flight closed")
-        close(held[0])
-        let late = String(decoding: Self.readAll(waiting, seconds: 10), as: UTF8.self)
-        #expect(late.hasPrefix("HTTP/1.1 200"), "\(late.prefix(60))")
-        held.dropFirst().forEach { close($0) }
+        let late = String(decoding: Self.readAll(waiting, seconds: 5), as: UTF8.self)
+        let waited = Date().timeIntervalSince(waitStarted)
+        #expect(late.hasPrefix("HTTP/1.1 200") && waited < 4, "\(late.prefix(60)) after \(waited) s")
+        // The held requests shed were answered 408 first; the rest are still in flight.
+        let answers = held.map { String(decoding: Self.received($0), as: UTF8.self) }
+        let shed = answers.filter { !$0.isEmpty }
+        #expect(!shed.isEmpty && shed.allSatisfy { $0.hasPrefix("HTTP/1.1 408") }, "\(answers.map { $0.prefix(12) })")
+        held.forEach { close($0) }
         close(waiting)
         #expect(capped.stop().contains("connection limit reached"))
     }
@@ -1095,7 +1097,7 @@ struct HostileUserTests {
         print("unread answers: \(sent) request bytes sent; write_timeout \(closedByDeadline)")
     }
 
-    @Test("r3 F3: a connection with a request in flight is never shed; the per-address cap still closes a peer's one too many at once")
+    @Test("r3 F3, r5 F2: a connection with a request in flight is never cut: over the total the oldest body in progress (1 s at least) is answered 408, every other request is answered; the per-address cap still closes a peer's one too many at once")
     func busyConnectionsKept() async throws {
         let files = try TemporaryFiles()
         let service = try Service(
@@ -1121,8 +1123,10 @@ struct HostileUserTests {
         #expect(Self.closedAfter(fifth, seconds: 1) != nil, "the per-address cap did not close the fifth")
         close(fifth)
         // Two newcomers: the first sheds the idle one (then starts a request of its own); the
-        // second finds nothing idle and is admitted under the hard ceiling (4 + 4); no connection
-        // with a request in flight is closed.
+        // second finds nothing idle and is admitted under the hard ceiling (4 + 4); over the
+        // total, the oldest body in progress (one of 127.0.0.2's three, whose heads arrived
+        // within a few milliseconds on several event loops) is answered 408 (r5 F2: before, it
+        // held its slot for the body timeout); no connection is closed without an answer.
         let first = try Self.dial(service.port, from: "127.0.0.3")
         #expect(Self.healthz(on: first, seconds: 5) == 200)
         Self.startSlowPost(first)
@@ -1131,14 +1135,17 @@ struct HostileUserTests {
         let second = try Self.dial(service.port, from: "127.0.0.4")
         #expect(Self.healthz(on: second, seconds: 5) == 200)
         #expect(Self.closedAfter(idle, seconds: 1) != nil, "the idle connection was not shed")
-        let closedBusy = busy.filter { Self.closedAfter($0, seconds: 0.3) != nil }
-        #expect(closedBusy.isEmpty, "\(closedBusy.count) connection(s) with a request in flight closed")
-        // The requests in flight complete: each answered (its body is not JSON the inspector takes).
+        try await Task.sleep(for: .milliseconds(600))
+        let early = busy.map { String(decoding: Self.received($0), as: UTF8.self) }
+        let shed = early.indices.filter { !early[$0].isEmpty }
+        #expect(shed.count == 1 && shed.allSatisfy { $0 < 3 && early[$0].hasPrefix("HTTP/1.1 408") }, "\(early.map { $0.prefix(12) })")
+        // The other requests in flight complete: each answered (its body is not JSON the
+        // inspector takes).
         let rest = Array("{\"mode\":\"semantic\"} ".utf8)
-        for handle in busy {
+        for (handle, answered) in zip(busy, early) where answered.isEmpty {
             _ = rest.withUnsafeBytes { send(handle, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
         }
-        for handle in busy {
+        for (handle, answered) in zip(busy, early) where answered.isEmpty {
             let answer = String(decoding: Self.readAll(handle, seconds: 2), as: UTF8.self)
             #expect(answer.hasPrefix("HTTP/1.1 4"), "\(answer.prefix(80))")
         }
@@ -1297,22 +1304,31 @@ struct HostileUserTests {
         let steadyAnswer = String(decoding: Self.readAll(steady, seconds: 3), as: UTF8.self)
         close(steady)
         #expect(steadyAnswer.hasPrefix("HTTP/1.1 400"), "\(steadyAnswer.prefix(200))")
-        // A client that sent `Expect: 100-continue` and, as curl does, sends its whole body after
-        // waiting 1 s for a `100 Continue` the service does not send: read whole (400), not 408.
+        // A client that sent `Expect: 100-continue` gets `100 Continue` at once (r5 F2) and, as
+        // curl does, then sends its whole body: read whole (400), not 408.
         let expecting = try Self.dial(service.port, from: "127.0.0.21")
         let expectHead = "POST /api/appattest/inspect HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nExpect: 100-continue\r\n"
         let expectRequest = Array((expectHead + "Content-Length: 4000\r\n\r\n").utf8)
         _ = expectRequest.withUnsafeBytes { send(expecting, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-        try await Task.sleep(for: .milliseconds(1100))
+        var interim = ""
+        let expectStarted = Date()
+        while !interim.contains("\r\n\r\n") && Date().timeIntervalSince(expectStarted) < 1 {
+            interim += String(decoding: Self.received(expecting), as: UTF8.self)
+            try await Task.sleep(for: .milliseconds(20))
+        }
         _ = body.withUnsafeBytes { send(expecting, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-        let expectAnswer = String(decoding: Self.readAll(expecting, seconds: 3), as: UTF8.self)
+        let expectAnswer = interim + String(decoding: Self.readAll(expecting, seconds: 3), as: UTF8.self)
         close(expecting)
-        #expect(expectAnswer.hasPrefix("HTTP/1.1 400"), "\(expectAnswer.prefix(200))")
+        #expect(interim.hasPrefix("HTTP/1.1 100 Continue\r\n\r\n"), "\(interim.prefix(80))")
+        #expect(expectAnswer.dropFirst("HTTP/1.1 100 Continue\r\n\r\n".count).hasPrefix("HTTP/1.1 400"), "\(expectAnswer.prefix(200))")
 
         let metrics = try Self.exchange(service.port, "/metrics").body
         let refused = Self.metric(metrics, #"formattest_connections_refused_total{reason="slow_body"}"#)
+        // Over the total, a body in progress for 1 s may be shed (408) a moment before its rate
+        // check refuses it (r5 F2): each trickling body is one or the other.
+        let shed = Self.metric(metrics, #"formattest_connections_refused_total{reason="shed_body"}"#)
         let log = service.stop()
-        #expect(refused == Double(slow.count), "slow_body \(refused)")
+        #expect(refused >= 1 && refused + shed == Double(slow.count), "slow_body \(refused), shed_body \(shed)")
         #expect(log.contains("request body too slow"), "\(log.suffix(2000))")
     }
 
@@ -1326,20 +1342,28 @@ struct HostileUserTests {
             ],
             files: files
         )
-        // Five connections whose bodies (60,000 bytes) arrive at 2,400 B/s, above the minimum
-        // rate: requests in flight for the test's length, never shed.
-        let trickle = Background()
-        for index in 0..<5 {
-            let handle = try Self.dial(service.port, from: "127.0.0.\(20 + index)")
-            Self.postHead(handle, length: 60_000)
-            trickle.hold(handle)
+        // Five connections that send nothing, each replaced by a fresh one (from a fresh address)
+        // after 0.8 s: never 1 s old, so never shed (and, silent, they hold back the shedding of
+        // busy connections, r5). (Before r5, five bodies trickling above the minimum rate held
+        // the listener there; they are now shed over the total.)
+        final class Holder: @unchecked Sendable {
+            var handle: Int32 = -1
+            var opened = Date.distantPast
         }
-        let chunk = [UInt8](repeating: UInt8(ascii: " "), count: 600)
-        trickle.start(every: 0.25) { background in
-            for handle in background.held { _ = chunk.withUnsafeBytes { send(handle, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } }
+        let holders = (0..<5).map { _ in Holder() }
+        let port = service.port
+        let churn = Background()
+        churn.start(every: 0.05) { background in
+            for holder in holders where Date().timeIntervalSince(holder.opened) > 0.8 {
+                if holder.handle >= 0 { close(holder.handle) }
+                let index = background.nextStep()
+                holder.handle = Self.rawDial(port, from: "127.3.\(index / 250).\(index % 250 + 1)")
+                holder.opened = Date()
+            }
         }
         try await Task.sleep(for: .milliseconds(300))
-        // A sixth connection, opened, answered and closed 30 times: the ceiling (6) reached each time.
+        // A sixth connection, opened, answered and closed 30 times: the ceiling (6) reached each
+        // time the five are open.
         let started = Date()
         var statuses: [Int] = []
         for _ in 0..<30 {
@@ -1350,14 +1374,15 @@ struct HostileUserTests {
         let elapsed = Date().timeIntervalSince(started)
         let metrics = try Self.exchange(service.port, "/metrics").body
         let saturated = Self.metric(metrics, "formattest_connections_saturated_total")
-        trickle.stop()
+        churn.stop()
+        for holder in holders where holder.handle >= 0 { close(holder.handle) }
         let log = service.stop()
         let lines = log.split(separator: "\n").filter { $0.contains("connection limit reached") }.count
         print("the ceiling reached \(saturated) times in \(String(format: "%.1f", elapsed)) s: \(lines) log lines")
         #expect(statuses.allSatisfy { $0 == 200 }, "\(statuses)")
         #expect(elapsed < 10, "30 connections took \(elapsed) s: too slow to tell")
-        #expect(saturated >= 30, "saturated \(saturated)")
-        #expect(lines >= 1 && lines <= Int(elapsed) + 2, "\(lines) lines in \(elapsed) s")
+        #expect(saturated >= 20, "saturated \(saturated)")
+        #expect(lines >= 1 && lines <= Int(elapsed) + 2 && Double(lines) < saturated, "\(lines) lines in \(elapsed) s, saturated \(saturated)")
     }
 
     @Test("r4 F2, F3: churn of fresh connections from many addresses over the total never sheds a pooling client's keep-alive connections between their requests")
@@ -1612,6 +1637,298 @@ struct HostileUserTests {
         // requests as it was shed.
         #expect(fresh.count >= 8 && fresh.allSatisfy { $0.status == 200 } && slowest < 3, "\(fresh)")
         #expect(keepAliveAnswered >= 3 && keepAliveLost == 0, "answered \(keepAliveAnswered), lost \(keepAliveLost)")
+    }
+
+    // MARK: - r5 F3, F2: newcomers served when every slot is busy
+
+    /// One request on an open keep-alive connection: the status and the answer's head (lowercased),
+    /// or (0, "") when no complete answer came within `seconds`.
+    static func request(on handle: Int32, _ text: String = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", seconds: Double = 5) -> (status: Int, head: String) {
+        let request = Array(text.utf8)
+        _ = request.withUnsafeBytes { send(handle, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        var timeout = timeval(tv_sec: 0, tv_usec: 100_000)
+        setsockopt(handle, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var answer: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            let count = recv(handle, &buffer, buffer.count, 0)
+            if count == 0 { break }
+            if count > 0 { answer += buffer[0..<count] }
+            let text = String(decoding: answer, as: UTF8.self)
+            guard let end = text.range(of: "\r\n\r\n") else { continue }
+            let head = String(text[..<end.lowerBound]).lowercased()
+            let length = head.split(separator: "\r\n").first { $0.hasPrefix("content-length:") }
+                .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) } ?? 0
+            if text.utf8.count - text[..<end.upperBound].utf8.count >= length {
+                let parts = head.split(separator: " ")
+                return (parts.count >= 2 ? Int(parts[1]) ?? 0 : 0, head)
+            }
+        }
+        return (0, "")
+    }
+
+    /// A fresh connection's `GET /healthz` (`Connection: close`) from `source`: its status (0:
+    /// no answer within `seconds`) and how long it took, the connection's setup included.
+    static func freshHealthz(_ port: Int, from source: String, seconds: Double) -> (status: Int, seconds: Double) {
+        let started = Date()
+        let handle = Self.rawDial(port, from: source)
+        guard handle >= 0 else { return (0, Date().timeIntervalSince(started)) }
+        defer { close(handle) }
+        let request = Array("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8)
+        _ = request.withUnsafeBytes { send(handle, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        var timeout = timeval(tv_sec: 0, tv_usec: 100_000)
+        setsockopt(handle, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var buffer = [UInt8](repeating: 0, count: 256)
+        while Date().timeIntervalSince(started) < seconds {
+            let count = recv(handle, &buffer, buffer.count, 0)
+            if count > 0 {
+                let parts = String(decoding: buffer[0..<count], as: UTF8.self).prefix { $0 != "\r" }.split(separator: " ")
+                return (parts.count >= 2 ? Int(parts[1]) ?? 0 : 0, Date().timeIntervalSince(started))
+            }
+            if count == 0 { break }
+        }
+        return (0, Date().timeIntervalSince(started))
+    }
+
+    /// Fresh-connection `/healthz` from 127.0.0.1 every 0.5 s for `duration` (ka09.py's honest
+    /// client A, each given `seconds`): the statuses and times.
+    static func honestNewcomers(_ port: Int, for duration: Double, seconds: Double) async throws -> [(status: Int, seconds: Double)] {
+        var results: [(status: Int, seconds: Double)] = []
+        let stop = Date().addingTimeInterval(duration)
+        while Date() < stop {
+            results.append(Self.freshHealthz(port, from: "127.0.0.1", seconds: seconds))
+            try await Task.sleep(for: .milliseconds(500))
+        }
+        return results
+    }
+
+    static func summary(_ results: [(status: Int, seconds: Double)]) -> String {
+        let times = results.map(\.seconds).sorted()
+        guard !times.isEmpty else { return "n=0" }
+        return String(
+            format: "n=%d answered=%d median=%.2f s max=%.2f s", times.count, results.filter { $0.status == 200 }.count, times[times.count / 2],
+            times.last ?? 0)
+    }
+
+    @Test("r5 F3: a connection is served --max-requests-per-connection requests and for --max-connection-age; the answer that reaches a cap carries Connection: close, and the connection closes once it is written")
+    func connectionCaps() async throws {
+        let files = try TemporaryFiles()
+        let service = try Service(
+            ["--store", "memory", "--insecure-no-caller-auth", "--max-requests-per-connection", "5", "--max-connection-age", "3", "--log-level", "warning"],
+            files: files)
+        // The request cap: the first four answers keep the connection, the fifth closes it.
+        let counted = try Self.dial(service.port, from: "127.0.0.2")
+        defer { close(counted) }
+        var answers: [(status: Int, head: String)] = []
+        for _ in 0..<5 { answers.append(Self.request(on: counted)) }
+        let closedAfterFifth = Self.closedAfter(counted, seconds: 2)
+        // The age cap: a request at once keeps the connection; one after 3 s closes it.
+        let aged = try Self.dial(service.port, from: "127.0.0.3")
+        defer { close(aged) }
+        let young = Self.request(on: aged)
+        try await Task.sleep(for: .milliseconds(1500))
+        let middle = Self.request(on: aged)
+        try await Task.sleep(for: .milliseconds(1800))
+        let old = Self.request(on: aged)
+        let closedAfterOld = Self.closedAfter(aged, seconds: 2)
+        let metrics = try Self.exchange(service.port, "/metrics").body
+        _ = service.stop()
+        let closing = answers.map { $0.head.contains("connection: close") }
+        print("caps: request cap 5: \(answers.map(\.status)) close \(closing), closed after \(closedAfterFifth.map { String(format: "%.2f s", $0) } ?? "never"); age cap 3 s: close at 0 s \(young.head.contains("connection: close")), 1.5 s \(middle.head.contains("connection: close")), 3.3 s \(old.head.contains("connection: close"))")
+        #expect(answers.allSatisfy { $0.status == 200 }, "\(answers.map(\.status))")
+        #expect(closing == [false, false, false, false, true], "\(closing)")
+        #expect(closedAfterFifth != nil, "the connection stayed open after its fifth answer")
+        #expect(young.status == 200 && !young.head.contains("connection: close"), "\(young)")
+        #expect(middle.status == 200 && !middle.head.contains("connection: close"), "\(middle)")
+        #expect(old.status == 200 && old.head.contains("connection: close"), "\(old)")
+        #expect(closedAfterOld != nil, "the connection stayed open after its answer past the age cap")
+        #expect(Self.metric(metrics, #"formattest_connections_refused_total{reason="max_requests"}"#) == 1)
+        #expect(Self.metric(metrics, #"formattest_connections_refused_total{reason="max_age"}"#) == 1)
+    }
+
+    @Test("r5 F3: 40 keep-alive connections from their own addresses, each active every 0.9 s, cannot keep newcomers out: at the ceiling the connection served most is retired (its answer carries Connection: close), and a fresh client is answered in bounded time")
+    func busyKeepAliveRetired() async throws {
+        let files = try TemporaryFiles()
+        let service = try Service(["--store", "memory", "--insecure-no-caller-auth", "--max-connections", "32", "--log-level", "warning"], files: files)
+        let port = service.port
+        // ka09.py's attacker: 40 connections, each from its own address, a GET /healthz every
+        // 0.9 s (never idle 1 s), reconnecting from a fresh address once closed; it ignores
+        // Connection: close (it meets the close when it sends its next request).
+        final class Attacker: @unchecked Sendable {
+            var handle: Int32 = -1
+            var awaiting = false
+            var next = Date()
+        }
+        let attackers = (0..<40).map { _ in Attacker() }
+        let counts = Locked((requests: 0, answered: 0, reconnections: 0))
+        let request = Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+        let attack = Background()
+        attack.start(every: 0.02) { background in
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            for attacker in attackers {
+                if attacker.handle >= 0 && attacker.awaiting {
+                    let count = recv(attacker.handle, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+                    if count > 0 {
+                        attacker.awaiting = false
+                        attacker.next = Date().addingTimeInterval(0.9)
+                        counts.update { $0.answered += 1 }
+                        continue
+                    }
+                    if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { continue }
+                    close(attacker.handle)
+                    attacker.handle = -1
+                }
+                if attacker.handle < 0 {
+                    let index = background.nextStep()
+                    attacker.handle = Self.rawDial(port, from: "127.1.\(index / 250).\(index % 250 + 1)")
+                    attacker.next = Date()
+                    attacker.awaiting = false
+                    counts.update { $0.reconnections += 1 }
+                    if attacker.handle < 0 { continue }
+                }
+                if !attacker.awaiting && Date() >= attacker.next {
+                    let sent = request.withUnsafeBytes { send(attacker.handle, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                    if sent < 0 {
+                        close(attacker.handle)
+                        attacker.handle = -1
+                        continue
+                    }
+                    attacker.awaiting = true
+                    counts.update { $0.requests += 1 }
+                }
+            }
+        }
+        try await Task.sleep(for: .seconds(3))
+        // ka09.py's honest client A: before, nothing in 30 s (two 30 s timeouts in 40 s).
+        let honest = try await Self.honestNewcomers(port, for: 12, seconds: 10)
+        attack.stop()
+        for attacker in attackers where attacker.handle >= 0 { close(attacker.handle) }
+        let attack_ = counts.update { $0 }
+        let metrics = try Self.exchange(port, "/metrics").body
+        _ = service.stop()
+        let retired = Self.metric(metrics, #"formattest_connections_refused_total{reason="shed_busy"}"#)
+        print("r5 F3 (40 keep-alive connections every 0.9 s, 32 slots): honest newcomers \(Self.summary(honest)); attacker \(attack_.requests) requests, \(attack_.answered) answered, \(attack_.reconnections - 40) reconnections; shed_busy \(retired)")
+        #expect(honest.count >= 10 && honest.allSatisfy { $0.status == 200 && $0.seconds < 5 }, "\(Self.summary(honest)): \(honest)")
+        #expect(retired >= 1, "shed_busy \(retired)")
+    }
+
+    @Test("r5 F2: bodies that meet the minimum rate cannot hold every slot: over the total the oldest body in progress (1 s at least) is refused 408, so a newcomer is answered in bounded time")
+    func steadyBodiesShed() async throws {
+        let files = try TemporaryFiles()
+        let service = try Service(["--store", "memory", "--insecure-no-caller-auth", "--max-connections", "32", "--log-level", "warning"], files: files)
+        let port = service.port
+        // slowbody5.py's `rate` attacker: 40 connections, each from its own address, a POST
+        // announcing 60,000 bytes, then 1,100 B a second (above the 1,000 B/s minimum),
+        // reconnecting from a fresh address once answered or closed.
+        final class Attacker: @unchecked Sendable {
+            var handle: Int32 = -1
+            var next = Date()
+        }
+        let attackers = (0..<40).map { _ in Attacker() }
+        let counts = Locked((connections: 0, answered: 0, refused408: 0))
+        let chunk = [UInt8](repeating: UInt8(ascii: " "), count: 1100)
+        let head = Array(
+            "POST /api/appattest/attest HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 60000\r\n\r\n".utf8)
+        let attack = Background()
+        attack.start(every: 0.05) { background in
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            for attacker in attackers {
+                if attacker.handle >= 0 {
+                    let count = recv(attacker.handle, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+                    if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
+                        if Date() >= attacker.next {
+                            _ = chunk.withUnsafeBytes { send(attacker.handle, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                            attacker.next = Date().addingTimeInterval(1)
+                        }
+                        continue
+                    }
+                    if count > 0 {
+                        let is408 = String(decoding: buffer[0..<count], as: UTF8.self).hasPrefix("HTTP/1.1 408")
+                        counts.update {
+                            $0.answered += 1
+                            if is408 { $0.refused408 += 1 }
+                        }
+                    }
+                    close(attacker.handle)
+                    attacker.handle = -1
+                }
+                let index = background.nextStep()
+                attacker.handle = Self.rawDial(port, from: "127.2.\(index / 250).\(index % 250 + 1)")
+                guard attacker.handle >= 0 else { continue }
+                counts.update { $0.connections += 1 }
+                _ = (head + chunk).withUnsafeBytes { send(attacker.handle, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                attacker.next = Date().addingTimeInterval(1)
+            }
+        }
+        try await Task.sleep(for: .seconds(3))
+        // slowbody5.py's honest client: before, 9.5-9.7 s each (the body timeout, 10 s).
+        let honest = try await Self.honestNewcomers(port, for: 12, seconds: 15)
+        attack.stop()
+        for attacker in attackers where attacker.handle >= 0 { close(attacker.handle) }
+        let attack_ = counts.update { $0 }
+        let metrics = try Self.exchange(port, "/metrics").body
+        _ = service.stop()
+        let shed = Self.metric(metrics, #"formattest_connections_refused_total{reason="shed_body"}"#)
+        print("r5 F2 (40 bodies at 1,100 B/s, 32 slots): honest newcomers \(Self.summary(honest)); attacker \(attack_.connections) connections, \(attack_.answered) answered (\(attack_.refused408) 408); shed_body \(shed)")
+        #expect(honest.count >= 10 && honest.allSatisfy { $0.status == 200 && $0.seconds < 3 }, "\(Self.summary(honest)): \(honest)")
+        #expect(shed >= 1 && attack_.refused408 >= 1, "shed_body \(shed), 408 \(attack_.refused408)")
+    }
+
+    @Test("r5 F2: the body rate counts over a sliding window: bytes sent with the head buy no time (refused within 3 s, not at the 10 s body timeout); the same bytes followed by 1,600 B/s are not refused; Expect: 100-continue is answered 100 at once and gets the normal grace")
+    func slidingBodyRate() async throws {
+        let files = try TemporaryFiles()
+        let service = try Service(["--store", "memory", "--insecure-no-caller-auth", "--log-level", "warning"], files: files)
+        let port = service.port
+        let head = "POST /api/appattest/attest HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 60000\r\n"
+        // slowbody5.py's `front`: 10.5 KB with the head, then nothing (before: the average since
+        // the head stayed above the rate for 10.5 s, past the body timeout: 408 at 10 s).
+        let front = try Self.dial(port, from: "127.0.0.2")
+        defer { close(front) }
+        let started = Date()
+        _ = (Array((head + "\r\n").utf8) + [UInt8](repeating: UInt8(ascii: " "), count: 10_500)).withUnsafeBytes {
+            send(front, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+        }
+        var frontAnswer: [UInt8] = []
+        while frontAnswer.isEmpty && Date().timeIntervalSince(started) < 12 {
+            frontAnswer = Self.received(front)
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        let frontAfter = Date().timeIntervalSince(started)
+        // The one change: after the same 10.5 KB, 800 B every 0.5 s (1,600 B/s, above the rate
+        // in any 2 s window): still being read after 4.5 s.
+        let steady = try Self.dial(port, from: "127.0.0.3")
+        defer { close(steady) }
+        _ = (Array((head + "\r\n").utf8) + [UInt8](repeating: UInt8(ascii: " "), count: 10_500)).withUnsafeBytes {
+            send(steady, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+        }
+        var steadyAnswer: [UInt8] = []
+        for _ in 0..<9 {
+            try await Task.sleep(for: .milliseconds(500))
+            _ = [UInt8](repeating: UInt8(ascii: " "), count: 800).withUnsafeBytes { send(steady, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            steadyAnswer += Self.received(steady)
+        }
+        // Expect: 100-continue and no body: `100 Continue` at once, then 408 after the 1 s grace
+        // (before: no 100, and 2 s of grace).
+        let expecting = try Self.dial(port, from: "127.0.0.4")
+        defer { close(expecting) }
+        let expectStarted = Date()
+        _ = Array((head + "Expect: 100-continue\r\n\r\n").utf8).withUnsafeBytes { send(expecting, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        var expectAnswer = ""
+        var continueAfter: Double?
+        while !expectAnswer.contains("408") && Date().timeIntervalSince(expectStarted) < 5 {
+            expectAnswer += String(decoding: Self.received(expecting), as: UTF8.self)
+            if continueAfter == nil && expectAnswer.hasPrefix("HTTP/1.1 100") { continueAfter = Date().timeIntervalSince(expectStarted) }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let expectAfter = Date().timeIntervalSince(expectStarted)
+        _ = service.stop()
+        let frontText = String(decoding: frontAnswer, as: UTF8.self)
+        print("sliding rate: front-loaded 10.5 KB answered \(frontText.prefix(12)) after \(String(format: "%.2f", frontAfter)) s; steady: \(steadyAnswer.isEmpty ? "still read after 4.5 s" : String(decoding: steadyAnswer.prefix(12), as: UTF8.self)); Expect: 100 after \(continueAfter.map { String(format: "%.2f s", $0) } ?? "never"), 408 after \(String(format: "%.2f", expectAfter)) s")
+        #expect(frontText.hasPrefix("HTTP/1.1 408") && frontAfter > 1.5 && frontAfter < 4.5, "\(frontText.prefix(40)) after \(frontAfter) s")
+        #expect(steadyAnswer.isEmpty, "\(String(decoding: steadyAnswer, as: UTF8.self).prefix(40))")
+        #expect((continueAfter ?? 9) < 0.5, "100 Continue after \(String(describing: continueAfter))")
+        #expect(expectAnswer.contains("HTTP/1.1 408") && expectAfter > 0.8 && expectAfter < 1.8, "\(expectAnswer.prefix(80)) after \(expectAfter) s")
     }
 
     /// A value behind a lock, for threads.
