@@ -446,7 +446,7 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
                     ),
                 ])
             )
-            guard try self.passkeyExists(credentialID) else { throw StoreError(code: .unknownKey, reason: "no such passkey") }
+            guard try self.passkeyRevoked(credentialID) != nil else { throw StoreError(code: .unknownKey, reason: "no such passkey") }
         }
     }
 
@@ -511,7 +511,14 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
         let reply = try self.pool.command(
             .document([
                 ("findAndModify", .string(self.passkeys)),
-                ("query", .document([("_id", .binary(use.credentialID)), ("signCount", .int64(Int64(use.previousSignCount)))])),
+                // Not revoked since the flows loaded it: the revocation is part of the compare-and-set.
+                (
+                    "query",
+                    .document([
+                        ("_id", .binary(use.credentialID)), ("signCount", .int64(Int64(use.previousSignCount))),
+                        ("revokedAt", .document([("$exists", .bool(false))])),
+                    ])
+                ),
                 (
                     "update",
                     .document([
@@ -528,9 +535,10 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
             ])
         )
         guard let previous = try CommandReply.value(reply) else {
-            throw try self.passkeyExists(use.credentialID)
-                ? StoreError(code: .staleCounter, reason: "the passkey's sign count is no longer \(use.previousSignCount)")
-                : StoreError(code: .unknownKey, reason: "no such passkey")
+            guard let revoked = try self.passkeyRevoked(use.credentialID) else { throw StoreError(code: .unknownKey, reason: "no such passkey") }
+            throw revoked
+                ? StoreError(code: .revoked, reason: "the passkey was revoked")
+                : StoreError(code: .staleCounter, reason: "the passkey's sign count is no longer \(use.previousSignCount)")
         }
         return try StoredDocument(previous, kind: "passkey", collection: self.passkeys)
     }
@@ -603,11 +611,17 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
         )
     }
 
-    private func passkeyExists(_ credentialID: [UInt8]) throws -> Bool {
+    /// Whether a passkey has this id, and whether it is revoked (`nil`: none has it).
+    private func passkeyRevoked(_ credentialID: [UInt8]) throws -> Bool? {
         let reply = try self.pool.command(
-            .document([("find", .string(self.passkeys)), ("filter", .document([("_id", .binary(credentialID))])), ("limit", .int32(1))])
+            .document([
+                ("find", .string(self.passkeys)), ("filter", .document([("_id", .binary(credentialID))])),
+                ("projection", .document([("revokedAt", .int32(1))])), ("limit", .int32(1)),
+            ])
         )
-        return try !CommandReply.firstBatch(reply).isEmpty
+        guard let value = try CommandReply.firstBatch(reply).first else { return nil }
+        let document = try StoredDocument(value, kind: "passkey", collection: self.passkeys)
+        return try document.date("revokedAt") != nil
     }
 
     /// A document as a passkey. Fails closed: a missing or mistyped field, or a sign count
@@ -700,8 +714,8 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
                         ("batchSize", .int32(Int32(clamping: limit - removed))),
                     ])
                 )
-                let batch = ((reply["cursor"] as? [String: Any])?["firstBatch"] as? [[String: Any]]) ?? []
-                let ids = batch.compactMap { ExtendedJSON.binary($0["_id"]) }.map(BSONValue.binary)
+                let kind = collection == self.keys ? "key" : "passkey"
+                let ids = try CommandReply.firstBatch(reply).map { try BSONValue.binary(self.id(of: $0, kind: kind, collection: collection)) }
                 guard !ids.isEmpty else { continue }
                 let deleted = try self.pool.command(
                     .document([
@@ -717,7 +731,7 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
                         ),
                     ])
                 )
-                removed += Int(ExtendedJSON.int64(deleted["n"]) ?? 0)
+                removed += try CommandReply.count(deleted)
             }
             return PurgeStep(deleted: removed, duration: started.duration(to: .now), complete: removed < limit)
         }

@@ -583,15 +583,17 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
     /// verified against.
     private static func use(_ use: PasskeyUse, at date: Date, _ db: Database) throws {
         try db.cachedStatement(
-            sql: "UPDATE passkeys SET sign_count = ?, backed_up = ?, last_used = ? WHERE credential_id = ? AND sign_count = ?"
+            sql: "UPDATE passkeys SET sign_count = ?, backed_up = ?, last_used = ? WHERE credential_id = ? AND sign_count = ? AND revoked_at IS NULL"
         ).execute(
             arguments: [Int64(use.signCount), use.backedUp, date.timeIntervalSince1970, Data(use.credentialID), Int64(use.previousSignCount)]
         )
         guard db.changesCount == 1 else {
-            let exists = try Bool.fetchOne(db, sql: "SELECT 1 FROM passkeys WHERE credential_id = ?", arguments: [Data(use.credentialID)]) ?? false
-            throw exists
-                ? StoreError(code: .staleCounter, reason: "the passkey's sign count is no longer \(use.previousSignCount)")
-                : StoreError(code: .unknownKey, reason: "no such passkey")
+            // Which condition failed: the row, its revocation (since the flows loaded it), its count.
+            let revoked = try Row.fetchOne(db, sql: "SELECT revoked_at IS NOT NULL AS revoked FROM passkeys WHERE credential_id = ?", arguments: [Data(use.credentialID)])
+            guard let revoked else { throw StoreError(code: .unknownKey, reason: "no such passkey") }
+            throw (revoked["revoked"] as Bool? ?? false)
+                ? StoreError(code: .revoked, reason: "the passkey was revoked")
+                : StoreError(code: .staleCounter, reason: "the passkey's sign count is no longer \(use.previousSignCount)")
         }
     }
 

@@ -187,6 +187,15 @@ extension StoreContract {
         }
         #expect(try await store.loadPasskey(credentialID: passkey(1).credentialID) == passkey(1, signCount: 5))
         #expect(try await store.isFormHashRecorded(hash(1), now: now) == false)
+        // Revoked after the flows loaded it (red team r6, F5): the commit's compare-and-set refuses
+        // it, with the count it was verified against, and writes nothing.
+        try await register(store, passkey(0x52, signCount: 5))
+        try await store.revokePasskey(credentialID: passkey(0x52).credentialID, at: now)
+        await expect(.revoked) {
+            try await store.commitAssertion(AssertionCommit(passkey: use(0x52, from: 5, to: 6), replay: replay(0x52), challenges: [claim], now: now))
+        }
+        #expect(try await store.loadPasskey(credentialID: passkey(0x52).credentialID)?.signCount == 5)
+        #expect(try await store.isFormHashRecorded(hash(0x52), now: now) == false)
 
         try await store.commitAssertion(AssertionCommit(passkey: use(1, from: 5, to: 6, backedUp: true), replay: replay(1), challenges: [claim], now: now))
         var expected = passkey(1, signCount: 6)

@@ -138,7 +138,8 @@ struct RevokedRetentionTests {
         try #require(Formattest.waitForListener(port: service.port, process: service.server.process))
         let store = service.files.directory.appendingPathComponent("store.sqlite").path
 
-        // Three passkeys, at most one active: the first two are revoked by the limit.
+        // Three passkeys, at most one active: the first two are revoked by the limit (each new one
+        // approved by the one before, the active one).
         var devices = (UInt8(1)...3).map { PasskeyDevice(id: $0) }
         for index in devices.indices {
             let (optionsStatus, options) = try await service.send("GET", "/api/passkeys/options?username=alice")
@@ -146,9 +147,9 @@ struct RevokedRetentionTests {
             let challengeText = try #require((options["challenge"] as? [String: Any])?["challenge"] as? String)
             let challenge = try #require(Base64URL.decode(challengeText))
             let credential = try JSONSerialization.jsonObject(with: Data(devices[index].register(challenge: challenge)))
-            let (status, answer) = try await service.send(
-                "POST", "/api/passkeys/register",
-                ["username": "alice", "challenge": challengeText, "userHandle": options["userHandle"] ?? "", "credential": credential])
+            var body: [String: Any] = ["username": "alice", "challenge": challengeText, "userHandle": options["userHandle"] ?? "", "credential": credential]
+            if index > 0 { body["approval"] = try JSONSerialization.jsonObject(with: Data(devices[index - 1].sign(challenge: challenge))) }
+            let (status, answer) = try await service.send("POST", "/api/passkeys/register", body)
             try #require(status == 200, "\(answer)")
         }
         #expect(try Self.sqlite(store, "SELECT count(*) FROM passkeys WHERE revoked_at IS NOT NULL;") == "2")

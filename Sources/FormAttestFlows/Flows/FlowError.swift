@@ -250,6 +250,7 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
         switch error.code {
         case .duplicateKey: code = .keyAlreadyRegistered
         case .staleCounter: code = .counterNotIncreasing
+        case .revoked: code = .passkeyRevoked
         case .unknownKey: code = .keyMismatch
         default: code = Code(error.code)
         }

@@ -412,6 +412,7 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
             case duplicateChallenge = "duplicate_challenge"
             case challengeInvalid = "challenge_invalid"
             case replay = "replay"
+            case revoked = "revoked"
             case unavailable = "store_unavailable"
         }
 
@@ -430,6 +431,9 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let duplicateChallenge = Code(.duplicateChallenge)
         public static let challengeInvalid = Code(.challengeInvalid)
         public static let replay = Code(.replay)
+        /// The passkey was revoked before the commit (after the flows loaded it): its revocation
+        /// is checked in the commit's compare-and-set, not only when it is loaded.
+        public static let revoked = Code(.revoked)
         /// The storage could not be reached or failed; nothing was changed.
         public static let unavailable = Code(.unavailable)
     }

@@ -174,6 +174,7 @@ public actor MemoryAttestationStore: StepwiseAttestationStore {
         var passkey: StoredPasskey?
         if let use = commit.passkey {
             guard var stored = self.passkeys[use.credentialID] else { throw StoreError(code: .unknownKey, reason: "no such passkey") }
+            guard stored.revokedAt == nil else { throw StoreError(code: .revoked, reason: "the passkey was revoked") }
             guard stored.signCount == use.previousSignCount else {
                 throw StoreError(code: .staleCounter, reason: "the passkey's sign count moved from \(use.previousSignCount) to \(stored.signCount)")
             }
