@@ -589,7 +589,8 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
         )
         guard db.changesCount == 1 else {
             // Which condition failed: the row, its revocation (since the flows loaded it), its count.
-            let revoked = try Row.fetchOne(db, sql: "SELECT revoked_at IS NOT NULL AS revoked FROM passkeys WHERE credential_id = ?", arguments: [Data(use.credentialID)])
+            let revoked = try Row.fetchOne(
+                db, sql: "SELECT revoked_at IS NOT NULL AS revoked FROM passkeys WHERE credential_id = ?", arguments: [Data(use.credentialID)])
             guard let revoked else { throw StoreError(code: .unknownKey, reason: "no such passkey") }
             throw (revoked["revoked"] as Bool? ?? false)
                 ? StoreError(code: .revoked, reason: "the passkey was revoked")
