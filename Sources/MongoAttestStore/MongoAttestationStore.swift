@@ -656,36 +656,9 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
         return try await self.run { () throws -> PurgeStep in
             let started = ContinuousClock.now
             var removed = 0
-            for collection in [self.challenges, self.formHashes, self.rateLimits] where removed < limit {
-                let expired: BSONValue = .document([("expiresAt", .document([("$lte", .date(now))]))])
-                let reply = try self.pool.command(
-                    .document([
-                        ("find", .string(collection)),
-                        ("filter", expired),
-                        ("sort", .document([("expiresAt", .int32(1))])),
-                        ("projection", .document([("_id", .int32(1))])),
-                        ("limit", .int32(Int32(clamping: limit - removed))),
-                        ("batchSize", .int32(Int32(clamping: limit - removed))),
-                    ])
-                )
-                let kind = collection == self.challenges ? "challenge" : collection == self.formHashes ? "replay record" : "rate-limit window"
-                let ids = try CommandReply.firstBatch(reply).map { BSONValue.binary(try self.id(of: $0, kind: kind, collection: collection)) }
-                guard !ids.isEmpty else { continue }
-                let deleted = try self.pool.command(
-                    .document([
-                        ("delete", .string(collection)),
-                        (
-                            "deletes",
-                            .array([
-                                .document([
-                                    ("q", .document([("_id", .document([("$in", .array(ids))])), ("expiresAt", .document([("$lte", .date(now))]))])),
-                                    ("limit", .int32(0)),
-                                ])
-                            ])
-                        ),
-                    ])
-                )
-                removed += try CommandReply.count(deleted)
+            for (collection, kind) in [(self.challenges, "challenge"), (self.formHashes, "replay record"), (self.rateLimits, "rate-limit window")]
+            where removed < limit {
+                removed += try self.deleteOldest(collection, kind: kind, field: "expiresAt", atOrBefore: now, limit: limit - removed)
             }
             // Oldest expiry first: a step short of its limit left nothing expired as of `now`.
             return PurgeStep(deleted: removed, duration: started.duration(to: .now), complete: removed < limit)
@@ -700,41 +673,43 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
         return try await self.run { () throws -> PurgeStep in
             let started = ContinuousClock.now
             var removed = 0
-            for collection in [self.keys, self.passkeys] where removed < limit {
-                let revoked: BSONValue = .document([("revokedAt", .document([("$lte", .date(cutoff))]))])
-                let reply = try self.pool.command(
-                    .document([
-                        ("find", .string(collection)),
-                        ("filter", revoked),
-                        // By revokedAt alone: the index's order, no sort stage (the schema
-                        // files' keys are read in sorted order, so the index has one field).
-                        ("sort", .document([("revokedAt", .int32(1))])),
-                        ("projection", .document([("_id", .int32(1))])),
-                        ("limit", .int32(Int32(clamping: limit - removed))),
-                        ("batchSize", .int32(Int32(clamping: limit - removed))),
-                    ])
-                )
-                let kind = collection == self.keys ? "key" : "passkey"
-                let ids = try CommandReply.firstBatch(reply).map { try BSONValue.binary(self.id(of: $0, kind: kind, collection: collection)) }
-                guard !ids.isEmpty else { continue }
-                let deleted = try self.pool.command(
-                    .document([
-                        ("delete", .string(collection)),
-                        (
-                            "deletes",
-                            .array([
-                                .document([
-                                    ("q", .document([("_id", .document([("$in", .array(ids))])), ("revokedAt", .document([("$lte", .date(cutoff))]))])),
-                                    ("limit", .int32(0)),
-                                ])
-                            ])
-                        ),
-                    ])
-                )
-                removed += try CommandReply.count(deleted)
+            for (collection, kind) in [(self.keys, "key"), (self.passkeys, "passkey")] where removed < limit {
+                removed += try self.deleteOldest(collection, kind: kind, field: "revokedAt", atOrBefore: cutoff, limit: limit - removed)
             }
             return PurgeStep(deleted: removed, duration: started.duration(to: .now), complete: removed < limit)
         }
+    }
+
+    /// One bounded step of a purge: the ids of at most `limit` documents whose `field` is at or
+    /// before `bound`, oldest first through the field's index (one field: the schema files' keys
+    /// are read in sorted order, so an index has no `_id` before it), then a delete by those ids
+    /// that repeats the condition. Returns how many were deleted.
+    private func deleteOldest(_ collection: String, kind: String, field: String, atOrBefore bound: Date, limit: Int) throws -> Int {
+        let condition: BSONValue = .document([("$lte", .date(bound))])
+        let reply = try self.pool.command(
+            .document([
+                ("find", .string(collection)),
+                ("filter", .document([(field, condition)])),
+                ("sort", .document([(field, .int32(1))])),
+                ("projection", .document([("_id", .int32(1))])),
+                ("limit", .int32(Int32(clamping: limit))),
+                ("batchSize", .int32(Int32(clamping: limit))),
+            ])
+        )
+        let ids = try CommandReply.firstBatch(reply).map { BSONValue.binary(try self.id(of: $0, kind: kind, collection: collection)) }
+        guard !ids.isEmpty else { return 0 }
+        let deleted = try self.pool.command(
+            .document([
+                ("delete", .string(collection)),
+                (
+                    "deletes",
+                    .array([
+                        .document([("q", .document([("_id", .document([("$in", .array(ids))])), (field, condition)])), ("limit", .int32(0))])
+                    ])
+                ),
+            ])
+        )
+        return try CommandReply.count(deleted)
     }
 
     public func shutdown() async {
