@@ -112,22 +112,26 @@ struct ConnectionCap: AvailableConnectionsDelegate {
 /// 0. a connection that never sent a request head, for ``minimumIdle`` at least: closed;
 /// 1. a keep-alive connection idle between requests for ``minimumIdle`` at least: closed (the one
 ///    idle longest; the peer holding the most connections breaks ties);
-/// 2. a request whose body has been in progress for ``minimumIdle`` at least (the oldest body
+/// 2. a connection that has served more than one request, with no body in progress, busy or idle
+///    an instant (a keep-alive connection that polls; the one served most first, open longest
+///    breaks ties): retired, never
+///    cut: the answer to its request in flight, or to its next request, carries
+///    `Connection: close` and the connection closes once it is written; one that stays idle for
+///    ``minimumIdle`` is closed (issue 31 r5 F3: connections active every 0.9 s were never idle
+///    long enough to be shed, and held every slot);
+/// 3. a request whose body has been in progress for ``minimumIdle`` at least (the oldest body
 ///    first): its body is refused, answered 408, and the connection closes (issue 31 r5 F2: bodies
-///    that met the minimum body rate held every slot for the body timeout);
-/// 3. the connection served most requests (open longest breaks ties), with no body in progress:
-///    retired, never cut: the
-///    answer to its request in flight, or to its next request, carries `Connection: close` and
-///    the connection closes once it is written; one that stays idle for ``minimumIdle`` is closed
-///    (issue 31 r5 F3: connections active every 0.9 s were never idle long enough to be shed, and
-///    held every slot).
+///    that met the minimum body rate held every slot for the body timeout), but never while a
+///    polling connection (rank 2) is held back by the cap (issue 31 r7 F1: pollers ranked after
+///    bodies had every honest upload longer than 1 s cut);
+/// 4. a connection served once, with no body in progress: retired as rank 2.
 /// A connection idle only for an instant is never closed (a keep-alive connection between two
 /// requests, or a fresh one whose first request head is on its way: issue 31 r4 F2: shed then,
-/// the client's next request met EOF), and nothing accepted is ever dropped. Ranks 2 and 3 are
+/// the client's next request met EOF), and nothing accepted is ever dropped. Ranks 2 to 4 are
 /// chosen only while no connection that sent nothing yet is pending (younger than
-/// ``minimumIdle``): a churn of silent connections makes room as they reach rank 0. Ranks 1 and 3 are
-/// shed ``shedsPerSecond`` a second at most, whatever the churn of new connections (r4 F3); 0 and
-/// 2 are not (r5 F6). While the listener is over its total with too few connections chosen (none
+/// ``minimumIdle``): a churn of silent connections makes room as they reach rank 0. Ranks 1, 2 and
+/// 4 are shed ``shedsPerSecond`` a second at most, whatever the churn of new connections (r4 F3); 0
+/// and 3 are not (r5 F6). While the listener is over its total with too few connections chosen (none
 /// was sheddable yet, or the cap was reached), a tick every ``tickInterval`` chooses again: at the
 /// hard ceiling the listener accepts nothing, and without the tick nothing would choose.
 package final class ConnectionRegistry: Sendable {
@@ -135,9 +139,9 @@ package final class ConnectionRegistry: Sendable {
     package enum Shed: Sendable {
         /// Closed if it is still idle on its event loop (ranks 0 and 1).
         case idle
-        /// Its body in progress refused with 408 (rank 2).
+        /// Its body in progress refused with 408 (rank 3).
         case body
-        /// Its request in flight, or its next one, answered with `Connection: close` (rank 3).
+        /// Its request in flight, or its next one, answered with `Connection: close` (ranks 2 and 4).
         case retire
     }
 
@@ -174,13 +178,16 @@ package final class ConnectionRegistry: Sendable {
                 return (self.requests == 0 ? 0 : 1, (self.idleSince.uptimeNanoseconds.clamped, 0))
             }
             if self.busy, let since = self.bodySince, since <= before {
-                return (2, (since.uptimeNanoseconds.clamped, 0))
+                return (3, (since.uptimeNanoseconds.clamped, 0))
             }
-            // Rank 3 (retired): served a request, and with no body in progress (a body is shed by
-            // rank 2 once it has been in progress long enough; retired, it would be answered only
-            // when it arrives).
+            // Ranks 2 and 4 (retired): with no body in progress (a body is shed by rank 3 once it
+            // has been in progress long enough; retired, it would be answered only when it
+            // arrives). Rank 2, served more than one request: a keep-alive connection that polls,
+            // retired before any body is cut (issue 31 r7 F1: connections polling every 0.5 s,
+            // ranked after bodies, had every honest upload longer than 1 s refused 408); rank 4,
+            // served once.
             guard self.requests > 0, self.bodySince == nil else { return nil }
-            return (3, (-Int64(self.requests), self.opened.uptimeNanoseconds.clamped))
+            return (self.requests >= 2 ? 2 : 4, (-Int64(self.requests), self.opened.uptimeNanoseconds.clamped))
         }
     }
 
@@ -190,7 +197,7 @@ package final class ConnectionRegistry: Sendable {
         /// Entries chosen to be shed (they close soon).
         var shedding = 0
         var nextID = 0
-        /// The capped sheds (ranks 1 and 3) in the current second, from `windowStart`.
+        /// The capped sheds (ranks 1, 2 and 4) in the current second, from `windowStart`.
         var sheds = 0
         var windowStart = NIODeadline.uptimeNanoseconds(0)
         var tickScheduled = false
@@ -199,7 +206,7 @@ package final class ConnectionRegistry: Sendable {
     private let state = NIOLockedValueBox(State())
     /// The shedding's log line, at most one a second.
     let shedLog = RateLimitedLog()
-    /// The busy connections' shedding's log line (ranks 2 and 3), at most one a second.
+    /// The busy connections' shedding's log line (ranks 2 to 4), at most one a second.
     let busyShedLog = RateLimitedLog()
     /// The write deadline's log line, at most one a second.
     let writeTimeoutLog = RateLimitedLog()
@@ -246,25 +253,32 @@ package final class ConnectionRegistry: Sendable {
         }
         let capped = state.sheds >= self.shedsPerSecond
         let before = now - self.minimumIdle
-        var chosen: (id: Int, rank: Int, key: (Int64, Int64), peerOpen: Int)?
-        // A connection that has sent nothing yet, not long enough to be shed: it will be (rank 0),
-        // or it is a newcomer whose request is on its way.
+        // Held back while a connection that has sent nothing yet is pending (younger than
+        // `minimumIdle`: it will be shed at rank 0, or it is a newcomer whose request is on its
+        // way): every busy shed (ranks 2 to 4): a churn of silent connections makes room itself
+        // and never costs a busy client its body or its connection. And while a polling
+        // connection is held back by the cap, no body is cut in its place (r7 F1).
         var silentPending = false
+        var pollerCapped = false
+        for entry in state.entries.values where entry.shedding == nil {
+            if entry.requests == 0 && !entry.busy && entry.idleSince > before { silentPending = true }
+            if capped, entry.shedRank(before: before)?.rank == 2 { pollerCapped = true }
+        }
+        var chosen: (id: Int, rank: Int, key: (Int64, Int64), peerOpen: Int)?
         for (candidate, entry) in state.entries {
-            if entry.shedding == nil && entry.requests == 0 && !entry.busy && entry.idleSince > before { silentPending = true }
-            guard let (rank, key) = entry.shedRank(before: before), !(capped && (rank == 1 || rank == 3)) else { continue }
+            guard let (rank, key) = entry.shedRank(before: before) else { continue }
+            if capped && (rank == 1 || rank == 2 || rank == 4) { continue }
+            if rank >= 2 && silentPending { continue }
+            if rank == 3 && pollerCapped { continue }
             let peerOpen = state.perPeer[entry.peer, default: 0]
             if let best = chosen, (rank, key.0, key.1, -peerOpen) >= (best.rank, best.key.0, best.key.1, -best.peerOpen) { continue }
             chosen = (candidate, rank, key, peerOpen)
         }
-        // A busy connection (ranks 2 and 3) only when no silent one is pending: a churn of silent
-        // connections, shed as they reach rank 0, makes room itself, and never costs a busy
-        // client its body or its connection; the tick chooses again.
-        guard let victim = chosen, victim.rank <= 1 || !silentPending, let shed = state.entries[victim.id]?.shed else { return nil }
-        let how: Shed = victim.rank <= 1 ? .idle : victim.rank == 2 ? .body : .retire
+        guard let victim = chosen, let shed = state.entries[victim.id]?.shed else { return nil }
+        let how: Shed = victim.rank <= 1 ? .idle : victim.rank == 3 ? .body : .retire
         state.entries[victim.id]?.shedding = how
         state.shedding += 1
-        if victim.rank == 1 || victim.rank == 3 { state.sheds += 1 }
+        if victim.rank != 0 && victim.rank != 3 { state.sheds += 1 }
         return { shed(how) }
     }
 

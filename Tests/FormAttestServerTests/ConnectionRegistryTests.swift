@@ -67,7 +67,7 @@ struct ConnectionRegistryTests {
         for victim in registry.chooseAgain(now: self.at(seconds)) { victim() }
     }
 
-    @Test("with nothing idle: the oldest body in progress for 1 s is shed (408), before retiring the connection served most; a body younger than 1 s is not")
+    @Test("with nothing idle: a connection served more than once is retired first; then the oldest body in progress for 1 s is shed (408), before a connection served once; a body younger than 1 s is not")
     func bodiesThenRetired() {
         let registry = ConnectionRegistry(total: 3, perAddress: nil)
         let sheds = Sheds()
@@ -134,5 +134,40 @@ struct ConnectionRegistryTests {
         }
         for index in 0..<6 { self.admitBusy(bodies, "new-\(index)", at: 2 + 0.01 * Double(index), sheds: bodySheds) }
         #expect(bodySheds.all.count == 6 && bodySheds.all.allSatisfy { $0.how == .body }, "\(bodySheds.all)")
+    }
+
+    @Test("r7 F1: polling connections are retired before an honest body is cut; with their retirements capped, the body is still not cut")
+    func pollersBeforeBodies() {
+        let registry = ConnectionRegistry(total: 8, perAddress: nil)
+        let sheds = Sheds()
+        // Seven connections polling (a request every 0.5 s, never idle 1 s), and one honest
+        // upload whose body has been in progress since 0.1 s.
+        var pollers: [Int] = []
+        for index in 0..<7 {
+            let id = self.admit(registry, "poller-\(index)", at: 0, sheds: sheds)
+            for step in 0..<3 {
+                registry.mark(id, busy: true, now: self.at(0.5 * Double(step)))
+                registry.mark(id, busy: false, now: self.at(0.5 * Double(step) + 0.01))
+            }
+            registry.mark(id, busy: true, now: self.at(1.5))
+            pollers.append(id)
+        }
+        let upload = self.admit(registry, "upload", at: 0, sheds: sheds)
+        registry.mark(upload, busy: true, body: true, now: self.at(0.1))
+        // Newcomers over the total at 2 s (the body 1.9 s in progress): pollers are retired, as
+        // many as the cap allows (4 a second at this total), and then nothing: never the body.
+        for index in 0..<6 { self.admitBusy(registry, "new-\(index)", at: 2 + 0.01 * Double(index), sheds: sheds) }
+        #expect(sheds.all.count == 4 && sheds.all.allSatisfy { $0.name.hasPrefix("poller-") && $0.how == .retire }, "\(sheds.all)")
+        // The one change: no connection polls (each served its request once): the body is shed.
+        let bodies = ConnectionRegistry(total: 8, perAddress: nil)
+        let bodySheds = Sheds()
+        for index in 0..<7 {
+            let id = self.admit(bodies, "once-\(index)", at: 0, sheds: bodySheds)
+            bodies.mark(id, busy: true, now: self.at(1.5))
+        }
+        let alone = self.admit(bodies, "upload", at: 0, sheds: bodySheds)
+        bodies.mark(alone, busy: true, body: true, now: self.at(0.1))
+        self.admitBusy(bodies, "new", at: 2, sheds: bodySheds)
+        #expect(bodySheds.all.map(\.name) == ["upload"] && bodySheds.all.first?.how == .body, "\(bodySheds.all)")
     }
 }
