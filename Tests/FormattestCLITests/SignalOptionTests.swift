@@ -285,7 +285,9 @@ struct SignalOptionTests {
     @Test("serve applies the policy from its flags and its FORMATTEST_* variables to attestations and assertions")
     func serveAppliesPolicy() async throws {
         let files = try TemporaryFiles()
-        let port = Int.random(in: 20_000..<40_000)
+        // A port the kernel just gave out (a random one in 20,000-40,000 is inside Linux's
+        // ephemeral range, and failed to bind once in a loaded full run).
+        let port = Formattest.freePort()
         let server = try Formattest.start(
             [
                 "serve", "--dev-simulator", "--port", String(port), "--store", "memory", "--data-dir", files.directory.path,
@@ -294,7 +296,7 @@ struct SignalOptionTests {
             environment: ["FORMATTEST_VALIDATION_CATEGORIES": "app-store", "FORMATTEST_REQUIRE_EXTENSIONS": "true"]
         )
         defer { _ = server.terminate(within: 10) }
-        try #require(Formattest.waitForListener(port: port), "the service did not start listening")
+        try #require(Formattest.waitForListener(port: port, process: server.process), "the service did not start listening")
         let check = try await PythonCheck(venv: ".venv-interop", overrideVariable: "FORMATTEST_INTEROP_PYTHON").run(
             "e2e/interop/serve_signal_policy.py", ["http://127.0.0.1:\(port)"]
         )
