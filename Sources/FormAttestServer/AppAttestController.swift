@@ -150,10 +150,12 @@ struct AppAttestController {
         }
         let now = self.now()
         try await self.checkStorage(context)
-        try await self.rateLimiter.check(
+        let spent = try await self.rateLimiter.check(
             endpoint: "challenge", user: username, lasting: purpose == .pool ? .poolChallenge : .none, request: request, context: context, now: now)
-        let challenge = try await self.outcome("challenge", context: context) { () async throws(FlowError) in
-            try await self.flows.issueChallenge(purpose: purpose, username: username, now: now)
+        let challenge = try await self.rateLimiter.refundingOnRefusal(spent) {
+            try await self.outcome("challenge", context: context) { () async throws(FlowError) in
+                try await self.flows.issueChallenge(purpose: purpose, username: username, now: now)
+            }
         }
         return try JSONResponse.make(ChallengeResponse(challenge))
     }
@@ -165,9 +167,12 @@ struct AppAttestController {
         attestRequest.session = context.identity?.sessionID
         let now = self.now()
         try await self.checkStorage(context)
-        try await self.rateLimiter.check(endpoint: "attest", user: attestRequest.username, lasting: .registration, request: request, context: context, now: now)
-        let result = try await self.outcome("attest", context: context) { () async throws(FlowError) in
-            try await self.flows.attest(attestRequest, now: now)
+        let spent = try await self.rateLimiter.check(
+            endpoint: "attest", user: attestRequest.username, lasting: .registration, request: request, context: context, now: now)
+        let result = try await self.rateLimiter.refundingOnRefusal(spent) {
+            try await self.outcome("attest", context: context) { () async throws(FlowError) in
+                try await self.flows.attest(attestRequest, now: now)
+            }
         }
         return try await self.registered(
             result, attestationObject: attestRequest.attestationObject, assertion: nil, username: attestRequest.username,
@@ -182,10 +187,12 @@ struct AppAttestController {
         pooled.session = context.identity?.sessionID
         let now = self.now()
         try await self.checkStorage(context)
-        try await self.rateLimiter.check(
+        let spent = try await self.rateLimiter.check(
             endpoint: "register-pooled", user: pooled.username, lasting: .pooledRegistration, request: request, context: context, now: now)
-        let result = try await self.outcome("register-pooled", context: context) { () async throws(FlowError) in
-            try await self.flows.registerPooled(pooled, now: now)
+        let result = try await self.rateLimiter.refundingOnRefusal(spent) {
+            try await self.outcome("register-pooled", context: context) { () async throws(FlowError) in
+                try await self.flows.registerPooled(pooled, now: now)
+            }
         }
         return try await self.registered(
             result, attestationObject: pooled.attestationObject, assertion: pooled.assertion, username: pooled.username,

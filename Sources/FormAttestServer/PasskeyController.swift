@@ -68,8 +68,11 @@ struct PasskeyController {
         let registration = try body.decode(FormFlows.PasskeyRegistrationRequest.init(body:))
         let now = self.now()
         try await self.checkStorage(context)
-        try await self.rateLimiter.check(endpoint: "attest", user: registration.username, lasting: .registration, request: request, context: context, now: now)
-        let outcome = try await self.run { () async throws(FlowError) in try await self.flows.registerPasskey(registration, now: now) }
+        let spent = try await self.rateLimiter.check(
+            endpoint: "attest", user: registration.username, lasting: .registration, request: request, context: context, now: now)
+        let outcome = try await self.rateLimiter.refundingOnRefusal(spent) {
+            try await self.run { () async throws(FlowError) in try await self.flows.registerPasskey(registration, now: now) }
+        }
         return try JSONResponse.make(PasskeyRegisteredResponse(outcome, formats: Self.formats(outcome, verifiedAt: now)))
     }
 

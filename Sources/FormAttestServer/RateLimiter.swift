@@ -43,6 +43,14 @@ import Darwin
 ///   whatever user it names: a backend naming a fresh user each time (software passkeys need no
 ///   device) would otherwise fill the store at its total's rate.
 ///
+/// Those two backend budgets bound what is stored, so no caller may spend them for another
+/// (red team r7 F5, F6):
+/// - only a request that stores something spends them: a refused one (any 4xx) gives back what
+///   it spent (``RateLimiter/refund(_:)``), so junk costs only its sender's own budgets;
+/// - one user the backend names may spend at most `backendUserSharePercent` of each in a
+///   window, so that a few hostile accounts with valid registrations cannot spend them for
+///   every other user of the backend.
+///
 /// A client address is an IPv4 address (/32; an IPv4-mapped IPv6 address is read as its IPv4
 /// address) or an IPv6 prefix (`ipv6Prefix` bits, /64 by default: one subscriber's allocation).
 public struct RateLimits: Sendable, Hashable {
@@ -74,15 +82,20 @@ public struct RateLimits: Sendable, Hashable {
     /// Registrations (attest, register-pooled, passkey register) per window per backend secret,
     /// whatever user they name.
     public var registrationsPerBackend: Int
+    /// The percent of ``pool`` and ``registrationsPerBackend`` one user a backend names may
+    /// spend in a window (1-100; at least one request each).
+    public var backendUserSharePercent: Int
 
     /// Defaults: 30 a minute per user and per address, 3000 per backend (30 naming no user),
     /// IPv6 by /64, 60 inspections, 60 pool requests per backend, 100 pool challenges per user in
-    /// 30 days, 600 registrations a minute per backend, no proxy.
+    /// 30 days, 600 registrations a minute per backend, a tenth of those two for one user, no
+    /// proxy.
     public init(
         perUser: Int = 30, perAddress: Int = 30, window: TimeInterval = 60, trustedProxyHops: Int = 0, perBackend: Int = 3000,
         perBackendUnnamed: Int = 30, ipv6Prefix: Int = 64, inspect: Int = 60, pool: Int = 60, poolPerUser: Int = 100,
-        poolPerUserWindow: TimeInterval = 30 * 86_400, registrationsPerBackend: Int = 600
+        poolPerUserWindow: TimeInterval = 30 * 86_400, registrationsPerBackend: Int = 600, backendUserSharePercent: Int = 10
     ) {
+        self.backendUserSharePercent = min(max(backendUserSharePercent, 1), 100)
         self.pool = pool
         self.poolPerUser = poolPerUser
         self.poolPerUserWindow = poolPerUserWindow
@@ -118,33 +131,75 @@ struct RateLimiter: Sendable {
         case registration
     }
 
+    /// What a request spent of the budgets that bound what is stored: given back
+    /// (``refund(_:)``) when the request stores nothing.
+    struct Spent: Sendable {
+        fileprivate(set) var windows: [RateLimitWindow] = []
+    }
+
     /// Counts this request against each of its budgets; throws 429 when one is over its limit
-    /// (503 when the store cannot count: fail closed).
-    func check(endpoint: String, user: String?, lasting: Lasting = .none, request: Request, context: AppRequestContext, now: Date) async throws {
+    /// (503 when the store cannot count: fail closed). The endpoint's budgets keep every request
+    /// they counted; the lasting ones are returned, to be given back if the request is refused
+    /// (``refundingOnRefusal(_:_:)``), and are given back at once when this throws.
+    @discardableResult
+    func check(endpoint: String, user: String?, lasting: Lasting = .none, request: Request, context: AppRequestContext, now: Date) async throws -> Spent {
         try await self.count(endpoint: endpoint, self.subjects(user: user, request: request, context: context), now: now)
         let backend = context.identity?.kind == .trustedBackend ? context.identity?.backend ?? "" : nil
+        // (endpoint, subject, window length) of each lasting budget, in the order counted.
+        var budgets: [(String, Subject, TimeInterval?)] = []
+        func backendBudget(_ endpoint: String, _ kind: String, _ limit: Int) {
+            guard let backend else { return }
+            budgets.append((endpoint, ("backend-" + kind, backend, limit), nil))
+            // The named user's share of it: the backend and the user, both in the subject.
+            if let user {
+                let share = max(1, limit * self.limits.backendUserSharePercent / 100)
+                budgets.append((endpoint, ("backend-\(kind)-user", backend + "\u{0}" + user, share), nil))
+            }
+        }
         switch lasting {
         case .none:
             break
         case .poolChallenge:
             // The backend's pool budget (shared with register-pooled), and the user's over the
             // challenges' lifetime.
-            if let backend { try await self.count(endpoint: "pool", [("backend-pool", backend, self.limits.pool)], now: now) }
-            if let user {
-                try await self.count(
-                    endpoint: "pool", [("user-pool", user, self.limits.poolPerUser)], window: self.limits.poolPerUserWindow, now: now)
-            }
+            backendBudget("pool", "pool", self.limits.pool)
+            if let user { budgets.append(("pool", ("user-pool", user, self.limits.poolPerUser), self.limits.poolPerUserWindow)) }
         case .pooledRegistration:
-            if let backend {
-                try await self.count(endpoint: "pool", [("backend-pool", backend, self.limits.pool)], now: now)
-                try await self.count(
-                    endpoint: "registration", [("backend-registrations", backend, self.limits.registrationsPerBackend)], now: now)
-            }
+            backendBudget("pool", "pool", self.limits.pool)
+            backendBudget("registration", "registrations", self.limits.registrationsPerBackend)
         case .registration:
-            if let backend {
-                try await self.count(
-                    endpoint: "registration", [("backend-registrations", backend, self.limits.registrationsPerBackend)], now: now)
+            backendBudget("registration", "registrations", self.limits.registrationsPerBackend)
+        }
+        var spent = Spent()
+        do {
+            for (endpoint, subject, length) in budgets {
+                try await self.count(endpoint: endpoint, [subject], window: length, now: now) { spent.windows.append($0) }
             }
+        } catch {
+            // Refused here: nothing will be stored, so none of it stays spent.
+            await self.refund(spent)
+            throw error
+        }
+        return spent
+    }
+
+    /// Gives back what a refused request spent of the lasting budgets. A refund the store cannot
+    /// make leaves the budget spent: fail closed (the window ends on its own).
+    func refund(_ spent: Spent) async {
+        for window in spent.windows { try? await self.store.refundRequest(in: window) }
+    }
+
+    /// Runs a request's flow after ``check(endpoint:user:lasting:request:context:now:)``: when the
+    /// flow refuses the request (a 4xx: nothing stored), what it spent of the lasting budgets is
+    /// given back. A 5xx keeps it spent (the store may have committed).
+    func refundingOnRefusal<T>(_ spent: Spent, _ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch {
+            if spent.windows.isEmpty == false, let refused = error as? APIError, (400..<500).contains(refused.status.code) {
+                await self.refund(spent)
+            }
+            throw error
         }
     }
 
@@ -217,7 +272,11 @@ struct RateLimiter: Sendable {
         }
     }
 
-    private func count(endpoint: String, _ subjects: [Subject], window length: TimeInterval? = nil, now: Date) async throws {
+    /// Counts one request in each subject's window; `counted` sees each window once the store
+    /// has counted it (before a 429 for it is thrown).
+    private func count(
+        endpoint: String, _ subjects: [Subject], window length: TimeInterval? = nil, now: Date, counted: (RateLimitWindow) -> Void = { _ in }
+    ) async throws {
         let length = length ?? self.limits.window
         let start = Date(timeIntervalSince1970: (now.timeIntervalSince1970 / length).rounded(.down) * length)
         let end = start.addingTimeInterval(length)
@@ -229,6 +288,7 @@ struct RateLimiter: Sendable {
             } catch {
                 throw APIError(FlowError(code: .init(StoreError.Code.unavailable), category: .storeUnavailable, reason: error.reason))
             }
+            counted(window)
             if count > limit {
                 let retryAfter = max(1, Int(end.timeIntervalSince(now).rounded(.up)))
                 throw APIError.rateLimited(retryAfter: retryAfter, reason: "too many \(endpoint) requests for this \(kind); retry in \(retryAfter) s")

@@ -205,6 +205,9 @@ struct TracedStore: OperationalAttestationStore {
     func countRequest(in window: RateLimitWindow) async throws(StoreError) -> Int {
         try await TraceStep.store("countRequest") { () async throws(StoreError) in try await self.base.countRequest(in: window) }
     }
+    func refundRequest(in window: RateLimitWindow) async throws(StoreError) {
+        try await TraceStep.store("refundRequest") { () async throws(StoreError) in try await self.base.refundRequest(in: window) }
+    }
     func recordFormHash(_ record: ReplayRecord, now: Date) async throws(StoreError) {
         try await TraceStep.store("recordFormHash") { () async throws(StoreError) in try await self.base.recordFormHash(record, now: now) }
     }

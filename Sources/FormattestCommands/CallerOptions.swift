@@ -70,6 +70,9 @@ struct CallerOptions: ParsableArguments {
     @Option(name: .customLong("rate-limit-registrations-per-backend"), help: "Registrations per window per backend secret (default 600).")
     var rateLimitRegistrationsPerBackend = 600
 
+    @Option(name: .customLong("rate-limit-backend-user-share"), help: "Percent of a backend's pool and registration budgets one user may spend in a window (default 10).")
+    var rateLimitBackendUserShare = 10
+
     func validate(devSimulator: Bool) throws {
         let chosen = [self.jwks != nil, self.secretFile != nil, self.insecureNoCallerAuth].filter { $0 }.count
         guard chosen <= 1 else {
@@ -105,6 +108,7 @@ struct CallerOptions: ParsableArguments {
         guard (1...1_000_000).contains(self.rateLimitRegistrationsPerBackend) else {
             throw ValidationError("--rate-limit-registrations-per-backend must be 1-1000000.")
         }
+        guard (1...100).contains(self.rateLimitBackendUserShare) else { throw ValidationError("--rate-limit-backend-user-share must be 1-100.") }
     }
 
     /// A secret file's text. One that starts with a UTF-8 byte order mark is refused: the mark
@@ -132,7 +136,7 @@ struct CallerOptions: ParsableArguments {
             perUser: self.rateLimitPerUser, perAddress: self.rateLimitPerAddress, window: self.rateLimitWindow, trustedProxyHops: self.trustedProxyHops,
             perBackend: self.rateLimitPerBackend, perBackendUnnamed: self.rateLimitBackendUnnamed, ipv6Prefix: self.rateLimitIPv6Prefix,
             inspect: self.rateLimitInspect, pool: self.rateLimitPool, poolPerUser: self.rateLimitPoolPerUser,
-            registrationsPerBackend: self.rateLimitRegistrationsPerBackend
+            registrationsPerBackend: self.rateLimitRegistrationsPerBackend, backendUserSharePercent: self.rateLimitBackendUserShare
         )
     }
 

@@ -117,6 +117,7 @@ public struct ServeOptions: ParsableArguments {
     @Option(name: .customLong("rate-limit-pool-per-user"), help: ServeSettings.help("rate-limit-pool-per-user")) var rateLimitPoolPerUser: String?
     @Option(name: .customLong("rate-limit-registrations-per-backend"), help: ServeSettings.help("rate-limit-registrations-per-backend"))
     var rateLimitRegistrationsPerBackend: String?
+    @Option(name: .customLong("rate-limit-backend-user-share"), help: ServeSettings.help("rate-limit-backend-user-share")) var rateLimitBackendUserShare: String?
     @Option(name: .customLong("max-connections"), help: ServeSettings.help("max-connections")) var maxConnections: String?
     @Option(name: .customLong("max-connections-per-address"), help: ServeSettings.help("max-connections-per-address")) var maxConnectionsPerAddress: String?
     @Option(name: .customLong("header-timeout"), help: ServeSettings.help("header-timeout")) var headerTimeout: String?
@@ -199,6 +200,7 @@ public struct ServeOptions: ParsableArguments {
             "rate-limit-pool": self.rateLimitPool.map { [$0] } ?? [],
             "rate-limit-pool-per-user": self.rateLimitPoolPerUser.map { [$0] } ?? [],
             "rate-limit-registrations-per-backend": self.rateLimitRegistrationsPerBackend.map { [$0] } ?? [],
+            "rate-limit-backend-user-share": self.rateLimitBackendUserShare.map { [$0] } ?? [],
             "max-connections": self.maxConnections.map { [$0] } ?? [],
             "max-connections-per-address": self.maxConnectionsPerAddress.map { [$0] } ?? [],
             "header-timeout": self.headerTimeout.map { [$0] } ?? [],
@@ -535,7 +537,7 @@ struct ServePlan {
                 "caller-jwks", "caller-issuer", "caller-audience", "caller-user-claim", "bind-session", "caller-secret-file", "admin-secret-file",
                 "insecure-no-caller-auth", "max-keys-per-user", "rate-limit-per-user", "rate-limit-per-address", "rate-limit-window", "trusted-proxy-hops",
                 "rate-limit-per-backend", "rate-limit-backend-unnamed", "rate-limit-ipv6-prefix", "rate-limit-inspect", "rate-limit-pool",
-                "rate-limit-pool-per-user", "rate-limit-registrations-per-backend",
+                "rate-limit-pool-per-user", "rate-limit-registrations-per-backend", "rate-limit-backend-user-share",
             ])
         )
         try self.caller.validate(devSimulator: self.devSimulator)

@@ -253,7 +253,7 @@ enum ServeSettings {
         ),
         .init(
             "rate-limit-pool", env: ["FORMATTEST_RATE_LIMIT_POOL"], .integer(1...1_000_000), default: "60",
-            help: "Pool challenges and register-pooled requests together per window per backend secret, whether or not they name a user (each pool challenge is kept 30 days)"
+            help: "Pool challenges and register-pooled requests together per window per backend secret, whether or not they name a user (each pool challenge is kept 30 days); only requests that store something spend it (a refused one is given back)"
         ),
         .init(
             "rate-limit-pool-per-user", env: ["FORMATTEST_RATE_LIMIT_POOL_PER_USER"], .integer(1...1_000_000), default: "100",
@@ -261,7 +261,11 @@ enum ServeSettings {
         ),
         .init(
             "rate-limit-registrations-per-backend", env: ["FORMATTEST_RATE_LIMIT_REGISTRATIONS_PER_BACKEND"], .integer(1...1_000_000), default: "600",
-            help: "Registrations (attest, register-pooled, passkey register) per window per backend secret, whatever user they name"
+            help: "Registrations (attest, register-pooled, passkey register) per window per backend secret, whatever user they name; only requests that store something spend it (a refused one is given back)"
+        ),
+        .init(
+            "rate-limit-backend-user-share", env: ["FORMATTEST_RATE_LIMIT_BACKEND_USER_SHARE"], .integer(1...100), default: "10",
+            help: "The percent of a backend's rate-limit-pool and rate-limit-registrations-per-backend that one user it names may spend in a window (at least 1 each), so that a few hostile accounts cannot spend them for every other user"
         ),
         .init(
             "max-connections", env: ["FORMATTEST_MAX_CONNECTIONS"], .integer(1...1_000_000), default: "1024",

@@ -191,6 +191,28 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
         }
     }
 
+    public func refundRequest(in window: RateLimitWindow) async throws(StoreError) {
+        let id = Self.windowID(window)
+        try await self.run { () throws in
+            // One conditional update: never below zero, and a window that is gone stays gone.
+            let reply = try self.pool.command(
+                .document([
+                    ("update", .string(self.rateLimits)),
+                    (
+                        "updates",
+                        .array([
+                            .document([
+                                ("q", .document([("_id", .binary(id)), ("count", .document([("$gt", .int64(0))]))])),
+                                ("u", .document([("$inc", .document([("count", .int64(-1))]))])),
+                            ])
+                        ])
+                    ),
+                ])
+            )
+            _ = try CommandReply.count(reply)
+        }
+    }
+
     /// A rate-limit window's _id: the window's id, then its start (ms since 1970, 8 bytes big-endian).
     private static func windowID(_ window: RateLimitWindow) -> [UInt8] {
         let milliseconds = UInt64(bitPattern: Int64((window.start.timeIntervalSince1970 * 1000).rounded(.down)))
@@ -349,10 +371,15 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
                 }
                 guard let keyID = commit.keyID else { return }
                 do {
-                    guard try self.casCounter(keyID: keyID, to: commit.counter, at: commit.now, formHash: commit.replay.formHash, signals: commit.signals) else {
-                        throw try self.keyExists(keyID)
-                            ? StoreError(code: .staleCounter, reason: "counter \(commit.counter) is not above the stored one")
-                            : StoreError(code: .unknownKey, reason: "no such keyId")
+                    // Not revoked since the flows loaded it: the revocation is part of the compare-and-set.
+                    guard
+                        try self.casCounter(
+                            keyID: keyID, to: commit.counter, at: commit.now, formHash: commit.replay.formHash, signals: commit.signals, activeOnly: true)
+                    else {
+                        guard let revoked = try self.revoked(keyID, collection: self.keys, kind: "key") else { throw StoreError(code: .unknownKey, reason: "no such keyId") }
+                        throw revoked
+                            ? StoreError(code: .keyRevoked, reason: "the key was revoked")
+                            : StoreError(code: .staleCounter, reason: "counter \(commit.counter) is not above the stored one")
                     }
                 } catch {
                     if let use = commit.passkey, let previous { try? self.restoreSignCount(use, previous: previous, commitID: id) }
@@ -446,7 +473,7 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
                     ),
                 ])
             )
-            guard try self.passkeyRevoked(credentialID) != nil else { throw StoreError(code: .unknownKey, reason: "no such passkey") }
+            guard try self.revoked(credentialID, collection: self.passkeys, kind: "passkey") != nil else { throw StoreError(code: .unknownKey, reason: "no such passkey") }
         }
     }
 
@@ -535,7 +562,7 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
             ])
         )
         guard let previous = try CommandReply.value(reply) else {
-            guard let revoked = try self.passkeyRevoked(use.credentialID) else { throw StoreError(code: .unknownKey, reason: "no such passkey") }
+            guard let revoked = try self.revoked(use.credentialID, collection: self.passkeys, kind: "passkey") else { throw StoreError(code: .unknownKey, reason: "no such passkey") }
             throw revoked
                 ? StoreError(code: .revoked, reason: "the passkey was revoked")
                 : StoreError(code: .staleCounter, reason: "the passkey's sign count is no longer \(use.previousSignCount)")
@@ -611,16 +638,16 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
         )
     }
 
-    /// Whether a passkey has this id, and whether it is revoked (`nil`: none has it).
-    private func passkeyRevoked(_ credentialID: [UInt8]) throws -> Bool? {
+    /// Whether a document of `collection` (keys or passkeys) has this id, and whether it is revoked (`nil`: none has it).
+    private func revoked(_ id: [UInt8], collection: String, kind: String) throws -> Bool? {
         let reply = try self.pool.command(
             .document([
-                ("find", .string(self.passkeys)), ("filter", .document([("_id", .binary(credentialID))])),
+                ("find", .string(collection)), ("filter", .document([("_id", .binary(id))])),
                 ("projection", .document([("revokedAt", .int32(1))])), ("limit", .int32(1)),
             ])
         )
         guard let value = try CommandReply.firstBatch(reply).first else { return nil }
-        let document = try StoredDocument(value, kind: "passkey", collection: self.passkeys)
+        let document = try StoredDocument(value, kind: kind, collection: collection)
         return try document.date("revokedAt") != nil
     }
 
@@ -962,7 +989,10 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
         return fields
     }
 
-    private func casCounter(keyID: [UInt8], to counter: UInt32, at date: Date, formHash: [UInt8]?, signals: KeySignals? = nil) throws -> Bool {
+    /// `activeOnly`: an assertion's commit, which a key revoked since the flows loaded it must not pass.
+    private func casCounter(keyID: [UInt8], to counter: UInt32, at date: Date, formHash: [UInt8]?, signals: KeySignals? = nil, activeOnly: Bool = false)
+        throws -> Bool
+    {
         // The form's hash and the signals, when the assertion carried any, are set by the same
         // findAndModify as the counter: one document, all or none.
         var fields: [(String, BSONValue)] = [("counter", .int64(Int64(counter))), ("lastUsed", .date(date))]
@@ -975,10 +1005,12 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
             // A counter moved without a form: the hash of an older counter must not stay beside it.
             update = [("$set", .document(fields)), ("$unset", .document([("counterFormHash", .string(""))]))]
         }
+        var query: [(String, BSONValue)] = [("_id", .binary(keyID)), ("counter", .document([("$lt", .int64(Int64(counter)))]))]
+        if activeOnly { query.append(("revokedAt", .document([("$exists", .bool(false))]))) }
         let reply = try self.pool.command(
             .document([
                 ("findAndModify", .string(self.keys)),
-                ("query", .document([("_id", .binary(keyID)), ("counter", .document([("$lt", .int64(Int64(counter)))]))])),
+                ("query", .document(query)),
                 ("update", .document(update)),
                 ("new", .bool(true)),
             ])

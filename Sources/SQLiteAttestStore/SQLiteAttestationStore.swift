@@ -362,6 +362,13 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
         try await self.write { db in try Self.count(window, db) }
     }
 
+    public func refundRequest(in window: RateLimitWindow) async throws(StoreError) {
+        try await self.write { db in
+            try db.cachedStatement(sql: "UPDATE rate_limits SET count = count - 1 WHERE id = ? AND window_start = ? AND count > 0")
+                .execute(arguments: [Data(window.id), window.start.timeIntervalSince1970])
+        }
+    }
+
     public func replaceReceipt(keyID: [UInt8], previous: [UInt8], with receipt: [UInt8]) async throws(StoreError) -> Bool {
         try await self.write { db in
             try db.execute(
@@ -438,7 +445,8 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
             for claim in commit.challenges { try Self.consume(claim, now: commit.now, db) }
             try Self.record(commit.replay, now: commit.now, db)
             if let keyID = commit.keyID {
-                try Self.advance(keyID: keyID, to: commit.counter, at: commit.now, formHash: commit.replay.formHash, signals: commit.signals, db)
+                try Self.advance(
+                    keyID: keyID, to: commit.counter, at: commit.now, formHash: commit.replay.formHash, signals: commit.signals, activeOnly: true, db)
             }
             if let use = commit.passkey { try Self.use(use, at: commit.now, db) }
         }
@@ -892,9 +900,12 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
         }
     }
 
-    private static func advance(keyID: [UInt8], to counter: UInt32, at date: Date, formHash: [UInt8]?, signals: KeySignals? = nil, _ db: Database)
-        throws
-    {
+    /// `activeOnly`: an assertion's commit, which a key revoked since the flows loaded it must not
+    /// pass (the revocation is part of the compare-and-set, as a passkey's is).
+    private static func advance(
+        keyID: [UInt8], to counter: UInt32, at date: Date, formHash: [UInt8]?, signals: KeySignals? = nil, activeOnly: Bool = false, _ db: Database
+    ) throws {
+        let active = activeOnly ? " AND revoked_at IS NULL" : ""
         // The form's hash and the signals, when the assertion carried any, are written by the
         // same conditional UPDATE as the counter: all or none.
         if let signals, !signals.isEmpty {
@@ -902,7 +913,7 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
                 sql: """
                     UPDATE keys SET counter = ?, last_used = ?, counter_form_hash = ?,
                         validation_category = ?, bundle_version = ?, cd_hash = ?, cd_hash_type = ?
-                    WHERE key_id = ? AND counter < ?
+                    WHERE key_id = ? AND counter < ?\(active)
                     """
             ).execute(
                 arguments: [Int64(counter), date.timeIntervalSince1970, formHash.map { Data($0) }] + Self.signalArguments(signals) + [
@@ -910,15 +921,17 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
                 ]
             )
         } else {
-            try db.cachedStatement(sql: "UPDATE keys SET counter = ?, last_used = ?, counter_form_hash = ? WHERE key_id = ? AND counter < ?").execute(
-                arguments: [Int64(counter), date.timeIntervalSince1970, formHash.map { Data($0) }, Data(keyID), Int64(counter)]
-            )
+            try db.cachedStatement(sql: "UPDATE keys SET counter = ?, last_used = ?, counter_form_hash = ? WHERE key_id = ? AND counter < ?\(active)")
+                .execute(
+                    arguments: [Int64(counter), date.timeIntervalSince1970, formHash.map { Data($0) }, Data(keyID), Int64(counter)]
+                )
         }
         guard db.changesCount == 1 else {
-            let exists = try Bool.fetchOne(db, sql: "SELECT 1 FROM keys WHERE key_id = ?", arguments: [Data(keyID)]) ?? false
-            throw exists
-                ? StoreError(code: .staleCounter, reason: "counter \(counter) is not above the stored one")
-                : StoreError(code: .unknownKey, reason: "no such keyId")
+            let revoked = try Bool.fetchOne(db, sql: "SELECT revoked_at IS NOT NULL FROM keys WHERE key_id = ?", arguments: [Data(keyID)])
+            guard let revoked else { throw StoreError(code: .unknownKey, reason: "no such keyId") }
+            throw activeOnly && revoked
+                ? StoreError(code: .keyRevoked, reason: "the key was revoked")
+                : StoreError(code: .staleCounter, reason: "counter \(counter) is not above the stored one")
         }
     }
 

@@ -23,6 +23,11 @@ actor WriteFailingStore: OperationalAttestationStore {
 
     func setFailing(_ failing: Bool) { self.failing = failing }
 
+    /// When set, every key read is revoked in the store right after it is read: an operator's
+    /// revocation landing between the flows' load and their commit.
+    private var revokingAfterLoad = false
+    func setRevokingAfterLoad(_ revoking: Bool) { self.revokingAfterLoad = revoking }
+
     /// Each purge step's limit and what it deleted, in order.
     private(set) var purgeSteps: [(limit: Int, deleted: Int)] = []
 
@@ -30,7 +35,11 @@ actor WriteFailingStore: OperationalAttestationStore {
         if self.failing { throw StoreError(code: .unavailable, reason: Self.leakyReason) }
     }
 
-    func loadKey(keyID: [UInt8]) async throws(StoreError) -> StoredKey? { try await self.inner.loadKey(keyID: keyID) }
+    func loadKey(keyID: [UInt8]) async throws(StoreError) -> StoredKey? {
+        let key = try await self.inner.loadKey(keyID: keyID)
+        if self.revokingAfterLoad, key != nil { try await self.inner.revokeKey(keyID: keyID, at: Date()) }
+        return key
+    }
     func requireReattestation(keyID: [UInt8]) async throws(StoreError) {
         try self.write()
         try await self.inner.requireReattestation(keyID: keyID)
@@ -47,6 +56,10 @@ actor WriteFailingStore: OperationalAttestationStore {
     func countRequest(in window: RateLimitWindow) async throws(StoreError) -> Int {
         try self.write()
         return try await self.inner.countRequest(in: window)
+    }
+    func refundRequest(in window: RateLimitWindow) async throws(StoreError) {
+        try self.write()
+        try await self.inner.refundRequest(in: window)
     }
     func replaceReceipt(keyID: [UInt8], previous: [UInt8], with receipt: [UInt8]) async throws(StoreError) -> Bool {
         try self.write()
@@ -167,6 +180,33 @@ struct HostileRouteTests {
             #expect(try await client.send(.get, "/healthz", template: "/healthz").status == 200)
             // Nothing was written by the refused request: the same form is accepted now.
             #expect(try await client.post("/api/appattest/assert", body).status == 200)
+        }
+        try await OpenAPIConformance.check(harness.recorder)
+    }
+
+    @Test("a key revoked after the flows loaded it is refused by the commit (401 key_revoked), and the form is not recorded")
+    func keyRevokedBeforeCommit() async throws {
+        var harness = try ServiceHarness()
+        let inner = harness.store
+        let store = WriteFailingStore(inner: inner)
+        harness.storeOverride = store
+        try await harness.run { client in
+            let (keyID, registered) = try await ServiceHarness.register(client, form: ServiceHarness.form())
+            #expect(registered.status == 200)
+            let form = ServiceHarness.form(nonce: "revoked-meanwhile")
+            let body: [(String, JSONValue)] = [
+                ("username", Self.text("alice")), ("keyId", Self.text(keyID)),
+                ("assertion", Self.text(try await ServiceHarness.assertion(client, keyID: keyID, form: form))), ("form", form),
+            ]
+            await store.setRevokingAfterLoad(true)
+            let refused = try await client.post("/api/appattest/assert", body)
+            await store.setRevokingAfterLoad(false)
+            #expect(refused.status == 401 && refused.errorCode == "key_revoked", "\(refused.status) \(refused.errorCode ?? "")")
+            let formHash = try SignedForm(value: form).clientDataHash
+            #expect(try await inner.isFormHashRecorded(formHash, now: Date()) == false, "the refused form was recorded")
+            // Loaded revoked from now on: refused before any commit, with the same answer.
+            let again = try await client.post("/api/appattest/assert", body)
+            #expect(again.status == 401 && again.errorCode == "key_revoked")
         }
         try await OpenAPIConformance.check(harness.recorder)
     }

@@ -265,6 +265,17 @@ public enum StoreContract {
             return try await group.reduce(into: [Int]()) { $0.append($1) }
         }
         #expect(counts.sorted() == Array(3...(concurrency + 2)))
+        // A refund takes one request back out of its window alone, and never below zero.
+        try await store.refundRequest(in: window)
+        #expect(try await store.countRequest(in: window) == concurrency + 2)
+        try await store.refundRequest(in: other)
+        try await store.refundRequest(in: other)
+        #expect(try await store.countRequest(in: other) == 1, "a refund never takes a window below zero")
+        #expect(try await store.countRequest(in: next) == 2, "a refund in another window changed this one")
+        // A window that does not exist stays absent: the next count starts it at 1.
+        let absent = RateLimitWindow(id: [UInt8](repeating: 3, count: 32), start: t0, expiresAt: t0.addingTimeInterval(hour))
+        try await store.refundRequest(in: absent)
+        #expect(try await store.countRequest(in: absent) == 1)
     }
 
     static func challenges(_ make: Factory) async throws {
@@ -354,7 +365,15 @@ public enum StoreContract {
         await expect(.unknownKey) {
             try await store.commitAssertion(AssertionCommit(keyID: key(7).keyID, counter: 9, replay: ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [claim], now: now))
         }
-        // Neither wrote the replay record nor consumed the challenge.
+        // Revoked after the flows loaded it: the commit's compare-and-set refuses it (not as a
+        // stale counter: the counter would do), and writes nothing.
+        try await store.insertKey(key(0x52, counter: 5))
+        try await store.revokeKey(keyID: key(0x52).keyID, at: now)
+        await expect(.keyRevoked) {
+            try await store.commitAssertion(AssertionCommit(keyID: key(0x52).keyID, counter: 6, replay: ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [claim], now: now))
+        }
+        #expect(try await store.loadKey(keyID: key(0x52).keyID)?.counter == 5)
+        // None of them wrote the replay record or consumed the challenge.
         try await store.commitAssertion(AssertionCommit(keyID: key(1).keyID, counter: 6, replay: ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [claim], now: now))
         #expect(try await store.loadKey(keyID: key(1).keyID)?.counter == 6)
         #expect(try await store.loadKey(keyID: key(1).keyID)?.lastUsed == now)

@@ -9,8 +9,10 @@ import Testing
 
 /// The red team's fourth pass (r5) on budgets, through the built `formattest serve`: what a
 /// request leaves in the store for long is budgeted over as long (F5: a user's pool challenges,
-/// kept 30 days; F10: a backend's registrations for fresh users). Each test fails on the
-/// service before the fix (docs/reliability.md, "Fourth pass (r5)").
+/// kept 30 days; F10: a backend's registrations for fresh users), and the seventh (r7) on who may
+/// spend a backend's budgets (F5, F6: only what is stored spends them, and one user at most its
+/// share). Each test fails on the service before its fix (docs/reliability.md, "Fourth pass
+/// (r5)", "Fifth pass (r7)").
 @Suite(.serialized)
 struct HostileBudgetTests {
     typealias Service = HostileUserTests.Service
@@ -69,42 +71,89 @@ struct HostileBudgetTests {
         _ = open.stop()
     }
 
-    @Test("r5 F10: a backend's registrations for fresh users (attest, passkey register) spend its registrations budget, whatever user they name")
-    func registrationsPerBackend() async throws {
+    /// A service trusting one backend, with small registration and pool budgets (4 a window of an
+    /// hour, 2 of them for one user) and nothing else in the way.
+    static func budgetedBackend() throws -> HostileStateTests.Service {
         let files = try TemporaryFiles()
         let secretFile = try files.writeSecret(HostileUserTests.secret, named: "backend-secret")
-        let service = try Service(
+        return try HostileStateTests.Service(
             [
-                "--store", "memory", "--caller-secret-file", secretFile, "--rate-limit-per-backend", "1000", "--rate-limit-per-user", "1000",
-                "--rate-limit-registrations-per-backend", "2", "--rate-limit-window", "3600", "--passkey-rp-id", "bank.example", "--passkey-origin",
-                "https://bank.example",
+                "--caller-secret-file", secretFile, "--rate-limit-per-backend", "1000", "--rate-limit-per-user", "1000",
+                "--rate-limit-registrations-per-backend", "4", "--rate-limit-pool", "4", "--rate-limit-backend-user-share", "50",
+                "--rate-limit-window", "3600", "--passkey-rp-id", PasskeyDevice.rpID, "--passkey-origin", PasskeyDevice.origin,
             ],
             files: files
         )
-        let headers = [("Authorization", "Bearer \(HostileUserTests.secret)"), ("Content-Type", "application/json")]
-        // Each names a user never seen: only the backend's registrations budget can bound them.
-        // The budget is spent once the request names its user, before its signatures are
-        // verified, as every endpoint's is: these registrations are refused (422) while it
-        // lasts, then the budget refuses (429) before verifying anything, an attestation too.
-        func attest() throws -> (status: Int, body: String) {
-            let body =
-                #"{"username":"u\#(UUID().uuidString.prefix(8))","keyId":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA","attestationObject":"oA","form":{"action":"device-registration"}}"#
-            return try Self.exchange(service.port, "/api/appattest/attest", method: "POST", headers: headers, body: Array(body.utf8))
-        }
-        func registerPasskey() throws -> (status: Int, body: String) {
-            let body = #"{"username":"u\#(UUID().uuidString.prefix(8))","challenge":"AA","userHandle":"AA","credential":{}}"#
-            return try Self.exchange(service.port, "/api/passkeys/register", method: "POST", headers: headers, body: Array(body.utf8))
-        }
+    }
+
+    /// Registers a simulated device's new key for `user` through the backend; the status.
+    static func attest(_ service: HostileStateTests.Service, user: String) async throws -> Int {
+        let form = HostileStateTests.Service.form("1.00", user: user, action: "device-registration")
+        let (_, simulated) = try await service.send("POST", "/api/dev/simulate", ["action": "attest", "form": form])
+        let keyID = try #require(simulated["keyId"] as? String)
+        let body: [String: Any] = ["username": user, "keyId": keyID, "attestationObject": simulated["attestationObject"] ?? "", "form": form]
+        return try await service.send("POST", "/api/appattest/attest", body, bearer: HostileUserTests.secret).0
+    }
+
+    @Test(
+        "r5 F10, r7 F5: a backend's registrations budget is spent by the registrations it stores, whatever user they name; refused junk gives it back, and one user spends at most its share"
+    )
+    func registrationsPerBackend() async throws {
+        let service = try Self.budgetedBackend()
+        defer { service.stop() }
+        try #require(Formattest.waitForListener(port: service.port, process: service.server.process))
         try await Formattest.awayFromWindowEdge(3600, margin: 120)
-        let first = try registerPasskey()
-        let second = try registerPasskey()
-        let third = try registerPasskey()
-        let fourth = try attest()
-        #expect(first.status == 422 && second.status == 422, "\(first) \(second)")
-        #expect(third.status == 429 && HostileUserTests.code(third.body) == "rate_limited", "\(third)")
-        #expect(fourth.status == 429 && HostileUserTests.code(fourth.body) == "rate_limited", "\(fourth)")
+        let secret = HostileUserTests.secret
+        // Hostile accounts' junk, each far within its own budget: refused for what it is, never
+        // for the backend's budget (before r7: the fifth of these was 429 for everyone).
+        var junk: [Int] = []
+        for index in 0..<12 {
+            let user = "mallory\(index % 4)"
+            let passkey: [String: Any] = ["username": user, "challenge": "AAAA", "userHandle": "AAAA", "credential": [String: Any]()]
+            junk.append(try await service.send("POST", "/api/passkeys/register", passkey, bearer: secret).0)
+            let key: [String: Any] = [
+                "username": user, "keyId": "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "attestationObject": "oA",
+                "form": HostileStateTests.Service.form("1.00", user: user, action: "device-registration"),
+            ]
+            junk.append(try await service.send("POST", "/api/appattest/attest", key, bearer: secret).0)
+        }
+        #expect(junk.allSatisfy { (400..<500).contains($0) && $0 != 429 }, "\(junk)")
+        // Stored registrations spend it: alice her share (2 of 4), then the backend's total.
+        let alice = [try await Self.attest(service, user: "alice"), try await Self.attest(service, user: "alice")]
+        let aliceOverShare = try await Self.attest(service, user: "alice")
+        let others = [try await Self.attest(service, user: "bob"), try await Self.attest(service, user: "carol")]
+        let overTotal = try await Self.attest(service, user: "dave")
+        #expect(alice == [200, 200], "\(alice)")
+        #expect(aliceOverShare == 429, "one user spends at most its share of the backend's registrations")
+        #expect(others == [200, 200], "alice's refused third registration gave back what it spent: \(others)")
+        #expect(overTotal == 429, "four registrations stored: the backend's budget is spent")
         // Challenges are not registrations: still served.
-        #expect(try Self.exchange(service.port, "/api/appattest/challenge?username=fresh", headers: headers).status == 200)
-        _ = service.stop()
+        #expect(try await service.send("GET", "/api/appattest/challenge?username=fresh", bearer: secret).0 == 200)
+    }
+
+    @Test("r7 F6: junk register-pooled gives back the backend's pool budget; one user spends at most its share of it")
+    func poolBudgetPerBackend() async throws {
+        let service = try Self.budgetedBackend()
+        defer { service.stop() }
+        try #require(Formattest.waitForListener(port: service.port, process: service.server.process))
+        try await Formattest.awayFromWindowEdge(3600, margin: 120)
+        let secret = HostileUserTests.secret
+        var junk: [Int] = []
+        for index in 0..<8 {
+            let user = "jm\(index % 2)"
+            let body: [String: Any] = [
+                "username": user, "keyId": "AAAA", "attestationObject": "AAAA", "poolChallenge": "AAAA", "assertion": "AAAA",
+                "form": HostileStateTests.Service.form("10.00", user: user),
+            ]
+            junk.append(try await service.send("POST", "/api/appattest/register-pooled", body, bearer: secret).0)
+        }
+        #expect(junk.allSatisfy { (400..<500).contains($0) && $0 != 429 }, "\(junk)")
+        func pool(_ user: String) async throws -> Int {
+            try await service.send("GET", "/api/appattest/challenge?purpose=pool&username=\(user)", bearer: secret).0
+        }
+        let greedy = [try await pool("jm0"), try await pool("jm0"), try await pool("jm0")]
+        #expect(greedy == [200, 200, 429], "one user spends at most its share of the backend's pool budget: \(greedy)")
+        let honest = [try await pool("honest1"), try await pool("honest2"), try await pool("honest3")]
+        #expect(honest == [200, 200, 429], "the backend's total still holds: \(honest)")
     }
 }

@@ -251,6 +251,7 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
         case .duplicateKey: code = .keyAlreadyRegistered
         case .staleCounter: code = .counterNotIncreasing
         case .revoked: code = .passkeyRevoked
+        case .keyRevoked: code = .keyRevoked
         case .unknownKey: code = .keyMismatch
         default: code = Code(error.code)
         }

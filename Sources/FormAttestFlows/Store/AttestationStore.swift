@@ -413,6 +413,7 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
             case challengeInvalid = "challenge_invalid"
             case replay = "replay"
             case revoked = "revoked"
+            case keyRevoked = "key_revoked"
             case unavailable = "store_unavailable"
         }
 
@@ -434,6 +435,9 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
         /// The passkey was revoked before the commit (after the flows loaded it): its revocation
         /// is checked in the commit's compare-and-set, not only when it is loaded.
         public static let revoked = Code(.revoked)
+        /// The App Attest key was revoked before the commit (after the flows loaded it), as
+        /// ``revoked`` for a passkey.
+        public static let keyRevoked = Code(.keyRevoked)
         /// The storage could not be reached or failed; nothing was changed.
         public static let unavailable = Code(.unavailable)
     }

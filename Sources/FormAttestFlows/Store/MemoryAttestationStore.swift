@@ -91,6 +91,11 @@ public actor MemoryAttestationStore: StepwiseAttestationStore {
         return count
     }
 
+    public func refundRequest(in window: RateLimitWindow) throws(StoreError) {
+        try self.check()
+        if let count = self.rateWindows[window], count > 0 { self.rateWindows[window] = count - 1 }
+    }
+
     public func replaceReceipt(keyID: [UInt8], previous: [UInt8], with receipt: [UInt8]) throws(StoreError) -> Bool {
         try self.check()
         guard var key = self.keys[keyID] else { throw StoreError(code: .unknownKey, reason: "no such keyId") }
@@ -162,6 +167,7 @@ public actor MemoryAttestationStore: StepwiseAttestationStore {
         var key: StoredKey?
         if let keyID = commit.keyID {
             guard var stored = self.keys[keyID] else { throw StoreError(code: .unknownKey, reason: "no such keyId") }
+            guard stored.revokedAt == nil else { throw StoreError(code: .keyRevoked, reason: "the key was revoked") }
             guard stored.counter < commit.counter else {
                 throw StoreError(code: .staleCounter, reason: "counter \(commit.counter) is not above the stored \(stored.counter)")
             }

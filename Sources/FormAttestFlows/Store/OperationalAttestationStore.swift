@@ -35,6 +35,11 @@ public protocol OperationalAttestationStore: AttestationStore {
     /// the same count.
     func countRequest(in window: RateLimitWindow) async throws(StoreError) -> Int
 
+    /// Takes one request back out of a rate-limit window, atomically, never below zero: for a
+    /// budget that bounds what is stored, a request that stored nothing gives back what it spent.
+    /// A window that does not exist (expired, purged) stays absent.
+    func refundRequest(in window: RateLimitWindow) async throws(StoreError)
+
     /// Insert-if-absent of an accepted form's hash until `record.expiresAt`.
     /// - Throws: ``StoreError/Code/replay`` when an unexpired record with this hash exists.
     func recordFormHash(_ record: ReplayRecord, now: Date) async throws(StoreError)
