@@ -136,13 +136,17 @@ enum SemanticView {
                 return node
             }
             let aaguid = Array(content[37..<53])
-            let environment = AppAttestEnvironment(aaguid: aaguid).map { " (\"\(self.printable(aaguid))\": \($0.rawValue))" } ?? " (not an App Attest aaguid)"
+            let environment =
+                AppAttestEnvironment(aaguid: aaguid).map { " (\"\(self.printable(aaguid))\": \($0.rawValue))" } ?? " (not an App Attest aaguid)"
             node.children.append(InspectionNode("aaguid", value: hex(aaguid) + environment, range: range(37, 16)))
             let length = Int(content[53]) << 8 | Int(content[54])
             node.children.append(InspectionNode("credentialIdLength", value: "\(length)", range: range(53, 2)))
             position = 55
             guard content.count >= position + length else {
-                node.children.append(.undecodable("credentialId", reason: "\(length) bytes announced, \(content.count - position) left", range: range(position, content.count - position)))
+                node.children.append(
+                    .undecodable(
+                        "credentialId", reason: "\(length) bytes announced, \(content.count - position) left",
+                        range: range(position, content.count - position)))
                 return node
             }
             // The keyId, spelled as everywhere else (base64url); the node's `hex` keeps the bytes.
@@ -201,7 +205,8 @@ enum SemanticView {
         for entry in entries {
             let key = entry.key.textString ?? CBORDisplay.summary(entry.key)
             let valueRange = (base + entry.value.range.lowerBound)..<(base + entry.value.range.upperBound)
-            node.children.append(InspectionNode(key, value: CBORDisplay.summary(entry.value) + self.signalMeaning(key, entry.value), range: valueRange))
+            node.children.append(
+                InspectionNode(key, value: CBORDisplay.summary(entry.value) + self.signalMeaning(key, entry.value), range: valueRange))
         }
         return node
     }
@@ -217,7 +222,8 @@ enum SemanticView {
             return " = validation category \(category)"
         case AuthenticatorExtensions.cdHashTypeKey:
             guard let type = value.byteString.flatMap({ UInt32(littleEndianBytes: $0).map(Int64.init) }) ?? value.integer else { return "" }
-            return type == Int64(AuthenticatorExtensions.cdHashTypeSHA256) ? " = CodeDirectory hash type 2 (SHA-256)" : " = CodeDirectory hash type \(type)"
+            return type == Int64(AuthenticatorExtensions.cdHashTypeSHA256)
+                ? " = CodeDirectory hash type 2 (SHA-256)" : " = CodeDirectory hash type \(type)"
         case AuthenticatorExtensions.cdHashKey:
             return value.byteString.map { " = CodeDirectory hash, \($0.count) bytes" } ?? ""
         default:
@@ -300,7 +306,8 @@ enum SemanticView {
         let algorithm = item.children[0]
         let oids = algorithm.children.compactMap { $0.tagNumber == 6 ? ASN1Display.objectIdentifier(Array(der[$0.contentRange])) : nil }
         node.value = oids.map { ASN1Display.oidNames[$0] ?? $0 }.joined(separator: ", ")
-        node.children.append(InspectionNode("algorithm", value: oids.map(ASN1Display.describeOID).joined(separator: ", "), range: self.shift(algorithm.range, base)))
+        node.children.append(
+            InspectionNode("algorithm", value: oids.map(ASN1Display.describeOID).joined(separator: ", "), range: self.shift(algorithm.range, base)))
         let key = item.children[1]
         node.children.append(InspectionNode("subjectPublicKey", value: hex(der[key.contentRange].dropFirst()), range: self.shift(key.range, base)))
         return node
@@ -380,7 +387,8 @@ enum SemanticView {
                 continue
             }
             let constraint = entry.children[1]
-            let shown = constraint.children.count == 1 && !constraint.children[0].constructed
+            let shown =
+                constraint.children.count == 1 && !constraint.children[0].constructed
                 ? ASN1Display.primitiveValue(constraint.children[0], in: content)
                 : hex(content[constraint.contentRange])
             let label = "\"\(name)\"" + (operationNames[name].map { " (\($0))" } ?? "")
@@ -392,7 +400,9 @@ enum SemanticView {
                 value: "\(octets.contentRange.count) bytes of DER",
                 range: self.shift(tagged.range, base),
                 children: [
-                    InspectionNode("first field", value: ASN1Display.primitiveValue(inner.children[0], in: content), range: self.shift(inner.children[0].range, contentBase)),
+                    InspectionNode(
+                        "first field", value: ASN1Display.primitiveValue(inner.children[0], in: content),
+                        range: self.shift(inner.children[0].range, contentBase)),
                     list,
                 ]
             )
@@ -452,13 +462,15 @@ enum SemanticView {
             node.children.append(.undecodable("ContentInfo", reason: "not SEQUENCE { contentType, [0] content }", range: whole))
             return node
         }
-        node.children.append(InspectionNode("contentType", value: ASN1Display.primitiveValue(contentType, in: bytes), range: self.shift(contentType.range, base)))
+        node.children.append(
+            InspectionNode("contentType", value: ASN1Display.primitiveValue(contentType, in: bytes), range: self.shift(contentType.range, base)))
         var parts = signedData.parts
         guard parts.count >= 4 else {
             node.children.append(.undecodable("SignedData", reason: "\(parts.count) parts", range: self.shift(signedData.range, base)))
             return node
         }
-        node.children.append(InspectionNode("version", value: ASN1Display.primitiveValue(parts[0], in: bytes), range: self.shift(parts[0].range, base)))
+        node.children.append(
+            InspectionNode("version", value: ASN1Display.primitiveValue(parts[0], in: bytes), range: self.shift(parts[0].range, base)))
         node.children.append(
             InspectionNode(
                 "digestAlgorithms",
@@ -471,7 +483,8 @@ enum SemanticView {
         if let certificates = parts.first, certificates.tagClass == .contextSpecific, certificates.tagNumber == 0 {
             var list = InspectionNode("certificates", value: "\(certificates.parts.count)", range: self.shift(certificates.range, base))
             for (index, certificate) in certificates.parts.enumerated() {
-                list.children.append(self.certificate(Array(bytes[certificate.range]), base: base + certificate.offset, label: "certificate[\(index)]"))
+                list.children.append(
+                    self.certificate(Array(bytes[certificate.range]), base: base + certificate.offset, label: "certificate[\(index)]"))
             }
             node.children.append(list)
             parts.removeFirst()
@@ -492,7 +505,8 @@ enum SemanticView {
         var node = InspectionNode("encapContentInfo", range: self.shift(item.range, base))
         let parts = item.parts
         if let type = parts.first {
-            node.children.append(InspectionNode("eContentType", value: ASN1Display.primitiveValue(type, in: bytes), range: self.shift(type.range, base)))
+            node.children.append(
+                InspectionNode("eContentType", value: ASN1Display.primitiveValue(type, in: bytes), range: self.shift(type.range, base)))
         }
         guard parts.count == 2, let octets = parts[1].parts.first else { return node }
         // The payload: one OCTET STRING, or (BER) a constructed one split into primitive chunks.
@@ -522,7 +536,10 @@ enum SemanticView {
         for field in set.children {
             let items = field.children
             guard items.count == 3, items[0].tagNumber == 2, items[2].tagNumber == 4, !items[2].constructed else {
-                payloadNode.children.append(InspectionNode("undecodable field", value: hex(payload[field.range]), range: absolute(field.range), detachedBytes: Array(payload[field.range])))
+                payloadNode.children.append(
+                    InspectionNode(
+                        "undecodable field", value: hex(payload[field.range]), range: absolute(field.range),
+                        detachedBytes: Array(payload[field.range])))
                 continue
             }
             let type = ASN1Display.integerValue(Array(payload[items[0].contentRange])).map(Int.init) ?? -1
@@ -557,11 +574,13 @@ enum SemanticView {
         var node = InspectionNode("signerInfo", range: self.shift(item.range, base))
         var parts = item.parts
         guard parts.count >= 5 else { return node }
-        node.children.append(InspectionNode("version", value: ASN1Display.primitiveValue(parts[0], in: bytes), range: self.shift(parts[0].range, base)))
+        node.children.append(
+            InspectionNode("version", value: ASN1Display.primitiveValue(parts[0], in: bytes), range: self.shift(parts[0].range, base)))
         let sid = parts[1]
         if sid.parts.count == 2, let name = try? DistinguishedName(derEncoded: DER.parse(Array(bytes[sid.parts[0].range]))) {
             node.children.append(InspectionNode("sid issuer", value: name.description, range: self.shift(sid.parts[0].range, base)))
-            node.children.append(InspectionNode("sid serialNumber", value: hex(bytes[sid.parts[1].contentRange]), range: self.shift(sid.parts[1].range, base)))
+            node.children.append(
+                InspectionNode("sid serialNumber", value: hex(bytes[sid.parts[1].contentRange]), range: self.shift(sid.parts[1].range, base)))
         } else {
             node.children.append(InspectionNode("sid", value: hex(bytes[sid.range]), range: self.shift(sid.range, base)))
         }
@@ -572,8 +591,10 @@ enum SemanticView {
             parts.removeFirst()
         }
         if parts.count >= 2 {
-            node.children.append(InspectionNode("signatureAlgorithm", value: self.algorithm(parts[0], bytes), range: self.shift(parts[0].range, base)))
-            node.children.append(self.ecdsaSignature(Array(bytes[parts[1].contentRange]), base: base + parts[1].contentRange.lowerBound, label: "signature"))
+            node.children.append(
+                InspectionNode("signatureAlgorithm", value: self.algorithm(parts[0], bytes), range: self.shift(parts[0].range, base)))
+            node.children.append(
+                self.ecdsaSignature(Array(bytes[parts[1].contentRange]), base: base + parts[1].contentRange.lowerBound, label: "signature"))
         }
         return node
     }

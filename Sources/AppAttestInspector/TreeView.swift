@@ -92,11 +92,17 @@ enum TreeView {
         var position = 0
         func raw(_ label: String, _ count: Int) -> Bool {
             guard content.count - position >= count else {
-                nodes.append(.undecodable(label, reason: "\(content.count - position) byte(s) left, \(count) needed", range: (base + position)..<(base + content.count)))
+                nodes.append(
+                    .undecodable(
+                        label, reason: "\(content.count - position) byte(s) left, \(count) needed", range: (base + position)..<(base + content.count))
+                )
                 position = content.count
                 return false
             }
-            nodes.append(InspectionNode("raw(\(count)) \(label)", value: hex(content[position..<(position + count)]), range: (base + position)..<(base + position + count)))
+            nodes.append(
+                InspectionNode(
+                    "raw(\(count)) \(label)", value: hex(content[position..<(position + count)]), range: (base + position)..<(base + position + count)
+                ))
             position += count
             return true
         }
@@ -116,7 +122,10 @@ enum TreeView {
         }
         while position < content.count {
             guard let (item, consumed) = try? CBORDecoder.decodePrefix(content[position...]) else {
-                nodes.append(InspectionNode("raw(\(content.count - position)) trailing", value: hex(content[position...]), range: (base + position)..<(base + content.count)))
+                nodes.append(
+                    InspectionNode(
+                        "raw(\(content.count - position)) trailing", value: hex(content[position...]),
+                        range: (base + position)..<(base + content.count)))
                 break
             }
             nodes.append(self.cbor(item, in: bytes, base: base + position, parentKey: nil))

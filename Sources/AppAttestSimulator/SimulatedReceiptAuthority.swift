@@ -170,21 +170,27 @@ public struct SimulatedReceiptAuthority: Sendable {
             chunks.append(try DERBytes.tlv(0x04, Array(payload[start..<min(start + 1000, payload.count)])))
             start += 1000
         }
-        let encapsulated = BERBytes.indefinite(0x30, [
-            try DERBytes.oid([1, 2, 840, 113_549, 1, 7, 1]),
-            BERBytes.indefinite(0xA0, [BERBytes.indefinite(0x24, chunks)]),
-        ])
-        let signedData = BERBytes.indefinite(0x30, [
-            try DERBytes.integer(1),
-            try DERBytes.tlv(0x31, sha256),
-            encapsulated,
-            BERBytes.indefinite(0xA0, certificates),
-            try DERBytes.tlv(0x31, signerInfo),
-        ])
-        return BERBytes.indefinite(0x30, [
-            try DERBytes.oid([1, 2, 840, 113_549, 1, 7, 2]),
-            BERBytes.indefinite(0xA0, [signedData]),
-        ])
+        let encapsulated = BERBytes.indefinite(
+            0x30,
+            [
+                try DERBytes.oid([1, 2, 840, 113_549, 1, 7, 1]),
+                BERBytes.indefinite(0xA0, [BERBytes.indefinite(0x24, chunks)]),
+            ])
+        let signedData = BERBytes.indefinite(
+            0x30,
+            [
+                try DERBytes.integer(1),
+                try DERBytes.tlv(0x31, sha256),
+                encapsulated,
+                BERBytes.indefinite(0xA0, certificates),
+                try DERBytes.tlv(0x31, signerInfo),
+            ])
+        return BERBytes.indefinite(
+            0x30,
+            [
+                try DERBytes.oid([1, 2, 840, 113_549, 1, 7, 2]),
+                BERBytes.indefinite(0xA0, [signedData]),
+            ])
     }
 }
 
@@ -227,4 +233,3 @@ enum BERBytes {
 struct SimulatorEncodingError: Error {
     let reason: String
 }
-

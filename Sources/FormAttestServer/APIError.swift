@@ -101,7 +101,8 @@ public struct APIError: HTTPResponseError, Sendable {
     static func inspectionTooLarge(_ size: Int, atLeast: Bool = false) -> APIError {
         APIError(
             status: .unprocessableContent, code: "inspection_too_large",
-            message: "the inspection's answer is \(atLeast ? "at least " : "")\(size) bytes, over the \(InspectionGate.maximumAnswerSize) the service sends; use formattest inspect locally"
+            message:
+                "the inspection's answer is \(atLeast ? "at least " : "")\(size) bytes, over the \(InspectionGate.maximumAnswerSize) the service sends; use formattest inspect locally"
         )
     }
 
@@ -160,6 +161,7 @@ public struct APIError: HTTPResponseError, Sendable {
     )
 
     /// An unexpected error: 500, saying nothing internal (the log has it).
+    // swift-format-ignore: DontRepeatTypeInStaticProperties
     static let internalError = APIError(status: .internalServerError, code: "internal_error", message: "internal error")
 
     /// Admin API: no key has this keyId.

@@ -3,8 +3,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
-import FormAttestForm
 import FormAttestFlows
+import FormAttestForm
 import FormAttestResponses
 import Foundation
 import HTTPTypes
@@ -155,7 +155,7 @@ struct AdminController {
         let now = self.now()
         do {
             try await self.store.revokeKey(keyID: keyID, at: now)
-        } catch where error.code == .unknownKey {
+        } catch  where error.code == .unknownKey {
             throw APIError.unknownKey
         } catch {
             throw Self.storeFailure(error)
@@ -174,7 +174,7 @@ struct AdminController {
         let now = self.now()
         do {
             try await self.store.revokePasskey(credentialID: credentialID, at: now)
-        } catch where error.code == .unknownKey {
+        } catch  where error.code == .unknownKey {
             throw APIError.unknownPasskey
         } catch {
             throw Self.storeFailure(error)

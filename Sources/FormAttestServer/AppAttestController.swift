@@ -8,15 +8,15 @@ import AppAttestInspector
 import CanonicalJSON
 import Crypto
 import FormAttestEvidence
-import FormAttestForm
 import FormAttestFlows
+import FormAttestForm
 import FormAttestResponses
 import FormAttestTokens
 import Foundation
-import RFC3339
 import Hummingbird
 import Logging
 import Metrics
+import RFC3339
 import WebAuthn
 
 /// `/api/appattest/*`: the flows over HTTP.
@@ -245,7 +245,8 @@ struct AppAttestController {
         return try JSONResponse.make(
             RegisteredResponse(
                 result.attestation, counter: result.counter, formHash: result.form.clientDataHash, formats: formats,
-                recentRegistrations: result.recentRegistrations, evidence: evidenceFields, nextChallenge: result.nextChallenge.map(ChallengeResponse.init)
+                recentRegistrations: result.recentRegistrations, evidence: evidenceFields,
+                nextChallenge: result.nextChallenge.map(ChallengeResponse.init)
             )
         )
     }

@@ -4,8 +4,8 @@
 //===----------------------------------------------------------------------===//
 
 import AppAttest
-import FormAttestForm
 import FormAttestFlows
+import FormAttestForm
 import Foundation
 import HTTPTypes
 import WebAuthn
@@ -75,7 +75,11 @@ public enum ErrorCatalog {
         }
         for code in ReceiptExchangeError.Code.allCases {
             let error = FlowError(code: .init(code), category: .upstreamUnavailable, reason: "")
-            entries.append(Self.flow(error, "Apple's receipt exchange failed or refused (\(code.identifier.replacingOccurrences(of: "receipt_exchange_", with: ""))); nothing was changed"))
+            entries.append(
+                Self.flow(
+                    error,
+                    "Apple's receipt exchange failed or refused (\(code.identifier.replacingOccurrences(of: "receipt_exchange_", with: ""))); nothing was changed"
+                ))
         }
         // The flows' own codes, with the category each is raised with.
         for (code, category) in FlowError.Code.own {
@@ -86,42 +90,63 @@ public enum ErrorCatalog {
         }
         // The HTTP layer's own.
         entries += [
-            Self.http(APIError.requestTimeout, "the request body did not arrive within the body timeout, or fell behind the minimum body rate; the connection is closed", "Send the whole body promptly; retry once on a good connection."),
-            Self.http(APIError.bodyTooLarge, "the request body is larger than 64 KiB; the connection is closed", "Send a smaller request; do not retry it unchanged."),
+            Self.http(
+                APIError.requestTimeout,
+                "the request body did not arrive within the body timeout, or fell behind the minimum body rate; the connection is closed",
+                "Send the whole body promptly; retry once on a good connection."),
+            Self.http(
+                APIError.bodyTooLarge, "the request body is larger than 64 KiB; the connection is closed",
+                "Send a smaller request; do not retry it unchanged."),
             Self.http(
                 APIError.inspectionTooLarge(0), "the inspector's answer for this object would be larger than the service sends (256 KiB)",
                 "Inspect the object locally with formattest inspect."
             ),
             Self.http(
-                APIError.invalidQuery(""), "the query string is not strictly percent-encoded UTF-8 (a raw non-ASCII byte, a bad % escape, invalid UTF-8) or names a parameter twice",
+                APIError.invalidQuery(""),
+                "the query string is not strictly percent-encoded UTF-8 (a raw non-ASCII byte, a bad % escape, invalid UTF-8) or names a parameter twice",
                 "Percent-encode the query string's UTF-8 exactly once per parameter; do not retry unchanged."
             ),
             Self.http(
-                APIError.formTooLargeForEvidenceLog(0, limit: 0), "with the evidence log on, the form is larger than 24 KiB: its evidence record would not fit one log entry (nothing was stored)",
+                APIError.formTooLargeForEvidenceLog(0, limit: 0),
+                "with the evidence log on, the form is larger than 24 KiB: its evidence record would not fit one log entry (nothing was stored)",
                 "Send a smaller form; do not retry it unchanged."
             ),
             Self.http(
-                APIError.evidenceLogRange(""), "a proof asked of the evidence log for a leaf or tree size it has not committed (an index at or past the size, a first size above the second, a size past the log's)",
+                APIError.evidenceLogRange(""),
+                "a proof asked of the evidence log for a leaf or tree size it has not committed (an index at or past the size, a first size above the second, a size past the log's)",
                 "Ask for sizes up to the latest checkpoint's."
             ),
-            Self.http(APIError.malformedRequest(""), "the request is not valid HTTP/1.1 (bad chunked encoding, ...)", "Fix the client's HTTP; do not retry unchanged."),
-            Self.http(APIError.framework(status: .notFound, message: nil), "no such route (or the demo page's file is missing)", "Check the URL and method against docs/api.md."),
-            Self.http(APIError.framework(status: .methodNotAllowed, message: nil), "the route exists but not with this method", "Use the method docs/api.md gives."),
-            Self.http(APIError.unknownKey, "admin API: no key has this keyId", "Check the keyId (base64url) against GET /admin/users/{username}/keys."),
+            Self.http(
+                APIError.malformedRequest(""), "the request is not valid HTTP/1.1 (bad chunked encoding, ...)",
+                "Fix the client's HTTP; do not retry unchanged."),
+            Self.http(
+                APIError.framework(status: .notFound, message: nil), "no such route (or the demo page's file is missing)",
+                "Check the URL and method against docs/api.md."),
+            Self.http(
+                APIError.framework(status: .methodNotAllowed, message: nil), "the route exists but not with this method",
+                "Use the method docs/api.md gives."),
+            Self.http(
+                APIError.unknownKey, "admin API: no key has this keyId", "Check the keyId (base64url) against GET /admin/users/{username}/keys."),
             Self.http(
                 APIError.unknownPasskey, "admin API: no passkey has this credential id",
                 "Check the credentialId (base64url) against GET /admin/users/{username}/passkeys."),
-            Self.http(APIError.simulatorError(""), "dev simulator only: the simulator could not produce the request", "Development only; read the message."),
+            Self.http(
+                APIError.simulatorError(""), "dev simulator only: the simulator could not produce the request", "Development only; read the message."),
             Self.http(
                 APIError.simulatorUnknownKey, "dev simulator only: the simulated device holds no key with this keyId (a restart forgets its keys)",
                 "Development only; forget the key and attest a new one."
             ),
             Self.http(
-                APIError.insufficientStorage, "the disk of the store or of the evidence archive is below the free-space threshold: no new form is taken (nothing was changed)",
+                APIError.insufficientStorage,
+                "the disk of the store or of the evidence archive is below the free-space threshold: no new form is taken (nothing was changed)",
                 "Retry later with backoff; operators must make room (see /healthz)."
             ),
-            Self.http(APIError.internalError, "an unexpected server error; the message says nothing internal, the log has it", "Retry later; report it with the time if it persists."),
-            Self.http(APIError.framework(status: .gatewayTimeout, message: nil), "another HTTP error of the server framework, with its status", "Read the status and message; retry later for a 5xx."),
+            Self.http(
+                APIError.internalError, "an unexpected server error; the message says nothing internal, the log has it",
+                "Retry later; report it with the time if it persists."),
+            Self.http(
+                APIError.framework(status: .gatewayTimeout, message: nil), "another HTTP error of the server framework, with its status",
+                "Read the status and message; retry later for a 5xx."),
         ]
         return entries
     }
@@ -145,7 +170,8 @@ public enum ErrorCatalog {
 
     private static let categoryActions: [FlowError.Category: String] = [
         .malformedInput: "Fix the request as the message says; resending it unchanged fails again.",
-        .verificationFailed: "Do not retry with the same data: it is not a genuine, matching attestation or assertion. Attest a new key; treat repeats as fraud signals.",
+        .verificationFailed:
+            "Do not retry with the same data: it is not a genuine, matching attestation or assertion. Attest a new key; treat repeats as fraud signals.",
         .keyMismatch: "Attest a new key (generateKey, attestKey, POST /api/appattest/attest), then sign again.",
         .callerMismatch: "Sign the form for the authenticated user and session.",
         .factorMissing: "Sign the same form again with every signature the message names (see docs/passkeys.md, the factor policy).",
@@ -167,15 +193,18 @@ public enum ErrorCatalog {
         "identity_provider_unavailable": "Retry later; the identity provider's keys could not be fetched, so every request fails closed.",
         "key_revoked": "Attest a new key; the revoked one is refused for good.",
         "requires_reattestation": "Attest a new key and sign again (the key is too old, or it signed one counter over two forms).",
-        "counter_out_of_order": "Sign the form again (a new assertion, with the key's next counter): a later form of this key was accepted first. The key is kept.",
-        "key_attestation_unverifiable": "Attest a new key (generateKey, attestKey, POST /api/appattest/attest), or for a passkey register a new one, and sign again; this key cannot back an evidence record.",
+        "counter_out_of_order":
+            "Sign the form again (a new assertion, with the key's next counter): a later form of this key was accepted first. The key is kept.",
+        "key_attestation_unverifiable":
+            "Attest a new key (generateKey, attestKey, POST /api/appattest/attest), or for a passkey register a new one, and sign again; this key cannot back an evidence record.",
         "store_corrupt": "Retry later; operators must check the store (nothing was changed).",
         "receipt_changed": "Nothing to do on the client; the stored receipt changed meanwhile; retry once.",
         "receipt_stale": "Retry later; Apple's new receipt was outside the accepted age.",
         "passkeys_disabled": "Do not send passkeys to this service, or configure its passkey settings (--passkey-rp-id, --passkey-origin).",
         "passkey_mismatch": "Register a passkey for this user (GET /api/passkeys/options, POST /api/passkeys/register), then sign again.",
         "passkey_revoked": "Register a new passkey; the revoked one is refused for good.",
-        "passkey_approval_required": "Sign the registration's challenge with one of the user's passkeys (user verification) and send it as approval; a user who lost every passkey asks an operator to revoke them first.",
+        "passkey_approval_required":
+            "Sign the registration's challenge with one of the user's passkeys (user verification) and send it as approval; a user who lost every passkey asks an operator to revoke them first.",
         "passkey_already_registered": "Nothing to do: this credential is registered; sign forms with it.",
         "user_verification_required": "Ask the authenticator for user verification (userVerification: \"required\") and sign the form again.",
     ]
@@ -234,10 +263,12 @@ public enum ErrorCatalog {
     ]
 
     private static let flowMeanings: [String: String] = [
-        "rate_limited": "too many requests for this user, backend or client address in the window (an assertion counts against its user once the key's signature verified)",
+        "rate_limited":
+            "too many requests for this user, backend or client address in the window (an assertion counts against its user once the key's signature verified)",
         "key_already_registered": "this keyId is registered already",
         "key_mismatch": "the keyId is unknown, or another user's: no attested key signs for this user",
-        "counter_not_increasing": "another assertion of this key advanced its counter first, between the check and the write (a concurrent or replayed request)",
+        "counter_not_increasing":
+            "another assertion of this key advanced its counter first, between the check and the write (a concurrent or replayed request)",
         "duplicate_challenge": "the challenge was issued already",
         "challenge_invalid": "the challenge is unknown, expired, used, or for another purpose or user",
         "replay": "this form was accepted already",
@@ -248,15 +279,19 @@ public enum ErrorCatalog {
         "key_revoked": "the key was revoked (by an operator, or as the least recently used beyond the per-user limit)",
         "receipt_changed": "the stored receipt changed while it was being refreshed",
         "requires_reattestation": "the key is too old, or its signed counter went backwards as the counter rule retires (then for good)",
-        "counter_out_of_order": "the assertion is validly signed but its counter is below the key's last accepted one (a later form arrived first); refused, nothing changed, the key kept",
-        "key_attestation_unverifiable": "evidence records are on and this key's registration cannot support a verifiable one (its attestation was not kept, or its receipt does not verify; a passkey's registration was not kept); nothing changed",
+        "counter_out_of_order":
+            "the assertion is validly signed but its counter is below the key's last accepted one (a later form arrived first); refused, nothing changed, the key kept",
+        "key_attestation_unverifiable":
+            "evidence records are on and this key's registration cannot support a verifiable one (its attestation was not kept, or its receipt does not verify; a passkey's registration was not kept); nothing changed",
         "store_corrupt": "a stored record cannot be read; nothing was changed",
         "client_data_hash_mismatch": "the claimed clientDataHash is not SHA-256 of the canonical form",
         "receipt_stale": "Apple's new receipt was created outside the accepted age",
         "app_attest_required": "the factor policy requires an App Attest assertion for this form and the request has none",
         "passkey_required": "the factor policy requires a passkey assertion for this form and the request has none",
-        "passkey_approval_required": "the user has a passkey, and a new one is registered only with an assertion of it (user verification) over the registration's challenge",
-        "user_verification_required": "the factor policy requires a passkey assertion with user verification (UV) for this form, and the assertion's UV flag is not set",
+        "passkey_approval_required":
+            "the user has a passkey, and a new one is registered only with an assertion of it (user verification) over the registration's challenge",
+        "user_verification_required":
+            "the factor policy requires a passkey assertion with user verification (UV) for this form, and the assertion's UV flag is not set",
         "passkeys_disabled": "the request carries a passkey and this service has no passkey settings (relying party id, origins)",
         "passkey_mismatch": "the passkey's credential id is unknown, or another user's",
         "passkey_revoked": "the passkey was revoked (by an operator, or as the least recently used beyond the per-user limit)",

@@ -47,16 +47,17 @@ public enum FormAttestApplication {
         MetricSeries.declare()
         let router = try await self.router(configuration: configuration, store: store, signingKeys: signingKeys, developmentDevice: developmentDevice)
         // First, so that the service group stops it last (see StoreShutdownService).
-        var services: [any Service] = [StoreShutdownService(store: store, logger: logger)] + extra + [
-            PurgeService(
-                store: store,
-                interval: configuration.purgeInterval,
-                pacer: PurgePacer(target: configuration.purgeStepTarget),
-                now: configuration.now,
-                revokedRetention: configuration.revokedRetention,
-                logger: logger
-            ),
-        ]
+        var services: [any Service] =
+            [StoreShutdownService(store: store, logger: logger)] + extra + [
+                PurgeService(
+                    store: store,
+                    interval: configuration.purgeInterval,
+                    pacer: PurgePacer(target: configuration.purgeStepTarget),
+                    now: configuration.now,
+                    revokedRetention: configuration.revokedRetention,
+                    logger: logger
+                )
+            ]
         if let admin = configuration.adminListener {
             // The operators' listener runs beside the public one, in the same service group.
             services.append(
@@ -127,8 +128,10 @@ public enum FormAttestApplication {
     /// `/metrics` and `/admin/*`, on whichever router serves them.
     static func addOperatorRoutes(to router: Router<AppRequestContext>, configuration: ServerConfiguration, store: any OperationalAttestationStore) {
         if let adminSecrets = configuration.adminSecrets {
-            AdminController(store: store, secrets: adminSecrets, registrationWindow: configuration.flows.registrationCountWindow, now: configuration.now)
-                .addRoutes(to: router.group("admin"))
+            AdminController(
+                store: store, secrets: adminSecrets, registrationWindow: configuration.flows.registrationCountWindow, now: configuration.now
+            )
+            .addRoutes(to: router.group("admin"))
         }
         if let registry = configuration.metrics {
             router.get("metrics") { _, _ in
@@ -154,7 +157,8 @@ public enum FormAttestApplication {
         // With tracing, each store call the flows and the rate limiter make is a span of its own.
         let store: any OperationalAttestationStore = configuration.tracing ? TracedStore(base: store) : store
         let flows = FormFlows(
-            verifier: verifier, store: store, configuration: flowConfiguration, webAuthn: try configuration.passkeys.map(WebAuthnVerifier.init(policy:)))
+            verifier: verifier, store: store, configuration: flowConfiguration,
+            webAuthn: try configuration.passkeys.map(WebAuthnVerifier.init(policy:)))
         let signer = ServerAttestationSigner(keys: signingKeys, issuer: configuration.issuer, audience: configuration.audience)
 
         let router = Router(context: AppRequestContext.self)
@@ -183,7 +187,8 @@ public enum FormAttestApplication {
             rateLimiter: rateLimiter,
             evidence: try configuration.evidence.map {
                 try EvidenceRecorder(
-                    configuration: $0, signingKey: signingKeys.current, verifierPolicy: configuration.policy, flows: configuration.flows, log: evidenceLog)
+                    configuration: $0, signingKey: signingKeys.current, verifierPolicy: configuration.policy, flows: configuration.flows,
+                    log: evidenceLog)
             },
             now: configuration.now
         )
@@ -194,9 +199,11 @@ public enum FormAttestApplication {
             // Authentication is attached to the routes themselves, not to a path prefix: however a
             // request's path is spelled (`//api/appattest/assert`), if it reaches these handlers
             // it went through the caller authentication.
-            .addRoutes(to: router.group("api/appattest").add(middleware: CallerAuthenticationMiddleware(authentication: configuration.callerAuthentication)))
+            .addRoutes(
+                to: router.group("api/appattest").add(middleware: CallerAuthenticationMiddleware(authentication: configuration.callerAuthentication)))
         PasskeyController(flows: flows, rateLimiter: rateLimiter, storageGuard: storageGuard, now: configuration.now)
-            .addRoutes(to: router.group("api/passkeys").add(middleware: CallerAuthenticationMiddleware(authentication: configuration.callerAuthentication)))
+            .addRoutes(
+                to: router.group("api/passkeys").add(middleware: CallerAuthenticationMiddleware(authentication: configuration.callerAuthentication)))
         if configuration.adminListener == nil {
             self.addOperatorRoutes(to: router, configuration: configuration, store: store)
         }

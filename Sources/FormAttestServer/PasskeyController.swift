@@ -58,7 +58,8 @@ struct PasskeyController {
         let now = self.now()
         try await self.checkStorage(context)
         try await self.rateLimiter.check(endpoint: "challenge", user: username, request: request, context: context, now: now)
-        let options = try await self.run { () async throws(FlowError) in try await self.flows.passkeyRegistrationOptions(username: username, now: now) }
+        let options = try await self.run { () async throws(FlowError) in try await self.flows.passkeyRegistrationOptions(username: username, now: now)
+        }
         return try JSONResponse.make(PasskeyOptionsResponse(options))
     }
 

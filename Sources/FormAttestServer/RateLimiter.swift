@@ -11,9 +11,9 @@ import Hummingbird
 import NIOCore
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Rate limits on the endpoints that spend the service's resources (challenge, attest,
@@ -142,7 +142,9 @@ struct RateLimiter: Sendable {
     /// they counted; the lasting ones are returned, to be given back if the request is refused
     /// (``refundingOnRefusal(_:_:)``), and are given back at once when this throws.
     @discardableResult
-    func check(endpoint: String, user: String?, lasting: Lasting = .none, request: Request, context: AppRequestContext, now: Date) async throws -> Spent {
+    func check(endpoint: String, user: String?, lasting: Lasting = .none, request: Request, context: AppRequestContext, now: Date) async throws
+        -> Spent
+    {
         try await self.count(endpoint: endpoint, self.subjects(user: user, request: request, context: context), now: now)
         let backend = context.identity?.kind == .trustedBackend ? context.identity?.backend ?? "" : nil
         // (endpoint, subject, window length) of each lasting budget, in the order counted.

@@ -194,13 +194,18 @@ struct TracedStore: OperationalAttestationStore {
         try await TraceStep.store("countPasskeys") { () async throws(StoreError) in try await self.base.countPasskeys(username: username, filter) }
     }
     func commitPasskeyRegistration(_ commit: PasskeyRegistrationCommit) async throws(StoreError) {
-        try await TraceStep.store("commitPasskeyRegistration") { () async throws(StoreError) in try await self.base.commitPasskeyRegistration(commit) }
+        try await TraceStep.store("commitPasskeyRegistration") { () async throws(StoreError) in try await self.base.commitPasskeyRegistration(commit)
+        }
     }
     func revokePasskey(credentialID: [UInt8], at date: Date) async throws(StoreError) {
-        try await TraceStep.store("revokePasskey") { () async throws(StoreError) in try await self.base.revokePasskey(credentialID: credentialID, at: date) }
+        try await TraceStep.store("revokePasskey") { () async throws(StoreError) in
+            try await self.base.revokePasskey(credentialID: credentialID, at: date)
+        }
     }
     func passkeys(username: String, after position: KeyPosition?, limit: Int) async throws(StoreError) -> [StoredPasskey] {
-        try await TraceStep.store("passkeysPage") { () async throws(StoreError) in try await self.base.passkeys(username: username, after: position, limit: limit) }
+        try await TraceStep.store("passkeysPage") { () async throws(StoreError) in
+            try await self.base.passkeys(username: username, after: position, limit: limit)
+        }
     }
     func countRequest(in window: RateLimitWindow) async throws(StoreError) -> Int {
         try await TraceStep.store("countRequest") { () async throws(StoreError) in try await self.base.countRequest(in: window) }

@@ -40,7 +40,8 @@ public struct AttestedCredential: Sendable {
         // verifier's step 9 compares the two), so its point needs no serializing of the key
         // again (an EC conversion per line in `wrap --batch`).
         guard let point = attestation.authenticatorData.attestedCredentialData?.publicKey.x963Representation else {
-            self.init(keyID: attestation.keyID, publicKey: attestation.publicKey, appID: attestation.appID, environment: attestation.environment.rawValue)
+            self.init(
+                keyID: attestation.keyID, publicKey: attestation.publicKey, appID: attestation.appID, environment: attestation.environment.rawValue)
             return
         }
         self.init(

@@ -39,7 +39,8 @@ public enum FIDO2Wrapper {
     ) -> JSONValue {
         let keyID = Base64URL.encode(credential.keyID)
         let environment = credential.environment
-        let aaguid = environment == "production"
+        let aaguid =
+            environment == "production"
             ? Array("appattest".utf8) + [UInt8](repeating: 0, count: 7)
             : Array("appattestdevelop".utf8)
         let original = Self.object([

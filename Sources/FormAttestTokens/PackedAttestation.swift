@@ -52,14 +52,18 @@ public enum PackedAttestation {
         clientDataHash: [UInt8],
         authority: PackedAttestationAuthority
     ) throws -> JSONValue {
-        let object = try Self.attestationObject(credential: credential, relyingPartyID: relyingPartyID, clientDataHash: clientDataHash, authority: authority)
+        let object = try Self.attestationObject(
+            credential: credential, relyingPartyID: relyingPartyID, clientDataHash: clientDataHash, authority: authority)
         return .object(
             JSONObject(constantMembers: [
                 ("fmt", .string(JSONString(Self.format))),
                 ("rpId", .string(JSONString(relyingPartyID))),
                 ("clientDataHash", .string(JSONString(Base64URL.encode(clientDataHash)))),
                 ("attestationObject", .string(JSONString(Base64URL.encode(object)))),
-                ("vouches", .string(JSONString("this server verified an Apple App Attest attestation of this key; the device made no packed attestation"))),
+                (
+                    "vouches",
+                    .string(JSONString("this server verified an Apple App Attest attestation of this key; the device made no packed attestation"))
+                ),
             ])
         )
     }

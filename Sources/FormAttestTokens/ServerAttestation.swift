@@ -5,8 +5,8 @@
 
 package import CanonicalJSON
 import Crypto
-public import Foundation
 import FormAttestForm
+public import Foundation
 public import JWTKit
 
 /// A compact JWS (ES256) in which the server states what it verified: this user's form, with this
@@ -85,20 +85,20 @@ public struct ServerAttestationClaims: JWTPayload, Equatable {
         let key = self.confirmation.jwk
         let jwk = JSONObject(constantMembers: [("kty", string(key.kty)), ("crv", string(key.crv)), ("x", string(key.x)), ("y", string(key.y))])
         var members: [(name: String, value: JSONValue)] = [
-                member(.issuer, string(self.issuer.value)),
-                member(.subject, string(self.subject.value)),
-                // jwt-kit's multi-value claim: one audience is a string, several an array.
-                member(.audience, self.audience.value.count == 1 ? string(self.audience.value[0]) : .array(self.audience.value.map(string))),
-                member(.issuedAt, numericDate(self.issuedAt.value)),
-                member(.notBefore, numericDate(self.notBefore.value)),
-                member(.expiration, numericDate(self.expiration.value)),
-                member(.id, string(self.id.value)),
-                member(.appID, string(self.appID)),
-                member(.keyID, string(self.keyID)),
-                member(.environment, string(self.environment)),
-                member(.formHash, string(self.formHash)),
-                member(.counter, .number(Double(self.counter))),
-                member(.confirmation, .object(JSONObject(constantMembers: [("jwk", .object(jwk))]))),
+            member(.issuer, string(self.issuer.value)),
+            member(.subject, string(self.subject.value)),
+            // jwt-kit's multi-value claim: one audience is a string, several an array.
+            member(.audience, self.audience.value.count == 1 ? string(self.audience.value[0]) : .array(self.audience.value.map(string))),
+            member(.issuedAt, numericDate(self.issuedAt.value)),
+            member(.notBefore, numericDate(self.notBefore.value)),
+            member(.expiration, numericDate(self.expiration.value)),
+            member(.id, string(self.id.value)),
+            member(.appID, string(self.appID)),
+            member(.keyID, string(self.keyID)),
+            member(.environment, string(self.environment)),
+            member(.formHash, string(self.formHash)),
+            member(.counter, .number(Double(self.counter))),
+            member(.confirmation, .object(JSONObject(constantMembers: [("jwk", .object(jwk))]))),
         ]
         if let references = self.methodReferences { members.append(member(.methodReferences, .array(references.map(string)))) }
         if let passkey = self.passkey {

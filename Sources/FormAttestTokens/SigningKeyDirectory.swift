@@ -8,9 +8,9 @@ public import Foundation
 import SwiftASN1
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// The signing keys' files in the data directory (an adapter: it reads and writes files).
@@ -42,7 +42,8 @@ public struct SigningKeyDirectory: Sendable {
     ///   or is not a P-256 private key.
     public func load() throws(SigningKeyError) -> SigningKeys {
         guard FileManager.default.fileExists(atPath: self.currentKeyFile.path) else {
-            throw SigningKeyError("no signing key in \(self.directory.path) (\(self.currentKeyFile.lastPathComponent) does not exist)", isMissing: true)
+            throw SigningKeyError(
+                "no signing key in \(self.directory.path) (\(self.currentKeyFile.lastPathComponent) does not exist)", isMissing: true)
         }
         return SigningKeys(current: try Self.readPrivateKey(self.currentKeyFile.path), previous: try self.previousKeys())
     }

@@ -131,16 +131,17 @@ public struct TokenFormatter: Sendable {
         for format in TokenFormat.allCases where requested.contains(format) {
             switch format {
             case .fido2:
-                members.append((
-                    format.memberName,
-                    FIDO2Wrapper.make(
-                        credential: input.credential,
-                        attestationObject: input.attestationObject,
-                        clientDataHash: input.clientDataHash,
-                        counter: input.counter,
-                        verifiedAt: input.verifiedAt
-                    )
-                ))
+                members.append(
+                    (
+                        format.memberName,
+                        FIDO2Wrapper.make(
+                            credential: input.credential,
+                            attestationObject: input.attestationObject,
+                            clientDataHash: input.clientDataHash,
+                            counter: input.counter,
+                            verifiedAt: input.verifiedAt
+                        )
+                    ))
             case .jws:
                 guard let signer = self.signer else { throw MissingSigner() }
                 let token = try signer.sign(
@@ -156,20 +157,22 @@ public struct TokenFormatter: Sendable {
                 // Only an attestation (a key registered now) is vouched for: `attestationObject`
                 // is empty for an assertion.
                 guard let packed = self.packed, !input.attestationObject.isEmpty else { throw MissingAuthority() }
-                members.append((
-                    format.memberName,
-                    try PackedAttestation.make(
-                        credential: input.credential,
-                        relyingPartyID: packed.relyingPartyID,
-                        clientDataHash: input.clientDataHash,
-                        authority: packed.authority
-                    )
-                ))
+                members.append(
+                    (
+                        format.memberName,
+                        try PackedAttestation.make(
+                            credential: input.credential,
+                            relyingPartyID: packed.relyingPartyID,
+                            clientDataHash: input.clientDataHash,
+                            authority: packed.authority
+                        )
+                    ))
             case .packedLikeUnsafe:
-                members.append((
-                    format.memberName,
-                    try PackedLikeAttestation.makeUnsafeTestOnly(authenticatorData: input.authenticatorData, clientDataHash: input.clientDataHash)
-                ))
+                members.append(
+                    (
+                        format.memberName,
+                        try PackedLikeAttestation.makeUnsafeTestOnly(authenticatorData: input.authenticatorData, clientDataHash: input.clientDataHash)
+                    ))
             }
         }
         return .object(JSONObject(constantMembers: members))

@@ -70,7 +70,9 @@ struct CallerOptions: ParsableArguments {
     @Option(name: .customLong("rate-limit-registrations-per-backend"), help: "Registrations per window per backend secret (default 600).")
     var rateLimitRegistrationsPerBackend = 600
 
-    @Option(name: .customLong("rate-limit-backend-user-share"), help: "Percent of a backend's pool and registration budgets one user may spend in a window (default 10).")
+    @Option(
+        name: .customLong("rate-limit-backend-user-share"),
+        help: "Percent of a backend's pool and registration budgets one user may spend in a window (default 10).")
     var rateLimitBackendUserShare = 10
 
     func validate(devSimulator: Bool) throws {
@@ -116,7 +118,9 @@ struct CallerOptions: ParsableArguments {
     static func secretText(_ path: String, _ flag: String) throws -> String {
         let text = try InputFile.readText(path)
         guard !text.utf8.starts(with: [0xEF, 0xBB, 0xBF]) else {
-            throw UsageError("\(flag) \(path): the file starts with a UTF-8 byte order mark (EF BB BF), which would become part of the secret; save it as UTF-8 without a BOM.")
+            throw UsageError(
+                "\(flag) \(path): the file starts with a UTF-8 byte order mark (EF BB BF), which would become part of the secret; save it as UTF-8 without a BOM."
+            )
         }
         return text
     }
@@ -133,7 +137,8 @@ struct CallerOptions: ParsableArguments {
 
     var rateLimits: RateLimits {
         RateLimits(
-            perUser: self.rateLimitPerUser, perAddress: self.rateLimitPerAddress, window: self.rateLimitWindow, trustedProxyHops: self.trustedProxyHops,
+            perUser: self.rateLimitPerUser, perAddress: self.rateLimitPerAddress, window: self.rateLimitWindow,
+            trustedProxyHops: self.trustedProxyHops,
             perBackend: self.rateLimitPerBackend, perBackendUnnamed: self.rateLimitBackendUnnamed, ipv6Prefix: self.rateLimitIPv6Prefix,
             inspect: self.rateLimitInspect, pool: self.rateLimitPool, poolPerUser: self.rateLimitPoolPerUser,
             registrationsPerBackend: self.rateLimitRegistrationsPerBackend, backendUserSharePercent: self.rateLimitBackendUserShare
@@ -152,9 +157,12 @@ struct CallerOptions: ParsableArguments {
             do {
                 try await verifier.refresh()
             } catch {
-                logger.error("the identity provider's keys could not be fetched; requests fail closed until they are", metadata: ["error": "\(error)"])
+                logger.error(
+                    "the identity provider's keys could not be fetched; requests fail closed until they are", metadata: ["error": "\(error)"])
             }
-            logger.info("caller authentication: identity-provider tokens", metadata: ["issuer": "\(issuer)", "audience": "\(audience)", "bind-session": "\(self.bindSession)"])
+            logger.info(
+                "caller authentication: identity-provider tokens",
+                metadata: ["issuer": "\(issuer)", "audience": "\(audience)", "bind-session": "\(self.bindSession)"])
             return .identityProvider(verifier, bindSessions: self.bindSession == "sid")
         }
         if let secretFile = self.secretFile {

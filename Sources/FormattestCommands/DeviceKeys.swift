@@ -5,8 +5,8 @@
 
 import ArgumentParser
 import CanonicalJSON
-import FormAttestForm
 import FormAttestFlows
+import FormAttestForm
 import FormAttestResponses
 import FormAttestServer
 import Foundation
@@ -43,8 +43,12 @@ struct DeviceKeys: AsyncParsableCommand {
             }
             print("\(keys.count) key(s) of \(self.user.debugDescription)")
             for key in keys {
-                let state = key.revokedAt.map { "revoked \(RFC3339UTC.format($0, fractionDigits: 0))" } ?? (key.reattestationRequired ? "requires re-attestation" : "active")
-                print("  \(Base64URL.encode(key.keyID))  \(key.environment)  counter \(key.counter)  created \(RFC3339UTC.format(key.createdAt, fractionDigits: 0))  \(state)")
+                let state =
+                    key.revokedAt.map { "revoked \(RFC3339UTC.format($0, fractionDigits: 0))" }
+                    ?? (key.reattestationRequired ? "requires re-attestation" : "active")
+                print(
+                    "  \(Base64URL.encode(key.keyID))  \(key.environment)  counter \(key.counter)  created \(RFC3339UTC.format(key.createdAt, fractionDigits: 0))  \(state)"
+                )
             }
         }
     }
@@ -55,7 +59,9 @@ struct DeviceKeys: AsyncParsableCommand {
         @Option(name: .customLong("key-id"), help: "The keyId (base64url or base64).") var keyID: String
 
         func run() async throws {
-            guard let keyID = Base64URL.decode(self.keyID), keyID.count == 32 else { throw UsageError("--key-id must be 32 bytes, base64url or base64") }
+            guard let keyID = Base64URL.decode(self.keyID), keyID.count == 32 else {
+                throw UsageError("--key-id must be 32 bytes, base64url or base64")
+            }
             do {
                 try await self.storeOptions.open().revokeKey(keyID: keyID, at: Date())
             } catch let error as StoreError where error.code == .unknownKey {

@@ -7,8 +7,8 @@ import AppAttest
 import ArgumentParser
 import CanonicalJSON
 import Crypto
-import FormAttestForm
 import FormAttestEvidence
+import FormAttestForm
 import FormAttestResponses
 import FormAttestServer
 import Foundation
@@ -55,7 +55,8 @@ struct EvidenceOptions: ParsableArguments {
         switch (self.logDirectory, self.logKey) {
         case (nil, nil): return nil
         case (nil, _?): throw UsageError("--evidence-log-key needs --evidence-log")
-        case (_?, nil): throw UsageError("--evidence-log needs --evidence-log-key (create one with 'formattest evidence log-key --name NAME --out FILE')")
+        case (_?, nil):
+            throw UsageError("--evidence-log needs --evidence-log-key (create one with 'formattest evidence log-key --name NAME --out FILE')")
         case (let directory?, let keyPath?):
             try Setting.checkText(directory, "--evidence-log")
             try StrictModes.checkSecretFile(keyPath, "--evidence-log-key")
@@ -154,7 +155,8 @@ struct EvidenceVerify: AsyncParsableCommand {
 
     @Option(
         name: .customLong("registrations"),
-        help: "For a version-2 record: the directory of key registrations (the evidence log's DIR/registrations), where the record's key registration is read."
+        help:
+            "For a version-2 record: the directory of key registrations (the evidence log's DIR/registrations), where the record's key registration is read."
     )
     var registrations: String?
 
@@ -172,13 +174,15 @@ struct EvidenceVerify: AsyncParsableCommand {
 
     @Option(
         name: .customLong("passkey-root"),
-        help: "For a record with a passkey: a PEM trust anchor for its registration's attestation chain (repeatable; default none: the statement's signatures are checked and the report says not anchored)."
+        help:
+            "For a record with a passkey: a PEM trust anchor for its registration's attestation chain (repeatable; default none: the statement's signatures are checked and the report says not anchored)."
     )
     var passkeyRoots: [String] = []
 
     @Flag(
         name: .customLong("opaque-client-data"),
-        help: "The signed client data need not be a FormAttest form: check only the device's signature over its hash (records assembled from other deployments' recordings)."
+        help:
+            "The signed client data need not be a FormAttest form: check only the device's signature over its hash (records assembled from other deployments' recordings)."
     )
     var opaqueClientData = false
 
@@ -390,17 +394,18 @@ struct EvidenceReport: Encodable {
                 """
         }
         return """
-        verified: true
-        id: \(self.id)
-        kind: \(self.kind)
-        username: \(Self.terminalSafe(self.username))
-        \(appAttest)\(passkey)verifiedAt: \(self.verifiedAt)\(self.keyAttestedAt.map { " (key attested \($0))" } ?? "")
-        formHash: \(self.formHash)
-        form: \(Self.terminalSafe(self.form))\(self.formChecked ? "" : " (not checked as a form: --opaque-client-data)")
-        signer: \(self.signer)
-        """ + (self.log.map { log in
-            "\nlog: leaf \(log.index) of \(log.checkpointSize) in \(Self.terminalSafe(log.origin))'s signed checkpoint\(log.serverSigned ? ", with the server's signature" : " (no server signature in the bundle: the checkpoint's is the server's statement)")"
-        } ?? "")
+            verified: true
+            id: \(self.id)
+            kind: \(self.kind)
+            username: \(Self.terminalSafe(self.username))
+            \(appAttest)\(passkey)verifiedAt: \(self.verifiedAt)\(self.keyAttestedAt.map { " (key attested \($0))" } ?? "")
+            formHash: \(self.formHash)
+            form: \(Self.terminalSafe(self.form))\(self.formChecked ? "" : " (not checked as a form: --opaque-client-data)")
+            signer: \(self.signer)
+            """
+                + (self.log.map { log in
+                    "\nlog: leaf \(log.index) of \(log.checkpointSize) in \(Self.terminalSafe(log.origin))'s signed checkpoint\(log.serverSigned ? ", with the server's signature" : " (no server signature in the bundle: the checkpoint's is the server's statement)")"
+                } ?? "")
     }
 }
 
@@ -452,7 +457,8 @@ struct EvidenceAudit: ParsableCommand {
             return try Self.fail("the log cannot be read: \(error)")
         }
         guard files.size >= newer.size else {
-            return try Self.fail("the log holds \(files.size) leaves, fewer than the \(newer.size) the new checkpoint commits to (records were removed)")
+            return try Self.fail(
+                "the log holds \(files.size) leaves, fewer than the \(newer.size) the new checkpoint commits to (records were removed)")
         }
         var range = CompactRange()
         if let older, older.size == 0, older.rootHash != MerkleHash.emptyRoot {
@@ -505,7 +511,9 @@ struct EvidenceAudit: ParsableCommand {
         }
         let uncommitted = (try? files.uncommittedBytes()) ?? [:]
         for (file, count) in uncommitted.sorted(by: { $0.key < $1.key }) {
-            print("note: \(file) holds \(count) bytes past the committed size: not part of the log (an append that never committed, or bytes someone added)")
+            print(
+                "note: \(file) holds \(count) bytes past the committed size: not part of the log (an append that never committed, or bytes someone added)"
+            )
         }
     }
 
@@ -626,7 +634,8 @@ struct EvidenceExport: ParsableCommand {
         do {
             let files = try TileLogDirectory(readingDirectory: self.log)
             guard files.size >= checkpoint.size, try files.root(size: checkpoint.size) == checkpoint.rootHash else {
-                return try Self.fail("the log's files do not hold the tree the checkpoint commits to ('formattest evidence audit' names what differs)")
+                return try Self.fail(
+                    "the log's files do not hold the tree the checkpoint commits to ('formattest evidence audit' names what differs)")
             }
             leaf = try files.entry(at: self.index)
             let width = TileLayout.width

@@ -17,7 +17,10 @@ public struct Formattest: AsyncParsableCommand {
         commandName: "formattest",
         abstract: "Verify Apple App Attest attestations and assertions over signed forms.",
         version: "0.1.0",
-        subcommands: [Serve.self, Docs.self, Verify.self, Inspect.self, Receipt.self, Wrap.self, EvidenceCommand.self, Keys.self, DeviceKeys.self, Canonicalize.self, Hash.self]
+        subcommands: [
+            Serve.self, Docs.self, Verify.self, Inspect.self, Receipt.self, Wrap.self, EvidenceCommand.self, Keys.self, DeviceKeys.self,
+            Canonicalize.self, Hash.self,
+        ]
     )
 
     public init() {}

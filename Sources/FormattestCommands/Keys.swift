@@ -50,7 +50,8 @@ struct Keys: ParsableCommand {
             } else {
                 let directory = self.signing.keyDirectory
                 do {
-                    keys = FileManager.default.fileExists(atPath: directory.currentKeyFile.path)
+                    keys =
+                        FileManager.default.fileExists(atPath: directory.currentKeyFile.path)
                         ? try directory.rotate() : try directory.loadOrCreate()
                 } catch {
                     throw UsageError("cannot create the signing key in \(directory.directory.path): \(error)")
@@ -72,7 +73,8 @@ struct Keys: ParsableCommand {
     }
 
     struct JWKS: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Print the JWKS document: the current key, then the previous one (never creates a key).")
+        static let configuration = CommandConfiguration(
+            abstract: "Print the JWKS document: the current key, then the previous one (never creates a key).")
         @OptionGroup var signing: SigningOptions
 
         func run() throws {
@@ -114,7 +116,8 @@ struct Keys: ParsableCommand {
         }
 
         struct Show: ParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "Print the root's PEM (what relying parties trust), the AAGUID and the attestation certificate's subject.")
+            static let configuration = CommandConfiguration(
+                abstract: "Print the root's PEM (what relying parties trust), the AAGUID and the attestation certificate's subject.")
             @Option(help: "Its directory.") var dir = "./formattest-data/attestation-ca"
 
             func run() throws {

@@ -9,7 +9,9 @@ import Foundation
 
 /// The FIDO2 `packed` format's authority and relying party (`wrap --format packed`, `serve`).
 struct PackedOptions: ParsableArguments {
-    @Option(name: .customLong("attestation-ca"), help: "The attestation authority's directory (formattest keys attestation-ca generate), for the packed format.")
+    @Option(
+        name: .customLong("attestation-ca"),
+        help: "The attestation authority's directory (formattest keys attestation-ca generate), for the packed format.")
     var directory: String?
 
     @Option(name: .customLong("rp-id"), help: "The WebAuthn relying party id whose SHA-256 the packed format's authenticator data carries.")

@@ -6,8 +6,8 @@
 import AppAttest
 public import ArgumentParser
 import Crypto
-import FormAttestForm
 import FormAttestFlows
+import FormAttestForm
 public import FormAttestServer
 import Foundation
 import Hummingbird
@@ -106,22 +106,27 @@ public struct ServeOptions: ParsableArguments {
     @Option(name: .customLong("max-passkeys-per-user"), help: ServeSettings.help("max-passkeys-per-user")) var maxPasskeysPerUser: String?
     @Option(name: .customLong("rate-limit-per-user"), help: ServeSettings.help("rate-limit-per-user")) var rateLimitPerUser: String?
     @Option(name: .customLong("rate-limit-per-address"), help: ServeSettings.help("rate-limit-per-address")) var rateLimitPerAddress: String?
-    @Option(name: .customLong("rate-limit-assertions-per-user"), help: ServeSettings.help("rate-limit-assertions-per-user")) var rateLimitAssertionsPerUser: String?
+    @Option(name: .customLong("rate-limit-assertions-per-user"), help: ServeSettings.help("rate-limit-assertions-per-user"))
+    var rateLimitAssertionsPerUser: String?
     @Option(name: .customLong("rate-limit-window"), help: ServeSettings.help("rate-limit-window")) var rateLimitWindow: String?
     @Option(name: .customLong("trusted-proxy-hops"), help: ServeSettings.help("trusted-proxy-hops")) var trustedProxyHops: String?
     @Option(name: .customLong("rate-limit-per-backend"), help: ServeSettings.help("rate-limit-per-backend")) var rateLimitPerBackend: String?
-    @Option(name: .customLong("rate-limit-backend-unnamed"), help: ServeSettings.help("rate-limit-backend-unnamed")) var rateLimitBackendUnnamed: String?
+    @Option(name: .customLong("rate-limit-backend-unnamed"), help: ServeSettings.help("rate-limit-backend-unnamed")) var rateLimitBackendUnnamed:
+        String?
     @Option(name: .customLong("rate-limit-ipv6-prefix"), help: ServeSettings.help("rate-limit-ipv6-prefix")) var rateLimitIPv6Prefix: String?
     @Option(name: .customLong("rate-limit-inspect"), help: ServeSettings.help("rate-limit-inspect")) var rateLimitInspect: String?
     @Option(name: .customLong("rate-limit-pool"), help: ServeSettings.help("rate-limit-pool")) var rateLimitPool: String?
     @Option(name: .customLong("rate-limit-pool-per-user"), help: ServeSettings.help("rate-limit-pool-per-user")) var rateLimitPoolPerUser: String?
     @Option(name: .customLong("rate-limit-registrations-per-backend"), help: ServeSettings.help("rate-limit-registrations-per-backend"))
     var rateLimitRegistrationsPerBackend: String?
-    @Option(name: .customLong("rate-limit-backend-user-share"), help: ServeSettings.help("rate-limit-backend-user-share")) var rateLimitBackendUserShare: String?
+    @Option(name: .customLong("rate-limit-backend-user-share"), help: ServeSettings.help("rate-limit-backend-user-share"))
+    var rateLimitBackendUserShare: String?
     @Option(name: .customLong("max-connections"), help: ServeSettings.help("max-connections")) var maxConnections: String?
-    @Option(name: .customLong("max-connections-per-address"), help: ServeSettings.help("max-connections-per-address")) var maxConnectionsPerAddress: String?
+    @Option(name: .customLong("max-connections-per-address"), help: ServeSettings.help("max-connections-per-address")) var maxConnectionsPerAddress:
+        String?
     @Option(name: .customLong("header-timeout"), help: ServeSettings.help("header-timeout")) var headerTimeout: String?
-    @Option(name: .customLong("max-requests-per-connection"), help: ServeSettings.help("max-requests-per-connection")) var maxRequestsPerConnection: String?
+    @Option(name: .customLong("max-requests-per-connection"), help: ServeSettings.help("max-requests-per-connection")) var maxRequestsPerConnection:
+        String?
     @Option(name: .customLong("max-connection-age"), help: ServeSettings.help("max-connection-age")) var maxConnectionAge: String?
     @Option(name: .customLong("attestation-ca"), help: ServeSettings.help("attestation-ca")) var attestationCA: String?
     @Option(name: .customLong("rp-id"), help: ServeSettings.help("rp-id")) var relyingPartyID: String?
@@ -223,9 +228,10 @@ public struct ServeOptions: ParsableArguments {
 
     /// What `--dev-simulator` adds, made for the first app id: the device behind
     /// `/api/dev/simulate` and the two roots the verifier must trust to accept what it signs.
-    public typealias DevelopmentDeviceFactory = @Sendable (_ appID: String) throws -> (
-        device: any DevelopmentDevice, trustAnchor: X509.Certificate, receiptTrustAnchor: X509.Certificate
-    )
+    public typealias DevelopmentDeviceFactory =
+        @Sendable (_ appID: String) throws -> (
+            device: any DevelopmentDevice, trustAnchor: X509.Certificate, receiptTrustAnchor: X509.Certificate
+        )
 
     /// Resolves the settings, then runs the service until it is stopped.
     ///
@@ -366,7 +372,8 @@ public struct ServeOptions: ParsableArguments {
             logger.info("app id", metadata: ["appId": "\(appID)"])
         }
         if let demo = plan.demoDirectory {
-            logger.info("demo page", metadata: ["url": "\(base)/appattest-demo.html", "directory": "\(URL(fileURLWithPath: demo).standardizedFileURL.path)"])
+            logger.info(
+                "demo page", metadata: ["url": "\(base)/appattest-demo.html", "directory": "\(URL(fileURLWithPath: demo).standardizedFileURL.path)"])
         } else {
             logger.info("demo page: off", metadata: ["reason": "the default directory \(plan.demoDefault.debugDescription) does not exist"])
         }
@@ -384,10 +391,15 @@ public struct ServeOptions: ParsableArguments {
         if let storageGuard = configuration.storageGuard {
             for path in storageGuard.paths {
                 logger.info(
-                    "storage guard", metadata: ["path": "\(URL(fileURLWithPath: path).standardizedFileURL.path)", "minimumFreeBytes": "\(storageGuard.minimumFreeBytes)"])
+                    "storage guard",
+                    metadata: [
+                        "path": "\(URL(fileURLWithPath: path).standardizedFileURL.path)", "minimumFreeBytes": "\(storageGuard.minimumFreeBytes)",
+                    ])
             }
         } else {
-            logger.info("storage guard: off", metadata: ["reason": "\(minimumFreeMegabytes == 0 ? "min-free-space 0" : "no local store or evidence directory")"])
+            logger.info(
+                "storage guard: off",
+                metadata: ["reason": "\(minimumFreeMegabytes == 0 ? "min-free-space 0" : "no local store or evidence directory")"])
         }
         logger.info("counter rule", metadata: ["rule": "\(configuration.flows.counterRule.rawValue)"])
         logger.info(
@@ -395,7 +407,8 @@ public struct ServeOptions: ParsableArguments {
             metadata: [
                 "max": "\(configuration.connectionLimits.total)", "maxPerAddress": "\(configuration.connectionLimits.perAddress)",
                 // As in force: the header deadline is clamped to the idle timeout.
-                "headerTimeout": "\(min(configuration.connectionLimits.headerTimeout, configuration.idleTimeout))", "fileDescriptors": "\(descriptors.descriptors)",
+                "headerTimeout": "\(min(configuration.connectionLimits.headerTimeout, configuration.idleTimeout))",
+                "fileDescriptors": "\(descriptors.descriptors)",
             ]
         )
         logger.info("log level", metadata: ["level": "\(level)", "source": "\(settings.source("log-level"))"])
@@ -511,7 +524,8 @@ struct ServePlan {
         if let adminPort = settings.integer("admin-port") {
             let adminHost = settings.text("admin-host") ?? "127.0.0.1"
             guard adminPort != self.port else {
-                throw UsageError("--admin-port (\(settings.source("admin-port"))) must differ from --port: the operators' listener is a separate one.")
+                throw UsageError(
+                    "--admin-port (\(settings.source("admin-port"))) must differ from --port: the operators' listener is a separate one.")
             }
             self.adminListener = (adminHost, adminPort)
         } else {
@@ -527,7 +541,8 @@ struct ServePlan {
         var isDirectory: ObjCBool = false
         let exists = FileManager.default.fileExists(atPath: demo, isDirectory: &isDirectory) && isDirectory.boolValue
         if settings.isSet("demo-dir") && !exists {
-            throw UsageError("--demo-dir (\(settings.source("demo-dir"))): \(demo.debugDescription) is not a directory; the demo page would answer 404.")
+            throw UsageError(
+                "--demo-dir (\(settings.source("demo-dir"))): \(demo.debugDescription) is not a directory; the demo page would answer 404.")
         }
         self.demoDirectory = exists ? demo : nil
 
@@ -535,14 +550,16 @@ struct ServePlan {
         self.caller = try CallerOptions.parse(
             arguments([
                 "caller-jwks", "caller-issuer", "caller-audience", "caller-user-claim", "bind-session", "caller-secret-file", "admin-secret-file",
-                "insecure-no-caller-auth", "max-keys-per-user", "rate-limit-per-user", "rate-limit-per-address", "rate-limit-window", "trusted-proxy-hops",
+                "insecure-no-caller-auth", "max-keys-per-user", "rate-limit-per-user", "rate-limit-per-address", "rate-limit-window",
+                "trusted-proxy-hops",
                 "rate-limit-per-backend", "rate-limit-backend-unnamed", "rate-limit-ipv6-prefix", "rate-limit-inspect", "rate-limit-pool",
                 "rate-limit-pool-per-user", "rate-limit-registrations-per-backend", "rate-limit-backend-user-share",
             ])
         )
         try self.caller.validate(devSimulator: self.devSimulator)
         self.packed = try PackedOptions.parse(arguments(["attestation-ca", "rp-id"]))
-        self.evidence = try EvidenceOptions.parse(arguments(["evidence-dir", "evidence-in-answer", "evidence-log", "evidence-log-key"])).configuration()
+        self.evidence = try EvidenceOptions.parse(arguments(["evidence-dir", "evidence-in-answer", "evidence-log", "evidence-log-key"]))
+            .configuration()
         self.signalPolicy = try SignalPolicyOptions.parse(
             arguments([
                 "validation-category", "minimum-bundle-version", "allowed-cdhash", "allowed-cdhashes-file", "require-cdhash", "require-extensions",
@@ -564,7 +581,9 @@ struct ServePlan {
             let directory = file.deletingLastPathComponent().path
             self.sqliteDirectory = directory
             var isDirectory: ObjCBool = false
-            guard directory == dataDirectory || (FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory) && isDirectory.boolValue) else {
+            guard
+                directory == dataDirectory || (FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory) && isDirectory.boolValue)
+            else {
                 throw UsageError(
                     "--store (\(settings.source("store"))): the directory \(directory.debugDescription) of the SQLite file does not exist; create it first (serve creates only the data directory)."
                 )

@@ -82,7 +82,9 @@ enum ServeSettings {
     static let minimumRevokedKeyRetention: Double = 30 * 86_400
 
     static let all: [ServeSetting] = [
-        .init("config", env: ["FORMATTEST_CONFIG"], .path, meaning: "none", help: "A JSON configuration file: an object whose members are the settings below by their key"),
+        .init(
+            "config", env: ["FORMATTEST_CONFIG"], .path, meaning: "none",
+            help: "A JSON configuration file: an object whose members are the settings below by their key"),
         .init("host", env: ["FORMATTEST_HOST"], .text, default: "127.0.0.1", help: "Address to listen on"),
         .init("port", env: ["FORMATTEST_PORT"], .port, default: "8080", help: "Port to listen on, 1-65535"),
         .init(
@@ -98,33 +100,58 @@ enum ServeSettings {
             help: "sqlite:PATH (its directory must exist, but for the data directory), a mongodb:// or mongodb+srv:// URI, or memory"
         ),
         .init("mongodb-database", env: ["FORMATTEST_MONGODB_DATABASE"], .text, meaning: "the URI's, else formattest", help: "MongoDB database name"),
-        .init("mongodb-collection-prefix", env: ["FORMATTEST_MONGODB_COLLECTION_PREFIX"], .text, default: "formattest_", help: "Prefix of the MongoDB collections"),
-        .init("data-dir", env: ["FORMATTEST_DATA_DIR"], .path, default: "./formattest-data", help: "The data directory (the signing key; the default SQLite file), created 0700 if missing"),
-        .init("signing-key", env: ["FORMATTEST_SIGNING_KEY"], .path, meaning: "the data directory's, generated on first start", help: "A PEM P-256 private key to sign tokens with"),
+        .init(
+            "mongodb-collection-prefix", env: ["FORMATTEST_MONGODB_COLLECTION_PREFIX"], .text, default: "formattest_",
+            help: "Prefix of the MongoDB collections"),
+        .init(
+            "data-dir", env: ["FORMATTEST_DATA_DIR"], .path, default: "./formattest-data",
+            help: "The data directory (the signing key; the default SQLite file), created 0700 if missing"),
+        .init(
+            "signing-key", env: ["FORMATTEST_SIGNING_KEY"], .path, meaning: "the data directory's, generated on first start",
+            help: "A PEM P-256 private key to sign tokens with"),
         .init("issuer", env: ["FORMATTEST_ISSUER"], .text, default: "formattest", help: "The tokens' issuer (iss)"),
         .init("audience", env: ["FORMATTEST_AUDIENCE"], .text, default: "formattest", help: "The tokens' audience (aud)"),
         .init(
             "app-id", env: ["FORMATTEST_APP_IDS"], .list, default: "ABCDE12345.com.formattest.demo",
             help: "Accepted App IDs, TEAMID.bundleID", check: { AppAttestPolicy.appIDProblem($0) }
         ),
-        .init("environment", env: ["FORMATTEST_ENVIRONMENT"], .choice(EnvironmentChoice.allCases.map(\.rawValue)), default: "any", help: "Accepted App Attest environment"),
+        .init(
+            "environment", env: ["FORMATTEST_ENVIRONMENT"], .choice(EnvironmentChoice.allCases.map(\.rawValue)), default: "any",
+            help: "Accepted App Attest environment"),
         .init("root", env: ["FORMATTEST_ROOTS"], .list, meaning: "Apple's App Attestation root alone", help: "PEM trust anchors"),
-        .init("form-max-age", env: ["FORMATTEST_FORM_MAX_AGE"], .seconds(1...604_800), default: "300", help: "Seconds a form's timestamp may lie in the past"),
-        .init("form-max-skew", env: ["FORMATTEST_FORM_MAX_SKEW"], .seconds(0...3600), default: "30", help: "Seconds a form's timestamp may lie in the future"),
-        .init("challenge-lifetime", env: ["FORMATTEST_CHALLENGE_LIFETIME"], .seconds(1...86_400), default: "120", help: "Seconds a form challenge lives"),
-        .init("require-challenge", env: ["FORMATTEST_REQUIRE_CHALLENGE"], .toggle, default: "false", help: "Every form must answer a server challenge"),
-        .init("rotate-challenges", env: ["FORMATTEST_ROTATE_CHALLENGES"], .toggle, default: "false", help: "Return a fresh challenge with every answer"),
-        .init("max-key-age", env: ["FORMATTEST_MAX_KEY_AGE"], .seconds(60...315_360_000), meaning: "none", help: "Keys older than this many seconds must re-attest"),
+        .init(
+            "form-max-age", env: ["FORMATTEST_FORM_MAX_AGE"], .seconds(1...604_800), default: "300",
+            help: "Seconds a form's timestamp may lie in the past"),
+        .init(
+            "form-max-skew", env: ["FORMATTEST_FORM_MAX_SKEW"], .seconds(0...3600), default: "30",
+            help: "Seconds a form's timestamp may lie in the future"),
+        .init(
+            "challenge-lifetime", env: ["FORMATTEST_CHALLENGE_LIFETIME"], .seconds(1...86_400), default: "120", help: "Seconds a form challenge lives"
+        ),
+        .init(
+            "require-challenge", env: ["FORMATTEST_REQUIRE_CHALLENGE"], .toggle, default: "false", help: "Every form must answer a server challenge"),
+        .init(
+            "rotate-challenges", env: ["FORMATTEST_ROTATE_CHALLENGES"], .toggle, default: "false", help: "Return a fresh challenge with every answer"),
+        .init(
+            "max-key-age", env: ["FORMATTEST_MAX_KEY_AGE"], .seconds(60...315_360_000), meaning: "none",
+            help: "Keys older than this many seconds must re-attest"),
         .init(
             "counter-rule", env: ["FORMATTEST_COUNTER_RULE"], .choice(["tolerant", "strict"]), default: "tolerant",
             help:
                 "A validly signed late counter over a new form: tolerant refuses it (409 counter_out_of_order) and retires the key only when its stored counter is signed over another form (a clone); strict retires the key (428)"
         ),
-        .init("idle-timeout", env: ["FORMATTEST_IDLE_TIMEOUT"], .seconds(0.001...86_400), default: "60", help: "Seconds before a connection that sends nothing is closed"),
-        .init("body-timeout", env: ["FORMATTEST_BODY_TIMEOUT"], .seconds(0.001...86_400), default: "10", help: "Seconds a request body may take to arrive (408 after), and an answer part to be taken by the client (the connection is closed after)"),
+        .init(
+            "idle-timeout", env: ["FORMATTEST_IDLE_TIMEOUT"], .seconds(0.001...86_400), default: "60",
+            help: "Seconds before a connection that sends nothing is closed"),
+        .init(
+            "body-timeout", env: ["FORMATTEST_BODY_TIMEOUT"], .seconds(0.001...86_400), default: "10",
+            help:
+                "Seconds a request body may take to arrive (408 after), and an answer part to be taken by the client (the connection is closed after)"
+        ),
         .init(
             "min-body-rate", env: ["FORMATTEST_MIN_BODY_RATE"], .integer(0...100_000_000), default: "1000",
-            help: "Bytes a second a request body must keep arriving at, counted over the last 2 s, after a 1 s grace (408 and the connection closed after); 0: no minimum"
+            help:
+                "Bytes a second a request body must keep arriving at, counted over the last 2 s, after a 1 s grace (408 and the connection closed after); 0: no minimum"
         ),
         .init(
             "purge-interval", env: ["FORMATTEST_PURGE_INTERVAL"], .seconds(0.1...86_400), default: "60",
@@ -161,7 +188,9 @@ enum ServeSettings {
         ),
         .init(
             "allowed-cdhash", env: ["FORMATTEST_ALLOWED_CDHASHES"], .list, meaning: "any", help: "Allowed CDHashes, hex (64 or 40 digits)",
-            check: { (try? SignalPolicyOptions.cdHashes([$0], name: "")) == nil ? "\($0.debugDescription) is not a CDHash (64 or 40 hex digits)" : nil }
+            check: {
+                (try? SignalPolicyOptions.cdHashes([$0], name: "")) == nil ? "\($0.debugDescription) is not a CDHash (64 or 40 hex digits)" : nil
+            }
         ),
         .init(
             "allowed-cdhashes-file", env: ["FORMATTEST_ALLOWED_CDHASHES_FILE"], .path, meaning: "none",
@@ -185,13 +214,24 @@ enum ServeSettings {
             help: "Require exactly this access-control extension (1.2.840.113635.100.8.6) value, base64",
             check: { (try? SignalPolicyOptions.accessControl($0, name: "")) == nil ? "not base64 (the access-control extension's DER value)" : nil }
         ),
-        .init("caller-jwks", env: ["FORMATTEST_CALLER_JWKS"], .text, meaning: "none", help: "The identity provider's JWKS: a file, or an https:// URL"),
-        .init("caller-issuer", env: ["FORMATTEST_CALLER_ISSUER"], .text, meaning: "none", help: "The identity provider's iss, required with caller-jwks"),
-        .init("caller-audience", env: ["FORMATTEST_CALLER_AUDIENCE"], .text, meaning: "none", help: "This service's aud in the provider's tokens, required with caller-jwks"),
+        .init(
+            "caller-jwks", env: ["FORMATTEST_CALLER_JWKS"], .text, meaning: "none", help: "The identity provider's JWKS: a file, or an https:// URL"),
+        .init(
+            "caller-issuer", env: ["FORMATTEST_CALLER_ISSUER"], .text, meaning: "none", help: "The identity provider's iss, required with caller-jwks"
+        ),
+        .init(
+            "caller-audience", env: ["FORMATTEST_CALLER_AUDIENCE"], .text, meaning: "none",
+            help: "This service's aud in the provider's tokens, required with caller-jwks"),
         .init("caller-user-claim", env: ["FORMATTEST_CALLER_USER_CLAIM"], .text, default: "sub", help: "The token claim that names the user"),
-        .init("bind-session", env: ["FORMATTEST_BIND_SESSION"], .choice(["sid", "none"]), default: "sid", help: "sid: a form must carry session = the token's sid when it has one"),
-        .init("caller-secret-file", env: ["FORMATTEST_CALLER_SECRET_FILE"], .path, meaning: "none", help: "A trusted backend's shared secrets, one per line (Authorization: Bearer)"),
-        .init("admin-secret-file", env: ["FORMATTEST_ADMIN_SECRET_FILE"], .path, meaning: "none: no admin API", help: "Operators' secrets for /admin/*, one per line"),
+        .init(
+            "bind-session", env: ["FORMATTEST_BIND_SESSION"], .choice(["sid", "none"]), default: "sid",
+            help: "sid: a form must carry session = the token's sid when it has one"),
+        .init(
+            "caller-secret-file", env: ["FORMATTEST_CALLER_SECRET_FILE"], .path, meaning: "none",
+            help: "A trusted backend's shared secrets, one per line (Authorization: Bearer)"),
+        .init(
+            "admin-secret-file", env: ["FORMATTEST_ADMIN_SECRET_FILE"], .path, meaning: "none: no admin API",
+            help: "Operators' secrets for /admin/*, one per line"),
         .init(
             "insecure-no-caller-auth", env: ["FORMATTEST_INSECURE_NO_CALLER_AUTH"], .toggle, default: "false",
             help: "INSECURE: trust the body's username without any caller authentication"
@@ -210,7 +250,8 @@ enum ServeSettings {
         ),
         .init(
             "factor-policy", env: ["FORMATTEST_FACTOR_POLICY"], .text, default: "*=app-attest",
-            help: "What each form needs: ACTION=FACTORS rules joined by commas, * for every other form, FACTORS app-attest, passkey, passkey-uv joined by + (docs/passkeys.md)",
+            help:
+                "What each form needs: ACTION=FACTORS rules joined by commas, * for every other form, FACTORS app-attest, passkey, passkey-uv joined by + (docs/passkeys.md)",
             check: { value in
                 do throws(FlowError) {
                     _ = try FactorPolicy(setting: value)
@@ -224,13 +265,20 @@ enum ServeSettings {
             "max-passkeys-per-user", env: ["FORMATTEST_MAX_PASSKEYS_PER_USER"], .integer(1...1000), default: "10",
             help: "Active passkeys per user; a new one beyond revokes the least recently used"
         ),
-        .init("rate-limit-per-user", env: ["FORMATTEST_RATE_LIMIT_PER_USER"], .integer(1...1_000_000), default: "30", help: "Requests per window per user on challenge, attest, register-pooled"),
-        .init("rate-limit-per-address", env: ["FORMATTEST_RATE_LIMIT_PER_ADDRESS"], .integer(1...1_000_000), default: "30", help: "Requests per window per client address, likewise, and on assert (without caller authentication)"),
+        .init(
+            "rate-limit-per-user", env: ["FORMATTEST_RATE_LIMIT_PER_USER"], .integer(1...1_000_000), default: "30",
+            help: "Requests per window per user on challenge, attest, register-pooled"),
+        .init(
+            "rate-limit-per-address", env: ["FORMATTEST_RATE_LIMIT_PER_ADDRESS"], .integer(1...1_000_000), default: "30",
+            help: "Requests per window per client address, likewise, and on assert (without caller authentication)"),
         .init(
             "rate-limit-assertions-per-user", env: ["FORMATTEST_RATE_LIMIT_ASSERTIONS_PER_USER"], .integer(1...1_000_000), default: "60",
-            help: "Assertions per window per user, counted once the key's signature verified (every one writes a replay record, and with evidence a record file)"
+            help:
+                "Assertions per window per user, counted once the key's signature verified (every one writes a replay record, and with evidence a record file)"
         ),
-        .init("rate-limit-window", env: ["FORMATTEST_RATE_LIMIT_WINDOW"], .seconds(1...86_400), default: "60", help: "The rate limits' window in seconds"),
+        .init(
+            "rate-limit-window", env: ["FORMATTEST_RATE_LIMIT_WINDOW"], .seconds(1...86_400), default: "60",
+            help: "The rate limits' window in seconds"),
         .init(
             "trusted-proxy-hops", env: ["FORMATTEST_TRUSTED_PROXY_HOPS"], .integer(0...10), default: "0",
             help: "Reverse proxies in front that append X-Forwarded-For (0: the peer address is the client's)"
@@ -249,27 +297,33 @@ enum ServeSettings {
         ),
         .init(
             "rate-limit-inspect", env: ["FORMATTEST_RATE_LIMIT_INSPECT"], .integer(1...1_000_000), default: "60",
-            help: "Inspector requests per window per caller (the token's user, the backend, or the address without caller authentication); a backend's count against its rate-limit-per-backend and rate-limit-backend-unnamed too"
+            help:
+                "Inspector requests per window per caller (the token's user, the backend, or the address without caller authentication); a backend's count against its rate-limit-per-backend and rate-limit-backend-unnamed too"
         ),
         .init(
             "rate-limit-pool", env: ["FORMATTEST_RATE_LIMIT_POOL"], .integer(1...1_000_000), default: "60",
-            help: "Pool challenges and register-pooled requests together per window per backend secret, whether or not they name a user (each pool challenge is kept 30 days); only requests that store something spend it (a refused one is given back)"
+            help:
+                "Pool challenges and register-pooled requests together per window per backend secret, whether or not they name a user (each pool challenge is kept 30 days); only requests that store something spend it (a refused one is given back)"
         ),
         .init(
             "rate-limit-pool-per-user", env: ["FORMATTEST_RATE_LIMIT_POOL_PER_USER"], .integer(1...1_000_000), default: "100",
-            help: "Pool challenges per user in 30 days (the pool challenges' lifetime), whoever asks for them: a user holds at most twice this many at once"
+            help:
+                "Pool challenges per user in 30 days (the pool challenges' lifetime), whoever asks for them: a user holds at most twice this many at once"
         ),
         .init(
             "rate-limit-registrations-per-backend", env: ["FORMATTEST_RATE_LIMIT_REGISTRATIONS_PER_BACKEND"], .integer(1...1_000_000), default: "600",
-            help: "Registrations (attest, register-pooled, passkey register) per window per backend secret, whatever user they name; only requests that store something spend it (a refused one is given back)"
+            help:
+                "Registrations (attest, register-pooled, passkey register) per window per backend secret, whatever user they name; only requests that store something spend it (a refused one is given back)"
         ),
         .init(
             "rate-limit-backend-user-share", env: ["FORMATTEST_RATE_LIMIT_BACKEND_USER_SHARE"], .integer(1...100), default: "10",
-            help: "The percent of a backend's rate-limit-pool and rate-limit-registrations-per-backend that one user it names may spend in a window (at least 1 each), so that a few hostile accounts cannot spend them for every other user"
+            help:
+                "The percent of a backend's rate-limit-pool and rate-limit-registrations-per-backend that one user it names may spend in a window (at least 1 each), so that a few hostile accounts cannot spend them for every other user"
         ),
         .init(
             "max-connections", env: ["FORMATTEST_MAX_CONNECTIONS"], .integer(1...1_000_000), default: "1024",
-            help: "Open connections per listener; over it a new one sheds another (logged, counted): one idle for 1 s (no request in flight), else the oldest request body in progress for 1 s (408), else the connection served most, whose answer carries Connection: close; up to a hard ceiling 1/16 above it (at least 4), where new ones wait in the backlog until those close; one the descriptor limit cannot hold is refused at start (the default is lowered to fit)"
+            help:
+                "Open connections per listener; over it a new one sheds another (logged, counted): one idle for 1 s (no request in flight), else the oldest request body in progress for 1 s (408), else the connection served most, whose answer carries Connection: close; up to a hard ceiling 1/16 above it (at least 4), where new ones wait in the backlog until those close; one the descriptor limit cannot hold is refused at start (the default is lowered to fit)"
         ),
         .init(
             "max-connections-per-address", env: ["FORMATTEST_MAX_CONNECTIONS_PER_ADDRESS"], .integer(1...1_000_000), default: "128",
@@ -281,17 +335,24 @@ enum ServeSettings {
         ),
         .init(
             "max-requests-per-connection", env: ["FORMATTEST_MAX_REQUESTS_PER_CONNECTION"], .integer(1...100_000_000), default: "1000",
-            help: "Requests served on one connection: the answer to the last carries Connection: close and the connection closes (as nginx's keepalive_requests)"
+            help:
+                "Requests served on one connection: the answer to the last carries Connection: close and the connection closes (as nginx's keepalive_requests)"
         ),
         .init(
             "max-connection-age", env: ["FORMATTEST_MAX_CONNECTION_AGE"], .seconds(0.001...86_400), default: "300",
-            help: "Seconds one connection is served: the answer to the first request after them carries Connection: close and the connection closes (as nginx's keepalive_time)"
+            help:
+                "Seconds one connection is served: the answer to the first request after them carries Connection: close and the connection closes (as nginx's keepalive_time)"
         ),
-        .init("attestation-ca", env: ["FORMATTEST_ATTESTATION_CA"], .path, meaning: "none", help: "The packed format's attestation authority directory (with rp-id)"),
-        .init("rp-id", env: ["FORMATTEST_RP_ID"], .text, meaning: "none", help: "The WebAuthn relying party id of the packed format (with attestation-ca)"),
+        .init(
+            "attestation-ca", env: ["FORMATTEST_ATTESTATION_CA"], .path, meaning: "none",
+            help: "The packed format's attestation authority directory (with rp-id)"),
+        .init(
+            "rp-id", env: ["FORMATTEST_RP_ID"], .text, meaning: "none",
+            help: "The WebAuthn relying party id of the packed format (with attestation-ca)"),
         .init(
             "evidence-dir", env: ["FORMATTEST_EVIDENCE_DIR"], .path, meaning: "none",
-            help: "Archive an evidence record of every accepted form here, one file each, never overwritten (an existing, writable directory); implies require-valid-receipt"
+            help:
+                "Archive an evidence record of every accepted form here, one file each, never overwritten (an existing, writable directory); implies require-valid-receipt"
         ),
         .init(
             "evidence-in-answer", env: ["FORMATTEST_EVIDENCE_IN_ANSWER"], .toggle, default: "false",
@@ -299,18 +360,22 @@ enum ServeSettings {
         ),
         .init(
             "evidence-log", env: ["FORMATTEST_EVIDENCE_LOG"], .path, meaning: "none",
-            help: "Append every accepted form's evidence record to the append-only log in this directory (C2SP tlog-tiles; created when missing), with checkpoints signed by evidence-log-key; implies require-valid-receipt"
+            help:
+                "Append every accepted form's evidence record to the append-only log in this directory (C2SP tlog-tiles; created when missing), with checkpoints signed by evidence-log-key; implies require-valid-receipt"
         ),
         .init(
             "evidence-log-key", env: ["FORMATTEST_EVIDENCE_LOG_KEY"], .path, meaning: "none",
-            help: "The evidence log's checkpoint key: a file holding a signed-note private key (formattest evidence log-key); needed with evidence-log"
+            help:
+                "The evidence log's checkpoint key: a file holding a signed-note private key (formattest evidence log-key); needed with evidence-log"
         ),
         .init(
             "min-free-space", env: ["FORMATTEST_MIN_FREE_SPACE"], .integer(0...100_000_000), default: "256",
             help:
                 "Megabytes (10^6 bytes) that must stay free on the filesystems of the SQLite store and the evidence archive; below, new forms and challenges get 507 insufficient_storage and /healthz 503 (0: no guard)"
         ),
-        .init("dev-simulator", env: ["FORMATTEST_DEV_SIMULATOR"], .toggle, default: "false", help: "DEVELOPMENT ONLY: trust the simulator's CA and serve /api/dev/simulate (formattest-dev serve; formattest refuses it)"),
+        .init(
+            "dev-simulator", env: ["FORMATTEST_DEV_SIMULATOR"], .toggle, default: "false",
+            help: "DEVELOPMENT ONLY: trust the simulator's CA and serve /api/dev/simulate (formattest-dev serve; formattest refuses it)"),
         .init(
             "demo-dir", env: ["FORMATTEST_DEMO_DIR"], .path, default: "demo",
             help: "Directory of the demo page's files; set and missing: refused; the default and missing: no demo page (logged)"
@@ -331,7 +396,8 @@ enum ServeSettings {
         ),
         .init(
             "log-format", env: ["FORMATTEST_LOG_FORMAT"], .choice(["text", "json"]), default: "text",
-            help: "text: swift-log's lines, for a terminal; json: one JSON object a line (time, level, message, requestId, traceId, route, status, ms, code), for a log shipper"
+            help:
+                "text: swift-log's lines, for a terminal; json: one JSON object a line (time, level, message, requestId, traceId, route, status, ms, code), for a log shipper"
         ),
     ]
 
@@ -429,7 +495,8 @@ enum ServeSettings {
             if let found = try Self.lookup(setting, in: sources) {
                 resolved.values[setting.key] = found
             } else if let value = setting.defaultValue {
-                resolved.values[setting.key] = Resolved.Value(texts: setting.kind.isList ? value.split(separator: ",").map(String.init) : [value], source: "default")
+                resolved.values[setting.key] = Resolved.Value(
+                    texts: setting.kind.isList ? value.split(separator: ",").map(String.init) : [value], source: "default")
             }
         }
         return resolved
@@ -533,10 +600,12 @@ enum ServeSettings {
                 }
             case .seconds(let range):
                 let parts = text.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
-                guard parts.allSatisfy({ Self.isDigits(String($0)) }), text.utf8.count <= 20, let seconds = Double(text), range.contains(seconds) else {
+                guard parts.allSatisfy({ Self.isDigits(String($0)) }), text.utf8.count <= 20, let seconds = Double(text), range.contains(seconds)
+                else {
                     // A number out of range: the setting's own check, when it has one, says why.
                     if Double(text) != nil, let problem = setting.check?(text) { throw refuse(problem) }
-                    throw refuse("must be a number of seconds from \(Setting.plain(range.lowerBound)) to \(Setting.plain(range.upperBound)), not \(shown)")
+                    throw refuse(
+                        "must be a number of seconds from \(Setting.plain(range.lowerBound)) to \(Setting.plain(range.upperBound)), not \(shown)")
                 }
             case .choice(let words):
                 guard words.contains(text) else { throw refuse("must be one of \(words.joined(separator: ", ")), not \(shown)") }
@@ -605,11 +674,13 @@ enum ServeSettings {
             if setting.secret, let text = member.value.stringValue, Self.holdsCredential(text) { holdsSecret = true }
         }
         do {
-            return try (JSONSnapshot(
-                data: bytes.span.bytes,
-                providerName: label,
-                parsingOptions: .init(secretsSpecifier: .specific(secretKeys))
-            ), holdsSecret)
+            return try (
+                JSONSnapshot(
+                    data: bytes.span.bytes,
+                    providerName: label,
+                    parsingOptions: .init(secretsSpecifier: .specific(secretKeys))
+                ), holdsSecret
+            )
         } catch {
             throw UsageError("\(label): \(error)")
         }

@@ -15,7 +15,8 @@ import Foundation
 struct SignalPolicyOptions: ParsableArguments {
     @Option(
         name: .customLong("validation-category"),
-        help: "Accepted iOS 27 validation categories: comma-separated names (\(ValidationCategory.named.map(\.name).joined(separator: ", "))) or numbers (repeatable; FORMATTEST_VALIDATION_CATEGORIES)."
+        help:
+            "Accepted iOS 27 validation categories: comma-separated names (\(ValidationCategory.named.map(\.name).joined(separator: ", "))) or numbers (repeatable; FORMATTEST_VALIDATION_CATEGORIES)."
     )
     var validationCategories: [String] = []
 
@@ -48,7 +49,8 @@ struct SignalPolicyOptions: ParsableArguments {
 
     @Option(
         name: .customLong("macos-access-control"),
-        help: "Require exactly this access-control extension (1.2.840.113635.100.8.6) value, base64url as verify --json prints it, or base64 (FORMATTEST_MACOS_ACCESS_CONTROL)."
+        help:
+            "Require exactly this access-control extension (1.2.840.113635.100.8.6) value, base64url as verify --json prints it, or base64 (FORMATTEST_MACOS_ACCESS_CONTROL)."
     )
     var macOSAccessControl: String?
 

@@ -8,9 +8,9 @@ import FormAttestTokens
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// `serve`'s start-up refusal of unsafe modes, as OpenSSH's `StrictModes` (and its
@@ -187,7 +187,8 @@ enum StrictModes {
             )
         }
         guard Self.trusted(status.owner) else {
-            throw UsageError("\(what) \(shown) is owned by uid \(status.owner), neither root nor the service's user; run chown to the service's user.")
+            throw UsageError(
+                "\(what) \(shown) is owned by uid \(status.owner), neither root nor the service's user; run chown to the service's user.")
         }
         try Self.checkPaths(given: path, resolved: target, what)
     }
@@ -203,7 +204,8 @@ enum StrictModes {
             )
         }
         guard Self.trusted(status.owner) else {
-            throw UsageError("\(what) \(shown) is owned by uid \(status.owner), neither root nor the service's user; run chown to the service's user.")
+            throw UsageError(
+                "\(what) \(shown) is owned by uid \(status.owner), neither root nor the service's user; run chown to the service's user.")
         }
         try Self.checkPaths(given: path, resolved: target, what)
     }
@@ -219,7 +221,9 @@ enum StrictModes {
                 )
             }
             guard Self.trusted(status.owner) else {
-                throw UsageError("--store: the SQLite file \(name) is owned by uid \(status.owner), neither root nor the service's user; run chown to the service's user.")
+                throw UsageError(
+                    "--store: the SQLite file \(name) is owned by uid \(status.owner), neither root nor the service's user; run chown to the service's user."
+                )
             }
             try Self.checkPaths(given: name, resolved: target, "--store: the SQLite file")
         }
@@ -239,7 +243,9 @@ enum StrictModes {
             )
         }
         guard Self.trusted(status.owner) else {
-            throw UsageError("--config: the configuration file \(path) is owned by uid \(status.owner), neither root nor the service's user; run chown to the service's user.")
+            throw UsageError(
+                "--config: the configuration file \(path) is owned by uid \(status.owner), neither root nor the service's user; run chown to the service's user."
+            )
         }
         try Self.checkPaths(given: path, resolved: target, "--config: the configuration file")
     }
@@ -278,7 +284,8 @@ enum StrictModes {
         if let authority = plan.packed.directory {
             try Self.checkDirectory(authority, "--attestation-ca: the authority's directory")
             for name in ["root.pem", "attestation.pem"] {
-                try Self.checkTrustFile(URL(fileURLWithPath: authority).appendingPathComponent(name).path, "--attestation-ca: the authority's certificate")
+                try Self.checkTrustFile(
+                    URL(fileURLWithPath: authority).appendingPathComponent(name).path, "--attestation-ca: the authority's certificate")
             }
             for name in ["root-key.pem", "attestation-key.pem"] {
                 try Self.checkSecretFile(URL(fileURLWithPath: authority).appendingPathComponent(name).path, "--attestation-ca: the authority's key")
@@ -307,9 +314,9 @@ enum DescriptorLimit {
     static func ensure(connections: Int, listeners: Int, explicit: Bool) throws -> (connections: Int, descriptors: Int) {
         var limit = rlimit()
         #if canImport(Glibc)
-        let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+            let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
         #else
-        let resource = RLIMIT_NOFILE
+            let resource = RLIMIT_NOFILE
         #endif
         guard getrlimit(resource, &limit) == 0 else { return (connections, -1) }
         // Each listener may hold its connections' hard ceiling (a little above the total).

@@ -12,9 +12,9 @@ import Foundation
 import RFC3339
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// `--format`, as a command-line value.
@@ -90,7 +90,9 @@ struct SigningSource: Sendable {
             if let path = self.signingKeyPath { return try SigningKeyDirectory.load(privateKeyPEM: path) }
             return try SigningKeyDirectory(directory: URL(fileURLWithPath: self.dataDirectory)).load()
         } catch let error where error.isMissing {
-            let create = self.signingKeyPath.map { "formattest keys generate --signing-key \($0)" } ?? "formattest keys generate --data-dir \(self.dataDirectory)"
+            let create =
+                self.signingKeyPath.map { "formattest keys generate --signing-key \($0)" }
+                ?? "formattest keys generate --data-dir \(self.dataDirectory)"
             throw UsageError("signing key: \(error) (create one with '\(create)')")
         } catch {
             throw UsageError("signing key: \(error)")
@@ -139,7 +141,9 @@ struct Wrap: AsyncParsableCommand {
     var environment: EnvironmentChoice = .any
     @Option(name: .customLong("root"), help: "A PEM trust anchor instead of Apple's root (repeatable).")
     var roots: [String] = []
-    @Option(name: .customLong("format"), help: "fido2 (default), jws, packed (with --attestation-ca and --rp-id) or packed-like-unsafe (test only); repeatable.")
+    @Option(
+        name: .customLong("format"),
+        help: "fido2 (default), jws, packed (with --attestation-ca and --rp-id) or packed-like-unsafe (test only); repeatable.")
     var formats: [FormatChoice] = []
     @Option(help: "The JWS subject (sub); default: the keyId.")
     var username: String?
@@ -344,7 +348,8 @@ struct Wrap: AsyncParsableCommand {
                 }
                 if var records = previous {
                     if let extra = try records.next() {
-                        throw UsageError("\(recordsPath) holds a record for line \(extra.line), beyond \(path)'s last line: it was written for another input")
+                        throw UsageError(
+                            "\(recordsPath) holds a record for line \(extra.line), beyond \(path)'s last line: it was written for another input")
                     }
                     try Self.checkTail(records, path: recordsPath)
                     try output.prepareAppend(at: records.validEnd)
@@ -405,7 +410,8 @@ struct WrapRequest {
             if let verifiers {
                 verifier = try verifiers.verifier(appID: self.appID, environments: self.environments, anchors: anchors)
             } else {
-                verifier = try AppAttestVerifier(policy: AppAttestPolicy(appIDs: [self.appID], environments: self.environments, trustAnchors: anchors))
+                verifier = try AppAttestVerifier(
+                    policy: AppAttestPolicy(appIDs: [self.appID], environments: self.environments, trustAnchors: anchors))
             }
         } catch {
             return .failure(error)

@@ -103,7 +103,15 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
             let reply = try self.pool.command(
                 .document([
                     ("update", .string(self.keys)),
-                    ("updates", .array([.document([("q", .document([("_id", .binary(keyID))])), ("u", .document([("$set", .document([("reattestationRequired", .bool(true))]))]))])])),
+                    (
+                        "updates",
+                        .array([
+                            .document([
+                                ("q", .document([("_id", .binary(keyID))])),
+                                ("u", .document([("$set", .document([("reattestationRequired", .bool(true))]))])),
+                            ])
+                        ])
+                    ),
                 ])
             )
             guard try CommandReply.count(reply) == 1 else { throw StoreError(code: .unknownKey, reason: "no such keyId") }
@@ -168,10 +176,15 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
             _ = try self.pool.command(
                 .document([
                     ("update", .string(self.keys)),
-                    ("updates", .array([.document([
-                        ("q", .document([("_id", .binary(keyID)), ("revokedAt", .document([("$exists", .bool(false))]))])),
-                        ("u", .document([("$set", .document([("revokedAt", .date(date))]))])),
-                    ])])),
+                    (
+                        "updates",
+                        .array([
+                            .document([
+                                ("q", .document([("_id", .binary(keyID)), ("revokedAt", .document([("$exists", .bool(false))]))])),
+                                ("u", .document([("$set", .document([("revokedAt", .date(date))]))])),
+                            ])
+                        ])
+                    ),
                 ])
             )
             guard try self.keyExists(keyID) else { throw StoreError(code: .unknownKey, reason: "no such keyId") }
@@ -335,7 +348,13 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
         let reply = try self.pool.command(
             .document([
                 ("find", .string(self.keys)),
-                ("filter", .document([("username", .string(username)), ("revokedAt", .document([("$exists", .bool(false))])), ("_id", .document([("$ne", .binary(keyID))]))])),
+                (
+                    "filter",
+                    .document([
+                        ("username", .string(username)), ("revokedAt", .document([("$exists", .bool(false))])),
+                        ("_id", .document([("$ne", .binary(keyID))])),
+                    ])
+                ),
                 ("sort", .document([("lastUsed", .int32(-1)), ("createdAt", .int32(-1)), ("_id", .int32(-1))])),
                 ("skip", .int32(Int32(clamping: max(limit - 1, 0)))),
                 ("projection", .document([("_id", .int32(1))])),
@@ -347,11 +366,22 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
         _ = try self.pool.command(
             .document([
                 ("update", .string(self.keys)),
-                ("updates", .array([.document([
-                    ("q", .document([("_id", .document([("$in", .array(ids.map { .binary($0) }))])), ("revokedAt", .document([("$exists", .bool(false))]))])),
-                    ("u", .document([("$set", .document([("revokedAt", .date(date))]))])),
-                    ("multi", .bool(true)),
-                ])])),
+                (
+                    "updates",
+                    .array([
+                        .document([
+                            (
+                                "q",
+                                .document([
+                                    ("_id", .document([("$in", .array(ids.map { .binary($0) }))])),
+                                    ("revokedAt", .document([("$exists", .bool(false))])),
+                                ])
+                            ),
+                            ("u", .document([("$set", .document([("revokedAt", .date(date))]))])),
+                            ("multi", .bool(true)),
+                        ])
+                    ])
+                ),
             ])
         )
     }
@@ -374,9 +404,12 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
                     // Not revoked since the flows loaded it: the revocation is part of the compare-and-set.
                     guard
                         try self.casCounter(
-                            keyID: keyID, to: commit.counter, at: commit.now, formHash: commit.replay.formHash, signals: commit.signals, activeOnly: true)
+                            keyID: keyID, to: commit.counter, at: commit.now, formHash: commit.replay.formHash, signals: commit.signals,
+                            activeOnly: true)
                     else {
-                        guard let revoked = try self.revoked(keyID, collection: self.keys, kind: "key") else { throw StoreError(code: .unknownKey, reason: "no such keyId") }
+                        guard let revoked = try self.revoked(keyID, collection: self.keys, kind: "key") else {
+                            throw StoreError(code: .unknownKey, reason: "no such keyId")
+                        }
                         throw revoked
                             ? StoreError(code: .keyRevoked, reason: "the key was revoked")
                             : StoreError(code: .staleCounter, reason: "counter \(commit.counter) is not above the stored one")
@@ -473,7 +506,9 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
                     ),
                 ])
             )
-            guard try self.revoked(credentialID, collection: self.passkeys, kind: "passkey") != nil else { throw StoreError(code: .unknownKey, reason: "no such passkey") }
+            guard try self.revoked(credentialID, collection: self.passkeys, kind: "passkey") != nil else {
+                throw StoreError(code: .unknownKey, reason: "no such passkey")
+            }
         }
     }
 
@@ -509,18 +544,21 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
     }
 
     private func insertPasskeyDocument(_ passkey: StoredPasskey) throws {
-        var fields: [(String, BSONValue)] = [
-            ("_id", .binary(passkey.credentialID)), ("username", .string(passkey.username)), ("userHandle", .binary(passkey.userHandle)),
-            ("publicKey", .binary(passkey.publicKey)), ("signCount", .int64(Int64(passkey.signCount))),
-            ("backupEligible", .bool(passkey.backupEligible)), ("backedUp", .bool(passkey.backedUp)), ("aaguid", .binary(passkey.aaguid)),
-            ("transports", .array(passkey.transports.map(BSONValue.string))), ("format", .string(passkey.format)),
-            ("createdAt", .date(passkey.createdAt)), ("lastUsed", .date(passkey.lastUsed)),
-        ] + Self.optionalDate("revokedAt", passkey.revokedAt)
+        var fields: [(String, BSONValue)] =
+            [
+                ("_id", .binary(passkey.credentialID)), ("username", .string(passkey.username)), ("userHandle", .binary(passkey.userHandle)),
+                ("publicKey", .binary(passkey.publicKey)), ("signCount", .int64(Int64(passkey.signCount))),
+                ("backupEligible", .bool(passkey.backupEligible)), ("backedUp", .bool(passkey.backedUp)), ("aaguid", .binary(passkey.aaguid)),
+                ("transports", .array(passkey.transports.map(BSONValue.string))), ("format", .string(passkey.format)),
+                ("createdAt", .date(passkey.createdAt)), ("lastUsed", .date(passkey.lastUsed)),
+            ] + Self.optionalDate("revokedAt", passkey.revokedAt)
         if let registration = passkey.registration {
             fields.append(
                 (
                     "registration",
-                    .document([("attestationObject", .binary(registration.attestationObject)), ("clientDataJSON", .binary(registration.clientDataJSON))])
+                    .document([
+                        ("attestationObject", .binary(registration.attestationObject)), ("clientDataJSON", .binary(registration.clientDataJSON)),
+                    ])
                 ))
         }
         let command = BSONValue.document([("insert", .string(self.passkeys)), ("documents", .array([.document(fields)]))])
@@ -562,7 +600,9 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
             ])
         )
         guard let previous = try CommandReply.value(reply) else {
-            guard let revoked = try self.revoked(use.credentialID, collection: self.passkeys, kind: "passkey") else { throw StoreError(code: .unknownKey, reason: "no such passkey") }
+            guard let revoked = try self.revoked(use.credentialID, collection: self.passkeys, kind: "passkey") else {
+                throw StoreError(code: .unknownKey, reason: "no such passkey")
+            }
             throw revoked
                 ? StoreError(code: .revoked, reason: "the passkey was revoked")
                 : StoreError(code: .staleCounter, reason: "the passkey's sign count is no longer \(use.previousSignCount)")
@@ -588,7 +628,8 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
                                     (
                                         "$set",
                                         .document([
-                                            ("signCount", .int64(Int64(use.previousSignCount))), ("backedUp", .bool(backedUp)), ("lastUsed", .date(lastUsed)),
+                                            ("signCount", .int64(Int64(use.previousSignCount))), ("backedUp", .bool(backedUp)),
+                                            ("lastUsed", .date(lastUsed)),
                                         ])
                                     ), ("$unset", .document([("commit", .string(""))])),
                                 ])
@@ -628,7 +669,13 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
                     "updates",
                     .array([
                         .document([
-                            ("q", .document([("_id", .document([("$in", .array(ids.map { .binary($0) }))])), ("revokedAt", .document([("$exists", .bool(false))]))])),
+                            (
+                                "q",
+                                .document([
+                                    ("_id", .document([("$in", .array(ids.map { .binary($0) }))])),
+                                    ("revokedAt", .document([("$exists", .bool(false))])),
+                                ])
+                            ),
                             ("u", .document([("$set", .document([("revokedAt", .date(date))]))])),
                             ("multi", .bool(true)),
                         ])
@@ -832,7 +879,7 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
                     ),
                 ])
             )
-        } catch where error.isDuplicateKey {
+        } catch  where error.isDuplicateKey {
             throw StoreError(code: .replay, reason: "this form was accepted before")
         }
     }
@@ -841,7 +888,10 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
         _ = try self.pool.command(
             .document([
                 ("delete", .string(self.formHashes)),
-                ("deletes", .array([.document([("q", .document([("_id", .binary(record.formHash)), ("commit", .string(commitID))])), ("limit", .int32(1))])])),
+                (
+                    "deletes",
+                    .array([.document([("q", .document([("_id", .binary(record.formHash)), ("commit", .string(commitID))])), ("limit", .int32(1))])])
+                ),
             ])
         )
     }
@@ -974,23 +1024,27 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
 
     /// A key's document (the keys collection's one shape).
     private static func keyFields(_ key: StoredKey, storingEnvironmentAs rawEnvironment: String? = nil) -> [(String, BSONValue)] {
-        var fields: [(String, BSONValue)] = [
-            ("_id", .binary(key.keyID)), ("username", .string(key.username)), ("publicKey", .binary(key.publicKey)),
-            ("counter", .int64(Int64(key.counter))), ("appId", .string(key.appID)),
-            ("environment", .string(rawEnvironment ?? key.environment.rawValue)),
-            ("receipt", .binary(key.receipt)), ("createdAt", .date(key.createdAt)), ("lastUsed", .date(key.lastUsed)),
-            ("reattestationRequired", .bool(key.reattestationRequired)),
-        ] + Self.optionalDate("revokedAt", key.revokedAt)
+        var fields: [(String, BSONValue)] =
+            [
+                ("_id", .binary(key.keyID)), ("username", .string(key.username)), ("publicKey", .binary(key.publicKey)),
+                ("counter", .int64(Int64(key.counter))), ("appId", .string(key.appID)),
+                ("environment", .string(rawEnvironment ?? key.environment.rawValue)),
+                ("receipt", .binary(key.receipt)), ("createdAt", .date(key.createdAt)), ("lastUsed", .date(key.lastUsed)),
+                ("reattestationRequired", .bool(key.reattestationRequired)),
+            ] + Self.optionalDate("revokedAt", key.revokedAt)
         if let signals = key.lastSignals.flatMap(Self.signalsDocument) { fields.append(("lastSignals", signals)) }
         if let attestation = key.attestation {
-            fields.append(("attestation", .document([("object", .binary(attestation.object)), ("clientDataHash", .binary(attestation.clientDataHash))])))
+            fields.append(
+                ("attestation", .document([("object", .binary(attestation.object)), ("clientDataHash", .binary(attestation.clientDataHash))])))
         }
         if let hash = key.counterFormHash { fields.append(("counterFormHash", .binary(hash))) }
         return fields
     }
 
     /// `activeOnly`: an assertion's commit, which a key revoked since the flows loaded it must not pass.
-    private func casCounter(keyID: [UInt8], to counter: UInt32, at date: Date, formHash: [UInt8]?, signals: KeySignals? = nil, activeOnly: Bool = false)
+    private func casCounter(
+        keyID: [UInt8], to counter: UInt32, at date: Date, formHash: [UInt8]?, signals: KeySignals? = nil, activeOnly: Bool = false
+    )
         throws -> Bool
     {
         // The form's hash and the signals, when the assertion carried any, are set by the same

@@ -7,11 +7,11 @@ import AppAttest
 import AppAttestSimulator
 import CanonicalJSON
 import Crypto
-import FormAttestForm
-import FormattestCommands
 import FormAttestEvidence
+import FormAttestForm
 import FormAttestServer
 import FormAttestTokens
+import FormattestCommands
 import Foundation
 
 extension Bench {
@@ -70,7 +70,8 @@ extension Bench {
             },
             try await runner.measureAsync("evidence.verify(offline, simulated)") {
                 _ = try await SignedEvidence.verify(
-                    signed.bytes, signers: signers, trustAnchors: [authority.rootCertificate], receiptTrustAnchors: [authority.receiptAuthority.rootCertificate]
+                    signed.bytes, signers: signers, trustAnchors: [authority.rootCertificate],
+                    receiptTrustAnchors: [authority.receiptAuthority.rootCertificate]
                 )
             },
         ]

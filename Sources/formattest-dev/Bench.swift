@@ -8,11 +8,11 @@ import AppAttestSimulator
 import ArgumentParser
 import CanonicalJSON
 import Crypto
-import FormAttestForm
-import FormattestCommands
 import FormAttestFlows
+import FormAttestForm
 import FormAttestServer
 import FormAttestTokens
+import FormattestCommands
 import Foundation
 import RFC3339
 import X509
@@ -44,7 +44,10 @@ struct Bench: AsyncParsableCommand {
     @Option(help: "Seconds per case.")
     var duration: Double = 2
 
-    @Option(help: "Comma-separated groups to run: jcs, attestation, assertion, jws, flow, limit, evidence, passkey, batch, tracing (default: all; batch brings the limit cases; tracing's ratio needs flow).")
+    @Option(
+        help:
+            "Comma-separated groups to run: jcs, attestation, assertion, jws, flow, limit, evidence, passkey, batch, tracing (default: all; batch brings the limit cases; tracing's ratio needs flow)."
+    )
     var only: String = "jcs,attestation,assertion,jws,flow,limit,evidence,passkey,batch,tracing"
 
     @Option(help: "Rounds per ratio: each round times the ratio's cases and its limit in alternating short slices.")
@@ -53,7 +56,11 @@ struct Bench: AsyncParsableCommand {
     @Option(name: .customLong("batch-lines"), help: "Lines per run of the batch case (a run keeps every core busy).")
     var batchLines = 512
 
-    @Option(name: .customLong("flow-store"), help: "Stores for the flow cases: memory, sqlite (in a temporary directory, removed), and a MongoDB URI (a bench_* database, not dropped) (repeatable).")
+    @Option(
+        name: .customLong("flow-store"),
+        help:
+            "Stores for the flow cases: memory, sqlite (in a temporary directory, removed), and a MongoDB URI (a bench_* database, not dropped) (repeatable)."
+    )
     var flowStores: [String] = ["memory", "sqlite"]
 
     @Option(help: "A real sample (JSON, as in Tests/Fixtures/appattest/samples) for attestation cases (default: the package's).")
@@ -145,9 +152,9 @@ struct Bench: AsyncParsableCommand {
         if groups.contains("batch") { cases.append(try await self.batchCase(runner)) }
         if groups.contains("tracing") { cases += try await self.tracingCases(runner) }
         #if DEBUG
-        let build = "debug"
+            let build = "debug"
         #else
-        let build = "release"
+            let build = "release"
         #endif
         let ratios = try await Self.ratios(cases, runner: runner)
         let report = Report(
@@ -208,7 +215,8 @@ struct Bench: AsyncParsableCommand {
                 _ = try await real.verifyReceipt(statement.receipt, expecting: expectation, at: sample.validAt)
             },
             try await runner.measureAsync("attestation.verify.real(\(sample.name))") {
-                _ = try await real.verifyAttestation(sample.attestation, keyID: sample.keyID, clientDataHash: sample.clientDataHash, at: sample.validAt)
+                _ = try await real.verifyAttestation(
+                    sample.attestation, keyID: sample.keyID, clientDataHash: sample.clientDataHash, at: sample.validAt)
             },
             try await runner.measureAsync("attestation.verify.simulated") {
                 _ = try await simulatedVerifier.verifyAttestation(simulated, keyID: key.keyID, clientDataHash: sample.clientDataHash, at: at)
@@ -320,7 +328,9 @@ struct Bench: AsyncParsableCommand {
     private func flowCase(store location: String, scratch: URL, runner: BenchRunner) async throws -> CaseResult {
         let name = location.hasPrefix("mongodb") ? "mongodb" : location
         BenchRunner.progress("flow.assert.\(name): registering a key and pre-signing the requests")
-        var options = try StoreOptions.parse(["--store", location == "sqlite" ? "sqlite:" + scratch.appendingPathComponent("bench.sqlite").path : location])
+        var options = try StoreOptions.parse([
+            "--store", location == "sqlite" ? "sqlite:" + scratch.appendingPathComponent("bench.sqlite").path : location,
+        ])
         options.mongoDatabase = "bench_\(UUID().uuidString.prefix(8))"
         let store = try await options.open()
         let authority = try SimulatedAttestationAuthority()

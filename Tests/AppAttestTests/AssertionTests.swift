@@ -114,7 +114,8 @@ struct AssertionTests {
         ]
         for bytes in cases {
             #expect(throws: AppAttestError(code: .malformedAssertion, reason: "")) {
-                try scenario.verifier().verifyAssertion(bytes, publicKey: scenario.key.publicKey, clientDataHash: scenario.clientDataHash, previousCounter: 0)
+                try scenario.verifier().verifyAssertion(
+                    bytes, publicKey: scenario.key.publicKey, clientDataHash: scenario.clientDataHash, previousCounter: 0)
             }
         }
         let short = try encode([

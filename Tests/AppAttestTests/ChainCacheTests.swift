@@ -5,8 +5,8 @@
 
 import AppAttest
 import AppAttestSimulator
-import Foundation
 import FormAttestTestSupport
+import Foundation
 import SwiftASN1
 import Testing
 import X509
@@ -42,7 +42,8 @@ struct ChainCacheTests {
     func failureNotCached() async throws {
         let sample = try RealSample.named("uebelack_production")
         let verifier = try AppAttestVerifier(
-            policy: AppAttestPolicy(appIDs: [sample.appID], environments: [.production], trustAnchors: [try SimulatedAttestationAuthority().rootCertificate])
+            policy: AppAttestPolicy(
+                appIDs: [sample.appID], environments: [.production], trustAnchors: [try SimulatedAttestationAuthority().rootCertificate])
         )
         await #expect(throws: AppAttestError(code: .certificateChainInvalid, reason: "")) {
             _ = try await verifier.verifyAttestation(

@@ -6,8 +6,8 @@
 import AppAttest
 import AppAttestSimulator
 import Crypto
-import Foundation
 import FormAttestTestSupport
+import Foundation
 import SwiftASN1
 import Testing
 import X509
@@ -242,7 +242,9 @@ struct RealSampleTests {
         }
     }
 
-    @Test("a real assertion: replayed counter, other client data, other app, other key", arguments: try RealSample.withAttestation().filter { !$0.assertions.isEmpty })
+    @Test(
+        "a real assertion: replayed counter, other client data, other app, other key",
+        arguments: try RealSample.withAttestation().filter { !$0.assertions.isEmpty })
     func realAssertionNegatives(sample: RealSample) async throws {
         let key = try await Self.verify(sample).publicKey
         let recorded = try #require(sample.assertions.first)

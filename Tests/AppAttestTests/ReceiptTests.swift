@@ -6,8 +6,8 @@
 import AppAttest
 import AppAttestSimulator
 import Crypto
-import Foundation
 import FormAttestTestSupport
+import Foundation
 import SwiftASN1
 import Testing
 import X509
@@ -71,8 +71,9 @@ struct ReceiptTests {
         }
     }
 
-    @Test("every real receipt parses, verifies at the sample's time and belongs to its attestation",
-          arguments: try RealSample.withAttestation())
+    @Test(
+        "every real receipt parses, verifies at the sample's time and belongs to its attestation",
+        arguments: try RealSample.withAttestation())
     func realReceiptVerifies(sample: RealSample) async throws {
         let parts = try Self.parts(of: sample)
         let verified = try await Self.verifier(sample).verifyReceipt(
@@ -122,7 +123,8 @@ struct ReceiptTests {
             func field(_ type: UInt8, _ value: [UInt8]) -> [UInt8] {
                 tlv(0x30, tlv(0x02, [type]) + tlv(0x02, [1]) + tlv(0x04, value))
             }
-            let fields = field(2, Array("A.b".utf8)) + field(3, [0x30, 0x00]) + field(4, [1]) + field(5, Array("t".utf8))
+            let fields =
+                field(2, Array("A.b".utf8)) + field(3, [0x30, 0x00]) + field(4, [1]) + field(5, Array("t".utf8))
                 + field(6, Array("ATTEST".utf8)) + field(12, Array(time.utf8)) + field(21, Array("2021-02-19T22:13:02Z".utf8))
             return tlv(0x31, fields)
         }
@@ -327,8 +329,10 @@ struct ReceiptTests {
         // the signature. The receipt's copies of the intermediate and the root are not relied on
         // once the signer's path is verified (and cached), and the version numbers are ignored.
         var relied: [Range<Int>] = []
-        for piece in [Array(original.content.prefix(1000)), Array(original.content.dropFirst(1000)),
-                      original.certificatesDER[original.signer.certificateIndex], original.signer.signature] {
+        for piece in [
+            Array(original.content.prefix(1000)), Array(original.content.dropFirst(1000)),
+            original.certificatesDER[original.signer.certificateIndex], original.signer.signature,
+        ] {
             relied.append(try #require(receipt.firstRange(of: piece)))
         }
         let verifier = try Self.verifier(sample)
@@ -352,4 +356,3 @@ struct ReceiptTests {
         #expect(flipsInRelied > 200)
     }
 }
-

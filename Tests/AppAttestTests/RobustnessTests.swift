@@ -6,8 +6,8 @@
 import AppAttest
 import CBOR
 import Crypto
-import Foundation
 import FormAttestTestSupport
+import Foundation
 import Testing
 
 /// Hostile-input tests on real data: truncations and single-bit corruptions are rejected with an

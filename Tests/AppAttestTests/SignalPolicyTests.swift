@@ -178,7 +178,9 @@ struct SignalPolicyTests {
         if shape.isAttestation {
             read = try await scenario.verify { $0.authenticatorDataSuffix = map }.extensions
         } else {
-            read = try scenario.verifyAssertion { $0.authenticatorDataSuffix = map; $0.flags = shape.assertionFlags }.extensions
+            read = try scenario.verifyAssertion {
+                $0.authenticatorDataSuffix = map; $0.flags = shape.assertionFlags
+            }.extensions
         }
         #expect(read?.validationCategory == .appStore)
         #expect(read?.bundleVersion == "7")
@@ -186,7 +188,10 @@ struct SignalPolicyTests {
         // The other spelling than the shape's, with another value.
         let apple = shape.spelling == .apple
         for (key, value) in [
-            (apple ? AuthenticatorExtensions.validationCategoryShortKey : AuthenticatorExtensions.validationCategoryKey, SimulatedSignals.SimulatedValue.bytes([2, 0, 0, 0])),
+            (
+                apple ? AuthenticatorExtensions.validationCategoryShortKey : AuthenticatorExtensions.validationCategoryKey,
+                SimulatedSignals.SimulatedValue.bytes([2, 0, 0, 0])
+            ),
             (apple ? AuthenticatorExtensions.bundleVersionShortKey : AuthenticatorExtensions.bundleVersionKey, .text("8")),
         ] {
             var disagreeing = SimulatedSignals(validationCategory: .appStore, bundleVersion: "7")
@@ -244,9 +249,12 @@ struct SignalPolicyTests {
         #expect(extensions?.validationCategory?.name == nil)
         #expect(extensions?.validationCategory?.description == "11")
         await Self.expect(.validationCategoryNotAllowed) {
-            try await Self.verify(signals, shape: .assertionATApple) { $0.validationCategories = .only(Set(ValidationCategory.named.map(\.category))) }
+            try await Self.verify(signals, shape: .assertionATApple) {
+                $0.validationCategories = .only(Set(ValidationCategory.named.map(\.category)))
+            }
         }
-        #expect(try await Self.verify(signals, shape: .assertionATApple) { $0.validationCategories = .only([ValidationCategory(rawValue: 11)]) } != nil)
+        #expect(
+            try await Self.verify(signals, shape: .assertionATApple) { $0.validationCategories = .only([ValidationCategory(rawValue: 11)]) } != nil)
     }
 
     @Test("a CDHash type may be an unsigned integer; a type other than SHA-256 is refused by an allow list (fail closed)")
@@ -275,7 +283,9 @@ struct SignalPolicyTests {
         hashed.cdHash = Self.cdHash
         hashed.cdHashType = [2]
         await Self.expect(.cdHashNotAllowed) {
-            try await Self.verify(hashed, shape: .attestationApple) { $0.allowedCDHashes = .init(byBundleVersion: [BundleVersion("1.0")!: [Self.cdHash]]) }
+            try await Self.verify(hashed, shape: .attestationApple) {
+                $0.allowedCDHashes = .init(byBundleVersion: [BundleVersion("1.0")!: [Self.cdHash]])
+            }
         }
     }
 
@@ -311,11 +321,13 @@ struct SignalPolicyTests {
             $0.requiredAccessControl = SimulatedDevice.sampleAccessControl
         }
         let attestation = try device.attest(scenario.key, clientDataHash: scenario.clientDataHash, at: SimulatedScenario.time)
-        let verified = try await verifier.verifyAttestation(attestation, keyID: scenario.key.keyID, clientDataHash: scenario.clientDataHash, at: SimulatedScenario.time)
+        let verified = try await verifier.verifyAttestation(
+            attestation, keyID: scenario.key.keyID, clientDataHash: scenario.clientDataHash, at: SimulatedScenario.time)
         #expect(verified.accessControl == SimulatedDevice.sampleAccessControl)
         #expect(verified.extensions?.validationCategory == .developerID)
         let assertion = try device.assert(scenario.key, clientDataHash: scenario.clientDataHash, counter: 1)
-        let asserted = try verifier.verifyAssertion(assertion, publicKey: scenario.key.publicKey, clientDataHash: scenario.clientDataHash, previousCounter: 0)
+        let asserted = try verifier.verifyAssertion(
+            assertion, publicKey: scenario.key.publicKey, clientDataHash: scenario.clientDataHash, previousCounter: 0)
         #expect(asserted.extensions?.cdHash == Self.cdHash)
         #expect(asserted.authenticatorData.flags == .attestedCredentialData)
 
@@ -324,7 +336,9 @@ struct SignalPolicyTests {
         device.profile.assertionsCarrySignals = false
         let bare = try device.assert(scenario.key, clientDataHash: scenario.clientDataHash, counter: 2)
         let lenient = try scenario.verifier { $0.validationCategories = .only([.developerID]) }
-        #expect(try lenient.verifyAssertion(bare, publicKey: scenario.key.publicKey, clientDataHash: scenario.clientDataHash, previousCounter: 1).extensions == nil)
+        #expect(
+            try lenient.verifyAssertion(bare, publicKey: scenario.key.publicKey, clientDataHash: scenario.clientDataHash, previousCounter: 1)
+                .extensions == nil)
         #expect(throws: AppAttestError(code: .extensionsRequired, reason: "")) {
             try verifier.verifyAssertion(bare, publicKey: scenario.key.publicKey, clientDataHash: scenario.clientDataHash, previousCounter: 1)
         }

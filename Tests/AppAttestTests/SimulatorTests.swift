@@ -7,8 +7,8 @@ import AppAttest
 import AppAttestSimulator
 import CBOR
 import Crypto
-import Foundation
 import FormAttestTestSupport
+import Foundation
 import SwiftASN1
 import Testing
 import X509

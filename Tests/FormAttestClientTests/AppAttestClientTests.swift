@@ -168,7 +168,9 @@ struct AppAttestClientTests {
         for attempt in 1...3 {
             _ = try await client.register(clientDataHash: Self.hash)
             clock.advance(by: 10)
-            #expect(await client.circuitBreakerState == (attempt < 3 ? .closed(recentAttempts: attempt) : .open(until: Date(timeIntervalSince1970: 1_795_341_600 + 300))))
+            #expect(
+                await client.circuitBreakerState
+                    == (attempt < 3 ? .closed(recentAttempts: attempt) : .open(until: Date(timeIntervalSince1970: 1_795_341_600 + 300))))
         }
         await Self.expect({ $0.code == .reattestationLimited && $0.retryAfter == Date(timeIntervalSince1970: 1_795_341_900) }) {
             try await client.register(clientDataHash: Self.hash)
@@ -217,7 +219,7 @@ final class AsyncGate: @unchecked Sendable {
             defer { self.pending = [] }
             return self.pending
         }
-        actions.forEach { $0() }
+        for action in actions { action() }
     }
 }
 

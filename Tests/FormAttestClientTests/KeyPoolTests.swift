@@ -107,9 +107,11 @@ struct KeyPoolTests {
         #expect(try stagingNames().isEmpty)
     }
 
-    @Test("an entry whose metadata time is hostile (another process wrote it) is skipped and pruned, never a crash", arguments: [
-        "2026-01-01T00:00:00.0000000000000000000000000000000000000001Z", "2026-01-01T17:51:13+01:00Z", "\u{FF12}026-01-01T00:00:00Z",
-    ])
+    @Test(
+        "an entry whose metadata time is hostile (another process wrote it) is skipped and pruned, never a crash",
+        arguments: [
+            "2026-01-01T00:00:00.0000000000000000000000000000000000000001Z", "2026-01-01T17:51:13+01:00Z", "\u{FF12}026-01-01T00:00:00Z",
+        ])
     func hostileMetadata(createdAt: String) throws {
         let directory = Directory()
         let clock = ManualClock()
@@ -120,7 +122,8 @@ struct KeyPoolTests {
         try Data("k".utf8).write(to: entry.appendingPathComponent("keyId.txt"))
         try Data([0xA0]).write(to: entry.appendingPathComponent("attestation.dat"))
         try Data("c".utf8).write(to: entry.appendingPathComponent("challenge.txt"))
-        try Data(#"{"keyId":"k","createdAt":"\#(createdAt)","challengeExpiresAt":"\#(createdAt)"}"#.utf8).write(to: entry.appendingPathComponent("metadata.json"))
+        try Data(#"{"keyId":"k","createdAt":"\#(createdAt)","challengeExpiresAt":"\#(createdAt)"}"#.utf8).write(
+            to: entry.appendingPathComponent("metadata.json"))
         #expect(try pool.availableEntries().map(\.challenge) == ["challenge-1"])
         #expect(try pool.prune() == 1)
         #expect(!FileManager.default.fileExists(atPath: entry.path))

@@ -19,7 +19,8 @@ struct SignedFormTests {
         #expect(form.canonicalBytes == Array(canonical.utf8))
         #expect(form.clientDataHash == Array(SHA256.hash(data: Array(canonical.utf8))))
         #expect(form.clientDataHash.count == 32)
-        let reordered = try SignedForm(jsonBytes: Array(#"{"username":"bob","to":"alice","timestamp":"2026-11-22T10:00:00Z","amount":1.2345e3}"#.utf8))
+        let reordered = try SignedForm(
+            jsonBytes: Array(#"{"username":"bob","to":"alice","timestamp":"2026-11-22T10:00:00Z","amount":1.2345e3}"#.utf8))
         #expect(reordered.clientDataHash == form.clientDataHash)
         #expect(form.username == "bob")
         #expect(form.timestamp == Date(timeIntervalSince1970: 1_795_341_600))
@@ -67,9 +68,11 @@ struct FormPolicyTests {
         return try SignedForm(jsonBytes: Array(#"{"timestamp":"2026-11-22T10:00:00Z"\#(user)\#(extra)}"#.utf8))
     }
 
-    @Test("the window: 300 s in the past and 30 s in the future, edges included", arguments: [
-        (300.0, true), (300.5, false), (-30.0, true), (-30.5, false), (0.0, true),
-    ])
+    @Test(
+        "the window: 300 s in the past and 30 s in the future, edges included",
+        arguments: [
+            (300.0, true), (300.5, false), (-30.0, true), (-30.5, false), (0.0, true),
+        ])
     func window(offset: TimeInterval, accepted: Bool) throws {
         let now = Self.stamped.addingTimeInterval(offset)
         if accepted {
@@ -102,7 +105,9 @@ struct FormPolicyTests {
 }
 
 struct Base64URLTests {
-    @Test("encode is RFC 4648 §5 without padding: equal to Foundation's base64 with its alphabet changed, for every length 0-200 and random bytes; it decodes back")
+    @Test(
+        "encode is RFC 4648 §5 without padding: equal to Foundation's base64 with its alphabet changed, for every length 0-200 and random bytes; it decodes back"
+    )
     func encodeMatchesFoundation() {
         var generator = SystemRandomNumberGenerator()
         for length in 0...200 {

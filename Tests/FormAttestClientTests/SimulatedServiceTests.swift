@@ -20,7 +20,9 @@ struct SimulatedServiceTests {
         let now = Date(timeIntervalSince1970: 1_795_341_600)
         let client = AppAttestClient(service: SimulatedAppAttestService(device: device, now: { now }))
         let verifier = try AppAttestVerifier(
-            policy: AppAttestPolicy(appIDs: [device.appID], environments: [.development], trustAnchors: [authority.rootCertificate], receiptTrustAnchors: [authority.receiptAuthority.rootCertificate])
+            policy: AppAttestPolicy(
+                appIDs: [device.appID], environments: [.development], trustAnchors: [authority.rootCertificate],
+                receiptTrustAnchors: [authority.receiptAuthority.rootCertificate])
         )
 
         let registrationForm = try SignedForm.make(fields: ["action": .string(JSONString("register"))], username: "bob", now: now)
@@ -35,7 +37,8 @@ struct SimulatedServiceTests {
         for amount in [10.0, 20.5] {
             let form = try SignedForm.make(fields: ["amount": .number(amount)], username: "bob", now: now)
             let assertion = try await client.generateAssertion(keyId: registration.keyId, clientDataHash: Data(form.clientDataHash))
-            let verified = try verifier.verifyAssertion(assertion, publicKey: attested.publicKey, clientDataHash: form.clientDataHash, previousCounter: counter)
+            let verified = try verifier.verifyAssertion(
+                assertion, publicKey: attested.publicKey, clientDataHash: form.clientDataHash, previousCounter: counter)
             #expect(verified.counter == counter + 1)
             counter = verified.counter
         }

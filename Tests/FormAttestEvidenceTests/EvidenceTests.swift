@@ -7,8 +7,8 @@ import AppAttest
 import AppAttestSimulator
 import CanonicalJSON
 import Crypto
-import FormAttestForm
 import FormAttestEvidence
+import FormAttestForm
 import FormAttestTestSupport
 import FormAttestTokens
 import Foundation
@@ -56,14 +56,16 @@ struct EvidenceTests {
         let attestation = try self.device.attest(key, clientDataHash: hash, at: self.now)
         return EvidenceRecord(
             kind: .attestation, verifiedAt: self.now, username: "alice", form: form, keyID: key.keyID, appID: Self.appID, environment: .production,
-            counter: 0, keyAttestation: .init(object: attestation, clientDataHash: hash, verifiedAt: self.now), assertion: nil, policy: try self.policy()
+            counter: 0, keyAttestation: .init(object: attestation, clientDataHash: hash, verifiedAt: self.now), assertion: nil,
+            policy: try self.policy()
         )
     }
 
     /// A form signed by an assertion of a key registered an hour before (over another form).
     func assertionRecord(kind: EvidenceRecord.Kind = .assertion) throws -> EvidenceRecord {
         let registeredAt = self.now.addingTimeInterval(-3600)
-        let registering = kind == .pooled ? [UInt8](repeating: 0x5A, count: 32) : Array(SHA256.hash(data: try self.form(amount: "1.00", at: registeredAt)))
+        let registering =
+            kind == .pooled ? [UInt8](repeating: 0x5A, count: 32) : Array(SHA256.hash(data: try self.form(amount: "1.00", at: registeredAt)))
         let key = self.device.key(2)
         let attestation = try self.device.attest(key, clientDataHash: registering, at: registeredAt)
         let form = try self.form()
@@ -77,7 +79,8 @@ struct EvidenceTests {
 
     func verify(_ bytes: [UInt8], clientData: SignedEvidence.ClientData = .form) async throws(EvidenceError) -> SignedEvidence.Verified {
         try await SignedEvidence.verify(
-            bytes, signers: self.signers, trustAnchors: self.anchors, receiptTrustAnchors: [self.authority.receiptAuthority.rootCertificate], clientData: clientData
+            bytes, signers: self.signers, trustAnchors: self.anchors, receiptTrustAnchors: [self.authority.receiptAuthority.rootCertificate],
+            clientData: clientData
         )
     }
 
@@ -210,7 +213,8 @@ struct EvidenceTests {
         // Another server's key, or a JWKS entry whose kid is not its key's thumbprint.
         let other = P256.Signing.PrivateKey()
         await #expect(throws: EvidenceError(code: .unknownSigner, reason: "")) {
-            _ = try await SignedEvidence.verify(signed.bytes, signers: [SigningKeys.thumbprint(other.publicKey): other.publicKey], trustAnchors: self.anchors)
+            _ = try await SignedEvidence.verify(
+                signed.bytes, signers: [SigningKeys.thumbprint(other.publicKey): other.publicKey], trustAnchors: self.anchors)
         }
         let borrowed = try JSONObject([
             ("kty", .string(JSONString("EC"))), ("crv", .string(JSONString("P-256"))),
@@ -245,13 +249,18 @@ struct EvidenceTests {
         let signed = try SignedEvidence.sign(try self.assertionRecord(), with: self.serverKey)
         func verify(_ expectations: SignedEvidence.Expectations) async throws(EvidenceError) {
             _ = try await SignedEvidence.verify(
-                signed.bytes, signers: self.signers, trustAnchors: self.anchors, receiptTrustAnchors: [self.authority.receiptAuthority.rootCertificate],
+                signed.bytes, signers: self.signers, trustAnchors: self.anchors,
+                receiptTrustAnchors: [self.authority.receiptAuthority.rootCertificate],
                 expecting: expectations
             )
         }
         try await verify(SignedEvidence.Expectations(appIDs: [Self.appID], environments: [.production]))
-        await #expect(throws: EvidenceError(code: .policyMismatch, reason: "")) { try await verify(SignedEvidence.Expectations(appIDs: ["ABCDE12345.com.other"])) }
-        await #expect(throws: EvidenceError(code: .policyMismatch, reason: "")) { try await verify(SignedEvidence.Expectations(environments: [.development])) }
+        await #expect(throws: EvidenceError(code: .policyMismatch, reason: "")) {
+            try await verify(SignedEvidence.Expectations(appIDs: ["ABCDE12345.com.other"]))
+        }
+        await #expect(throws: EvidenceError(code: .policyMismatch, reason: "")) {
+            try await verify(SignedEvidence.Expectations(environments: [.development]))
+        }
     }
 
     // MARK: - A real device
@@ -267,12 +276,14 @@ struct EvidenceTests {
         #expect(Array(SHA256.hash(data: clientData)) == assertion.clientDataHash)
         let environment = try #require(sample.environment)
         let record = EvidenceRecord(
-            kind: .assertion, verifiedAt: attestedAt.addingTimeInterval(3), username: "veehaitch", form: clientData, keyID: keyID, appID: sample.appID,
+            kind: .assertion, verifiedAt: attestedAt.addingTimeInterval(3), username: "veehaitch", form: clientData, keyID: keyID,
+            appID: sample.appID,
             environment: environment, counter: try #require(assertion.expectedCounter),
             keyAttestation: .init(object: attestation, clientDataHash: try #require(sample.clientDataHash), verifiedAt: attestedAt),
             assertion: assertion.assertion,
             policy: EvidenceRecord.Policy(
-                appIDs: [sample.appID], environments: [environment], trustAnchorKeyDigests: [EvidenceRecord.Policy.keyDigest(of: AppleAppAttestationRoot.certificate)],
+                appIDs: [sample.appID], environments: [environment],
+                trustAnchorKeyDigests: [EvidenceRecord.Policy.keyDigest(of: AppleAppAttestationRoot.certificate)],
                 formMaximumAge: 300, formMaximumFutureSkew: 60, requireServerChallenge: false, sessionBound: false
             )
         )
@@ -289,13 +300,15 @@ struct EvidenceTests {
         var forged = record
         forged.assertion![forged.assertion!.count - 1] ^= 1
         await #expect(throws: EvidenceError(code: .formNotSigned, reason: "")) {
-            _ = try await SignedEvidence.verify(try SignedEvidence.sign(forged, with: self.serverKey).bytes, signers: self.signers, trustAnchors: apple, clientData: .opaque)
+            _ = try await SignedEvidence.verify(
+                try SignedEvidence.sign(forged, with: self.serverKey).bytes, signers: self.signers, trustAnchors: apple, clientData: .opaque)
         }
         forged = record
         forged.keyAttestation.verifiedAt = attestedAt.addingTimeInterval(-3 * 86_400)
         forged.verifiedAt = forged.keyAttestation.verifiedAt
         await #expect(throws: EvidenceError(code: .keyAttestationInvalid, reason: "")) {
-            _ = try await SignedEvidence.verify(try SignedEvidence.sign(forged, with: self.serverKey).bytes, signers: self.signers, trustAnchors: apple, clientData: .opaque)
+            _ = try await SignedEvidence.verify(
+                try SignedEvidence.sign(forged, with: self.serverKey).bytes, signers: self.signers, trustAnchors: apple, clientData: .opaque)
         }
         // Not against the simulator's root: only anchors the record's policy names are used.
         await #expect(throws: EvidenceError(code: .policyMismatch, reason: "")) {
@@ -337,7 +350,10 @@ struct EvidenceTests {
         switch value {
         case .object(let object):
             let members = object.members.map { member in
-                (name: member.name.string, value: member.name.string == head ? Self.replacing(member.value, at: path.dropFirst(), with: change) : member.value)
+                (
+                    name: member.name.string,
+                    value: member.name.string == head ? Self.replacing(member.value, at: path.dropFirst(), with: change) : member.value
+                )
             }
             return .object(JSONObject(constantMembers: members))
         case .array(var items):

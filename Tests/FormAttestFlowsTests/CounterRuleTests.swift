@@ -57,7 +57,9 @@ struct CounterRuleTests {
         let harness = try FlowHarness()
         let key = harness.device.key(0)
         try await harness.register(key)
-        #expect(try await harness.store.loadKey(keyID: key.keyID)?.counterFormHash == (try FlowHarness.hash(FlowHarness.form(nonce: "register", action: "register-device"))))
+        #expect(
+            try await harness.store.loadKey(keyID: key.keyID)?.counterFormHash
+                == (try FlowHarness.hash(FlowHarness.form(nonce: "register", action: "register-device"))))
         await expectFlowError("requires_reattestation", .requiresReattestation) {
             try await harness.flows.assert(harness.assertRequest(key: key, form: FlowHarness.form(nonce: "zero"), counter: 0), now: FlowHarness.now)
         }

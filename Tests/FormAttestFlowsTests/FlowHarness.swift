@@ -6,8 +6,8 @@
 import AppAttest
 import AppAttestSimulator
 import CanonicalJSON
-import FormAttestForm
 import FormAttestFlows
+import FormAttestForm
 import Foundation
 import RFC3339
 import Testing
@@ -56,13 +56,16 @@ struct FlowHarness {
         let challengeField = challenge.map { #", "challenge": "\#($0)""# } ?? ""
         let actionField = action.map { #", "action": "\#($0)""# } ?? ""
         return Array(
-            #"{ "to": "bob", "amount": \#(amount), "username": "\#(user)", "timestamp": "\#(RFC3339UTC.format(time))", "nonce": "\#(nonce)"\#(challengeField)\#(actionField) }"#.utf8
+            #"{ "to": "bob", "amount": \#(amount), "username": "\#(user)", "timestamp": "\#(RFC3339UTC.format(time))", "nonce": "\#(nonce)"\#(challengeField)\#(actionField) }"#
+                .utf8
         )
     }
 
     static func hash(_ form: [UInt8]) throws -> [UInt8] { try SignedForm(jsonBytes: form).clientDataHash }
 
-    func attestRequest(key: SimulatedKey, form: [UInt8], user: String = "alice", options: SimulatedDevice.AttestationOptions = .init()) throws -> FormFlows.AttestRequest {
+    func attestRequest(key: SimulatedKey, form: [UInt8], user: String = "alice", options: SimulatedDevice.AttestationOptions = .init()) throws
+        -> FormFlows.AttestRequest
+    {
         FormFlows.AttestRequest(
             username: user,
             keyID: key.keyID,
@@ -99,7 +102,9 @@ struct FlowHarness {
 }
 
 /// Expects a flow to fail with `code`.
-func expectFlowError<T>(_ code: String, _ category: FlowError.Category? = nil, sourceLocation: SourceLocation = #_sourceLocation, _ body: () async throws -> T) async {
+func expectFlowError<T>(
+    _ code: String, _ category: FlowError.Category? = nil, sourceLocation: SourceLocation = #_sourceLocation, _ body: () async throws -> T
+) async {
     do {
         _ = try await body()
         Issue.record("expected \(code), the flow succeeded", sourceLocation: sourceLocation)

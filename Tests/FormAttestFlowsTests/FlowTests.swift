@@ -6,8 +6,8 @@
 import AppAttest
 import AppAttestSimulator
 import Crypto
-import FormAttestForm
 import FormAttestFlows
+import FormAttestForm
 import Foundation
 import SQLiteAttestStore
 import Testing
@@ -99,7 +99,8 @@ struct AttestFlowTests {
             #"{"timestamp":"2026-11-22T10:00:00Z","username":"alice","to":"bob","to":"mallory"}"#,
             #"{"timestamp":"2026-11-22T10:00:00Z","username":"alice","to":"\udc00"}"#,
         ] {
-            let request = FormFlows.AttestRequest(username: "alice", keyID: harness.device.key(0).keyID, attestationObject: [0xA0], form: Array(form.utf8))
+            let request = FormFlows.AttestRequest(
+                username: "alice", keyID: harness.device.key(0).keyID, attestationObject: [0xA0], form: Array(form.utf8))
             await expectFlowError("invalid_form_json", .malformedInput) { try await harness.flows.attest(request, now: FlowHarness.now) }
         }
     }
@@ -120,7 +121,8 @@ struct AttestFlowTests {
         let harness = try FlowHarness()
         try await harness.register(harness.device.key(0))
         await expectFlowError("key_already_registered", .conflict) {
-            try await harness.flows.attest(harness.attestRequest(key: harness.device.key(0), form: FlowHarness.form(nonce: "again")), now: FlowHarness.now)
+            try await harness.flows.attest(
+                harness.attestRequest(key: harness.device.key(0), form: FlowHarness.form(nonce: "again")), now: FlowHarness.now)
         }
     }
 
@@ -140,7 +142,8 @@ struct AttestFlowTests {
     @Test("a malformed attestation is malformed input, not a verification failure")
     func malformedAttestation() async throws {
         let harness = try FlowHarness()
-        let request = FormFlows.AttestRequest(username: "alice", keyID: harness.device.key(0).keyID, attestationObject: [0xA1, 0x01], form: FlowHarness.form())
+        let request = FormFlows.AttestRequest(
+            username: "alice", keyID: harness.device.key(0).keyID, attestationObject: [0xA1, 0x01], form: FlowHarness.form())
         await expectFlowError("malformed_attestation", .malformedInput) { try await harness.flows.attest(request, now: FlowHarness.now) }
     }
 }
@@ -164,7 +167,8 @@ struct AssertFlowTests {
     func unknownKey() async throws {
         let harness = try FlowHarness()
         await expectFlowError("key_mismatch", .keyMismatch) {
-            try await harness.flows.assert(harness.assertRequest(key: harness.device.key(0), form: FlowHarness.form(), counter: 1), now: FlowHarness.now)
+            try await harness.flows.assert(
+                harness.assertRequest(key: harness.device.key(0), form: FlowHarness.form(), counter: 1), now: FlowHarness.now)
         }
     }
 
@@ -173,7 +177,8 @@ struct AssertFlowTests {
         let harness = try FlowHarness()
         try await harness.register(harness.device.key(0), user: "bob")
         await expectFlowError("key_mismatch", .keyMismatch) {
-            try await harness.flows.assert(harness.assertRequest(key: harness.device.key(0), form: FlowHarness.form(user: "alice"), counter: 1), now: FlowHarness.now)
+            try await harness.flows.assert(
+                harness.assertRequest(key: harness.device.key(0), form: FlowHarness.form(user: "alice"), counter: 1), now: FlowHarness.now)
         }
         #expect(try await harness.store.loadKey(keyID: harness.device.key(0).keyID)?.counter == 0)
     }
@@ -265,7 +270,8 @@ struct AssertFlowTests {
         await expectFlowError("signature_invalid", .verificationFailed) { try await harness.flows.assert(request, now: FlowHarness.now) }
         #expect(try await harness.store.loadKey(keyID: key.keyID)?.counter == 0)
         // The genuine form was not recorded as used by the failed attempt.
-        _ = try await harness.flows.assert(harness.assertRequest(key: key, form: FlowHarness.form(amount: "9999.00"), counter: 1), now: FlowHarness.now)
+        _ = try await harness.flows.assert(
+            harness.assertRequest(key: key, form: FlowHarness.form(amount: "9999.00"), counter: 1), now: FlowHarness.now)
     }
 
     @Test("an unavailable store fails closed with store_unavailable and changes nothing")
@@ -315,7 +321,9 @@ struct ChallengeFlowTests {
         _ = try await harness.flows.attest(harness.attestRequest(key: key, form: form), now: FlowHarness.now)
         // Used: another form answering the same challenge is refused.
         await expectFlowError("challenge_invalid", .policy) {
-            try await harness.flows.assert(harness.assertRequest(key: key, form: FlowHarness.form(nonce: "c2", challenge: Self.challengeText(challenge)), counter: 1), now: FlowHarness.now)
+            try await harness.flows.assert(
+                harness.assertRequest(key: key, form: FlowHarness.form(nonce: "c2", challenge: Self.challengeText(challenge)), counter: 1),
+                now: FlowHarness.now)
         }
     }
 
@@ -327,9 +335,13 @@ struct ChallengeFlowTests {
         let bobs = try await harness.flows.issueChallenge(purpose: .form, username: "bob", now: FlowHarness.now)
         let pool = try await harness.flows.issueChallenge(purpose: .pool, username: "alice", now: FlowHarness.now)
         let old = try await harness.flows.issueChallenge(purpose: .form, username: "alice", now: FlowHarness.now.addingTimeInterval(-121))
-        for (index, text) in [Self.challengeText(bobs), Self.challengeText(pool), Self.challengeText(old), Base64URL.encode([UInt8](repeating: 9, count: 32))].enumerated() {
+        for (index, text) in [
+            Self.challengeText(bobs), Self.challengeText(pool), Self.challengeText(old), Base64URL.encode([UInt8](repeating: 9, count: 32)),
+        ].enumerated() {
             await expectFlowError("challenge_invalid", .policy) {
-                try await harness.flows.assert(harness.assertRequest(key: key, form: FlowHarness.form(nonce: "w\(index)", challenge: text), counter: UInt32(index + 1)), now: FlowHarness.now)
+                try await harness.flows.assert(
+                    harness.assertRequest(key: key, form: FlowHarness.form(nonce: "w\(index)", challenge: text), counter: UInt32(index + 1)),
+                    now: FlowHarness.now)
             }
         }
         #expect(try await harness.store.loadKey(keyID: key.keyID)?.counter == 0)

@@ -5,8 +5,8 @@
 
 import AppAttest
 import AppAttestSimulator
-import FormAttestForm
 import FormAttestFlows
+import FormAttestForm
 import Foundation
 import RFC3339
 import SQLiteAttestStore
@@ -58,7 +58,8 @@ struct HostileRequestTests {
         try await harness.register(harness.device.key(0), user: "bob")
         func failure(_ key: SimulatedKey) async throws -> FlowError? {
             do {
-                _ = try await harness.flows.assert(harness.assertRequest(key: key, form: FlowHarness.form(user: "alice"), counter: 1), now: FlowHarness.now)
+                _ = try await harness.flows.assert(
+                    harness.assertRequest(key: key, form: FlowHarness.form(user: "alice"), counter: 1), now: FlowHarness.now)
                 return nil
             } catch let error as FlowError {
                 return error
@@ -75,7 +76,8 @@ struct HostileRequestTests {
         let harness = try FlowHarness()
         let key = harness.device.key(0)
         try await harness.register(key)
-        let forged = FormFlows.AttestRequest(username: "mallory", keyID: key.keyID, attestationObject: [0xA1, 0x01], form: FlowHarness.form(user: "mallory", nonce: "m"))
+        let forged = FormFlows.AttestRequest(
+            username: "mallory", keyID: key.keyID, attestationObject: [0xA1, 0x01], form: FlowHarness.form(user: "mallory", nonce: "m"))
         await expectFlowError("malformed_attestation", .malformedInput) { try await harness.flows.attest(forged, now: FlowHarness.now) }
         // The key's own device, with a genuine attestation: now it may learn it.
         await expectFlowError("key_already_registered", .conflict) {
@@ -83,76 +85,97 @@ struct HostileRequestTests {
         }
     }
 
-    @Test("usernames with control characters are refused at every entry, and write nothing", arguments: [
-        "alice\u{0}evil", "alice\u{0}", "\u{0}", "bob\u{1}", "bob\u{1F}", "bob\u{7F}", "bob\u{85}", "bob\u{9F}", "a\nb", "a\rb", "a\tb", "",
-        String(repeating: "a", count: 257),
-    ])
+    @Test(
+        "usernames with control characters are refused at every entry, and write nothing",
+        arguments: [
+            "alice\u{0}evil", "alice\u{0}", "\u{0}", "bob\u{1}", "bob\u{1F}", "bob\u{7F}", "bob\u{85}", "bob\u{9F}", "a\nb", "a\rb", "a\tb", "",
+            String(repeating: "a", count: 257),
+        ])
     func controlCharacters(username: String) async throws {
-        let store = try SQLiteAttestationStore(path: FileManager.default.temporaryDirectory.appendingPathComponent("hostile-\(UUID().uuidString).sqlite").path)
+        let store = try SQLiteAttestationStore(
+            path: FileManager.default.temporaryDirectory.appendingPathComponent("hostile-\(UUID().uuidString).sqlite").path)
         let harness = try FlowHarness(store: store)
         let key = harness.device.key(0)
         let form = FlowHarness.form(user: "alice")
         let attest = FormFlows.AttestRequest(
-            username: username, keyID: key.keyID, attestationObject: try harness.device.attest(key, clientDataHash: FlowHarness.hash(form), at: FlowHarness.now),
+            username: username, keyID: key.keyID,
+            attestationObject: try harness.device.attest(key, clientDataHash: FlowHarness.hash(form), at: FlowHarness.now),
             form: form
         )
         await expectFlowError("invalid_request", .malformedInput) { try await harness.flows.attest(attest, now: FlowHarness.now) }
         #expect(try await store.loadKey(keyID: key.keyID) == nil)
-        await expectFlowError("invalid_request", .malformedInput) { _ = try await harness.flows.issueChallenge(purpose: .form, username: username, now: FlowHarness.now) }
+        await expectFlowError("invalid_request", .malformedInput) {
+            _ = try await harness.flows.issueChallenge(purpose: .form, username: username, now: FlowHarness.now)
+        }
         try await harness.register(key)
         await expectFlowError("invalid_request", .malformedInput) {
-            try await harness.flows.assert(harness.assertRequest(key: key, form: FlowHarness.form(nonce: "x"), counter: 1, user: username), now: FlowHarness.now)
+            try await harness.flows.assert(
+                harness.assertRequest(key: key, form: FlowHarness.form(nonce: "x"), counter: 1, user: username), now: FlowHarness.now)
         }
         #expect(try await store.loadKey(keyID: key.keyID)?.counter == 0)
     }
 
     @Test("usernames that differ only in Unicode normalization are different users (SQLite)")
     func normalization() async throws {
-        let store = try SQLiteAttestationStore(path: FileManager.default.temporaryDirectory.appendingPathComponent("hostile-\(UUID().uuidString).sqlite").path)
+        let store = try SQLiteAttestationStore(
+            path: FileManager.default.temporaryDirectory.appendingPathComponent("hostile-\(UUID().uuidString).sqlite").path)
         let harness = try FlowHarness(store: store)
         let key = harness.device.key(0)
         try await harness.register(key, user: "jos\u{E9}")
         await expectFlowError("key_mismatch", .keyMismatch) {
-            try await harness.flows.assert(harness.assertRequest(key: key, form: FlowHarness.form(user: "jose\u{301}", nonce: "n"), counter: 1, user: "jose\u{301}"), now: FlowHarness.now)
+            try await harness.flows.assert(
+                harness.assertRequest(key: key, form: FlowHarness.form(user: "jose\u{301}", nonce: "n"), counter: 1, user: "jose\u{301}"),
+                now: FlowHarness.now)
         }
-        _ = try await harness.flows.assert(harness.assertRequest(key: key, form: FlowHarness.form(user: "jos\u{E9}", nonce: "n"), counter: 1, user: "jos\u{E9}"), now: FlowHarness.now)
+        _ = try await harness.flows.assert(
+            harness.assertRequest(key: key, form: FlowHarness.form(user: "jos\u{E9}", nonce: "n"), counter: 1, user: "jos\u{E9}"),
+            now: FlowHarness.now)
     }
 
-    @Test("a number the canonical form would change is refused before anything is verified", arguments: [
-        "9007199254740993", "-9007199254740993", "9007199254740994", "1e300", "0.30000000000000000001", "1.00000000000000000001", "1e-400",
-        "123456789012345678901234567890",
-    ])
+    @Test(
+        "a number the canonical form would change is refused before anything is verified",
+        arguments: [
+            "9007199254740993", "-9007199254740993", "9007199254740994", "1e300", "0.30000000000000000001", "1.00000000000000000001", "1e-400",
+            "123456789012345678901234567890",
+        ])
     func inexactNumbers(amount: String) async throws {
         let harness = try FlowHarness()
         let key = harness.device.key(0)
         try await harness.register(key)
         await expectFlowError("form_inexact_number", .malformedInput) {
             try await harness.flows.assert(
-                FormFlows.AssertRequest(username: "alice", keyID: key.keyID, assertion: [0xA0], form: FlowHarness.form(amount: amount, nonce: amount)),
+                FormFlows.AssertRequest(
+                    username: "alice", keyID: key.keyID, assertion: [0xA0], form: FlowHarness.form(amount: amount, nonce: amount)),
                 now: FlowHarness.now
             )
         }
     }
 
-    @Test("numbers that survive RFC 8785 exactly are signed and accepted", arguments: [
-        "9007199254740992", "-9007199254740992", "1234.50", "1.2345e3", "0.1", "-0", "5e-324", "100E-2", "0.000001",
-    ])
+    @Test(
+        "numbers that survive RFC 8785 exactly are signed and accepted",
+        arguments: [
+            "9007199254740992", "-9007199254740992", "1234.50", "1.2345e3", "0.1", "-0", "5e-324", "100E-2", "0.000001",
+        ])
     func exactNumbers(amount: String) async throws {
         let harness = try FlowHarness()
         let key = harness.device.key(0)
         try await harness.register(key)
-        _ = try await harness.flows.assert(harness.assertRequest(key: key, form: FlowHarness.form(amount: amount, nonce: amount), counter: 1), now: FlowHarness.now)
+        _ = try await harness.flows.assert(
+            harness.assertRequest(key: key, form: FlowHarness.form(amount: amount, nonce: amount), counter: 1), now: FlowHarness.now)
     }
 
-    @Test("form timestamps outside the strict RFC 3339 grammar are form_invalid_field, never a crash", arguments: [
-        "2026-11-22T10:00:00.0000000000000000000000000000000000000001Z", "2026-11-22T10:00:00+01:00Z", "2026-11-22T10:00:00+01:00",
-        "\u{FF12}\u{FF10}\u{FF12}\u{FF16}-11-22T10:00:00Z", " 2026-11-22T10:00:00Z", "02026-11-22T10:00:00Z", "2026-11-22T10:00:00.1234567890Z",
-    ])
+    @Test(
+        "form timestamps outside the strict RFC 3339 grammar are form_invalid_field, never a crash",
+        arguments: [
+            "2026-11-22T10:00:00.0000000000000000000000000000000000000001Z", "2026-11-22T10:00:00+01:00Z", "2026-11-22T10:00:00+01:00",
+            "\u{FF12}\u{FF10}\u{FF12}\u{FF16}-11-22T10:00:00Z", " 2026-11-22T10:00:00Z", "02026-11-22T10:00:00Z", "2026-11-22T10:00:00.1234567890Z",
+        ])
     func timestamps(timestamp: String) async throws {
         let harness = try FlowHarness()
         let form = Array(#"{"timestamp":"\#(timestamp)","username":"alice","nonce":"t"}"#.utf8)
         await expectFlowError("form_invalid_field", .malformedInput) {
-            try await harness.flows.assert(FormFlows.AssertRequest(username: "alice", keyID: [1], assertion: [0xA0], form: form), now: FlowHarness.now)
+            try await harness.flows.assert(
+                FormFlows.AssertRequest(username: "alice", keyID: [1], assertion: [0xA0], form: form), now: FlowHarness.now)
         }
     }
 

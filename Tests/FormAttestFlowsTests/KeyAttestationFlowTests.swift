@@ -41,7 +41,8 @@ struct KeyAttestationFlowTests {
             assertion: try harness.device.assert(key, clientDataHash: try FlowHarness.hash(form), counter: 1), form: form
         )
         _ = try await harness.flows.registerPooled(request, now: FlowHarness.now)
-        #expect(try await harness.store.loadKey(keyID: key.keyID)?.attestation == KeyAttestation(object: attestation, clientDataHash: challenge.value))
+        #expect(
+            try await harness.store.loadKey(keyID: key.keyID)?.attestation == KeyAttestation(object: attestation, clientDataHash: challenge.value))
     }
 
     @Test("a pooled key's assertion must name the key's own app id, not another app id of the deployment (app_id_mismatch)")
@@ -54,7 +55,8 @@ struct KeyAttestationFlowTests {
         var options = SimulatedDevice.AssertionOptions()
         options.relyingPartyID = other
         let request = FormFlows.PooledRequest(
-            username: "alice", keyID: key.keyID, attestationObject: try harness.device.attest(key, clientDataHash: challenge.value, at: FlowHarness.now),
+            username: "alice", keyID: key.keyID,
+            attestationObject: try harness.device.attest(key, clientDataHash: challenge.value, at: FlowHarness.now),
             poolChallenge: challenge.value,
             assertion: try harness.device.assert(key, clientDataHash: try FlowHarness.hash(form), counter: 1, options: options), form: form
         )

@@ -29,20 +29,26 @@ struct PasskeyFlowTests {
     static func form(action: String? = "transfer", nonce: String = "n-1", user: String = "alice") -> [UInt8] {
         let actionField = action.map { #", "action": "\#($0)""# } ?? ""
         return Array(
-            #"{"to": "bob", "amount": "10.00", "username": "\#(user)", "timestamp": "\#(RFC3339UTC.format(FlowHarness.now))", "nonce": "\#(nonce)"\#(actionField)}"#.utf8)
+            #"{"to": "bob", "amount": "10.00", "username": "\#(user)", "timestamp": "\#(RFC3339UTC.format(FlowHarness.now))", "nonce": "\#(nonce)"\#(actionField)}"#
+                .utf8)
     }
 
     /// Registers `device` for `user` through the options and registration flows.
     @discardableResult
-    static func register(_ device: PasskeyDevice, _ harness: FlowHarness, user: String = "alice") async throws -> FormFlows.PasskeyRegistrationOutcome {
+    static func register(_ device: PasskeyDevice, _ harness: FlowHarness, user: String = "alice") async throws -> FormFlows.PasskeyRegistrationOutcome
+    {
         let options = try await harness.flows.passkeyRegistrationOptions(username: user, now: FlowHarness.now)
         return try await harness.flows.registerPasskey(
-            .init(username: user, challenge: options.challenge.value, userHandle: options.userHandle, response: device.register(challenge: options.challenge.value)),
+            .init(
+                username: user, challenge: options.challenge.value, userHandle: options.userHandle,
+                response: device.register(challenge: options.challenge.value)),
             now: FlowHarness.now)
     }
 
     /// An App Attest key registered for alice, its assertion over `form` with `counter`.
-    static func appAttest(_ harness: FlowHarness, form: [UInt8], counter: UInt32 = 1, register: Bool = true) async throws -> FormFlows.AppAttestSignature {
+    static func appAttest(_ harness: FlowHarness, form: [UInt8], counter: UInt32 = 1, register: Bool = true) async throws
+        -> FormFlows.AppAttestSignature
+    {
         let key = harness.device.key(0)
         if register { try await harness.register(key) }
         let request = try harness.assertRequest(key: key, form: form, counter: counter)
@@ -91,7 +97,8 @@ struct PasskeyFlowTests {
         // Another user's challenge.
         await expectFlowError("challenge_invalid", .policy) {
             try await harness.flows.registerPasskey(
-                .init(username: "bob", challenge: challenge, userHandle: options.userHandle, response: device.register(challenge: challenge)), now: FlowHarness.now)
+                .init(username: "bob", challenge: challenge, userHandle: options.userHandle, response: device.register(challenge: challenge)),
+                now: FlowHarness.now)
         }
         // A challenge the server never issued (the response signs it faithfully, with the handle
         // a first passkey has for it).
@@ -106,14 +113,16 @@ struct PasskeyFlowTests {
         // The response answers another challenge than the one claimed.
         await expectFlowError("passkey_challenge_mismatch", .verificationFailed) {
             try await harness.flows.registerPasskey(
-                .init(username: "alice", challenge: challenge, userHandle: options.userHandle, response: device.register(challenge: unissued)), now: FlowHarness.now)
+                .init(username: "alice", challenge: challenge, userHandle: options.userHandle, response: device.register(challenge: unissued)),
+                now: FlowHarness.now)
         }
         // Another origin.
         var foreign = device
         foreign.origin = "https://evil.example"
         await expectFlowError("passkey_origin_not_allowed", .verificationFailed) {
             try await harness.flows.registerPasskey(
-                .init(username: "alice", challenge: challenge, userHandle: options.userHandle, response: foreign.register(challenge: challenge)), now: FlowHarness.now)
+                .init(username: "alice", challenge: challenge, userHandle: options.userHandle, response: foreign.register(challenge: challenge)),
+                now: FlowHarness.now)
         }
         // An empty user handle.
         await expectFlowError("invalid_request", .malformedInput) {
@@ -124,7 +133,8 @@ struct PasskeyFlowTests {
         #expect(try await harness.store.passkeys(username: "bob").isEmpty)
         // And the challenge is still good for the genuine request.
         _ = try await harness.flows.registerPasskey(
-            .init(username: "alice", challenge: challenge, userHandle: options.userHandle, response: device.register(challenge: challenge)), now: FlowHarness.now)
+            .init(username: "alice", challenge: challenge, userHandle: options.userHandle, response: device.register(challenge: challenge)),
+            now: FlowHarness.now)
         // The same credential again, with a fresh challenge (and its own approval): already registered.
         let again = try await harness.flows.passkeyRegistrationOptions(username: "alice", now: FlowHarness.now)
         var approver = device
@@ -141,7 +151,9 @@ struct PasskeyFlowTests {
         let third = try await harness.flows.passkeyRegistrationOptions(username: "alice", now: FlowHarness.now)
         await expectFlowError("invalid_request", .malformedInput) {
             try await harness.flows.registerPasskey(
-                .init(username: "alice", challenge: third.challenge.value, userHandle: [UInt8](repeating: 9, count: 32), response: other.register(challenge: third.challenge.value)),
+                .init(
+                    username: "alice", challenge: third.challenge.value, userHandle: [UInt8](repeating: 9, count: 32),
+                    response: other.register(challenge: third.challenge.value)),
                 now: FlowHarness.now)
         }
     }
@@ -149,13 +161,16 @@ struct PasskeyFlowTests {
     @Test("without passkey settings, passkey requests are refused with passkeys_disabled")
     func disabled() async throws {
         let harness = try FlowHarness()
-        await expectFlowError("passkeys_disabled", .policy) { try await harness.flows.passkeyRegistrationOptions(username: "alice", now: FlowHarness.now) }
+        await expectFlowError("passkeys_disabled", .policy) {
+            try await harness.flows.passkeyRegistrationOptions(username: "alice", now: FlowHarness.now)
+        }
         var device = PasskeyDevice()
         let form = Self.form()
         let signature = try await Self.appAttest(harness, form: form)
         await expectFlowError("passkeys_disabled", .policy) {
             try await harness.flows.confirm(
-                .init(username: "alice", appAttest: signature, passkey: device.sign(challenge: FlowHarness.hash(form)), form: form), now: FlowHarness.now)
+                .init(username: "alice", appAttest: signature, passkey: device.sign(challenge: FlowHarness.hash(form)), form: form),
+                now: FlowHarness.now)
         }
     }
 
@@ -169,7 +184,8 @@ struct PasskeyFlowTests {
         let hash = try FlowHarness.hash(form)
         let signature = try await Self.appAttest(harness, form: form)
         let passkeyAssertion = device.sign(challenge: hash)
-        let outcome = try await harness.flows.confirm(.init(username: "alice", appAttest: signature, passkey: passkeyAssertion, form: form), now: FlowHarness.now)
+        let outcome = try await harness.flows.confirm(
+            .init(username: "alice", appAttest: signature, passkey: passkeyAssertion, form: form), now: FlowHarness.now)
         #expect(outcome.requirement == FactorRequirement(appAttest: true, passkey: true, userVerification: true))
         #expect(outcome.key?.counter == 1 && outcome.passkey?.signCount == 2 && outcome.passkeyAssertion?.userVerified == true)
         #expect(try await harness.store.loadPasskey(credentialID: device.credentialID)?.signCount == 2)
@@ -177,7 +193,8 @@ struct PasskeyFlowTests {
         // The same form again: by both, by the key alone (which the policy would refuse as
         // passkey_required for a new form), by the key and a new passkey assertion.
         await expectFlowError("replay", .conflict) {
-            try await harness.flows.confirm(.init(username: "alice", appAttest: signature, passkey: passkeyAssertion, form: form), now: FlowHarness.now)
+            try await harness.flows.confirm(
+                .init(username: "alice", appAttest: signature, passkey: passkeyAssertion, form: form), now: FlowHarness.now)
         }
         let later = try await Self.appAttest(harness, form: form, counter: 2, register: false)
         await expectFlowError("replay", .conflict) {
@@ -203,35 +220,41 @@ struct PasskeyFlowTests {
             try await harness.flows.confirm(.init(username: "alice", appAttest: signature, passkey: nil, form: transfer), now: FlowHarness.now)
         }
         await expectFlowError("passkey_required", .factorMissing) {
-            try await harness.flows.assert(.init(username: "alice", keyID: signature.keyID, assertion: signature.assertion, form: transfer), now: FlowHarness.now)
+            try await harness.flows.assert(
+                .init(username: "alice", keyID: signature.keyID, assertion: signature.assertion, form: transfer), now: FlowHarness.now)
         }
         // A passkey without UV.
         var unverified = device
         unverified.flags = 0x01
         await expectFlowError("user_verification_required", .factorMissing) {
             try await harness.flows.confirm(
-                .init(username: "alice", appAttest: signature, passkey: unverified.sign(challenge: FlowHarness.hash(transfer)), form: transfer), now: FlowHarness.now)
+                .init(username: "alice", appAttest: signature, passkey: unverified.sign(challenge: FlowHarness.hash(transfer)), form: transfer),
+                now: FlowHarness.now)
         }
         // A passkey alone.
         await expectFlowError("app_attest_required", .factorMissing) {
             try await harness.flows.confirm(
-                .init(username: "alice", appAttest: nil, passkey: device.sign(challenge: FlowHarness.hash(transfer)), form: transfer), now: FlowHarness.now)
+                .init(username: "alice", appAttest: nil, passkey: device.sign(challenge: FlowHarness.hash(transfer)), form: transfer),
+                now: FlowHarness.now)
         }
         // None of these stored anything: the form is still accepted with both, and only then a
         // missing factor is named a replay.
         #expect(try await harness.store.isFormHashRecorded(FlowHarness.hash(transfer), now: FlowHarness.now) == false)
         _ = try await harness.flows.confirm(
-            .init(username: "alice", appAttest: signature, passkey: device.sign(challenge: FlowHarness.hash(transfer)), form: transfer), now: FlowHarness.now)
+            .init(username: "alice", appAttest: signature, passkey: device.sign(challenge: FlowHarness.hash(transfer)), form: transfer),
+            now: FlowHarness.now)
         await expectFlowError("replay", .conflict) {
             try await harness.flows.confirm(.init(username: "alice", appAttest: signature, passkey: nil, form: transfer), now: FlowHarness.now)
         }
         // Another action needs App Attest alone, through assert as before.
         let payment = Self.form(action: "payment", nonce: "n-2")
         let second = try await Self.appAttest(harness, form: payment, counter: 2, register: false)
-        _ = try await harness.flows.assert(.init(username: "alice", keyID: second.keyID, assertion: second.assertion, form: payment), now: FlowHarness.now)
+        _ = try await harness.flows.assert(
+            .init(username: "alice", keyID: second.keyID, assertion: second.assertion, form: payment), now: FlowHarness.now)
     }
 
-    @Test("a registration accepts its form too: under the transfer policy a key attested over a transfer is refused (passkey_required), nothing stored")
+    @Test(
+        "a registration accepts its form too: under the transfer policy a key attested over a transfer is refused (passkey_required), nothing stored")
     func registrationFollowsThePolicy() async throws {
         let harness = try Self.harness(policy: Self.transferPolicy)
         let key = harness.device.key(0)
@@ -254,10 +277,12 @@ struct PasskeyFlowTests {
         try await Self.register(device, harness)
         let form = Self.form()
         await expectFlowError("app_attest_required", .factorMissing) {
-            try await harness.flows.confirm(.init(username: "alice", appAttest: nil, passkey: device.sign(challenge: FlowHarness.hash(form)), form: form), now: FlowHarness.now)
+            try await harness.flows.confirm(
+                .init(username: "alice", appAttest: nil, passkey: device.sign(challenge: FlowHarness.hash(form)), form: form), now: FlowHarness.now)
         }
         let signature = try await Self.appAttest(harness, form: form)
-        _ = try await harness.flows.assert(.init(username: "alice", keyID: signature.keyID, assertion: signature.assertion, form: form), now: FlowHarness.now)
+        _ = try await harness.flows.assert(
+            .init(username: "alice", keyID: signature.keyID, assertion: signature.assertion, form: form), now: FlowHarness.now)
         // A passkey-only policy accepts a synced passkey (count 0) for each form once.
         let passkeyOnly = try Self.harness(policy: try FactorPolicy(setting: "*=passkey"))
         var synced = PasskeyDevice(id: 4)
@@ -269,7 +294,8 @@ struct PasskeyFlowTests {
         #expect(outcome.key == nil && outcome.passkey?.signCount == 0 && outcome.passkey?.backedUp == true)
         let secondForm = Self.form(nonce: "s-2")
         _ = try await passkeyOnly.flows.confirm(
-            .init(username: "alice", appAttest: nil, passkey: synced.sign(challenge: FlowHarness.hash(secondForm)), form: secondForm), now: FlowHarness.now)
+            .init(username: "alice", appAttest: nil, passkey: synced.sign(challenge: FlowHarness.hash(secondForm)), form: secondForm),
+            now: FlowHarness.now)
         await expectFlowError("replay", .conflict) {
             try await passkeyOnly.flows.confirm(
                 .init(username: "alice", appAttest: nil, passkey: synced.sign(challenge: FlowHarness.hash(first)), form: first), now: FlowHarness.now)
@@ -289,10 +315,14 @@ struct PasskeyFlowTests {
         }
         // Over another form (the challenge is that form's hash).
         var copy = device
-        await expectFlowError("passkey_challenge_mismatch", .verificationFailed) { try await confirm(copy.sign(challenge: FlowHarness.hash(Self.form(nonce: "other")))) }
+        await expectFlowError("passkey_challenge_mismatch", .verificationFailed) {
+            try await confirm(copy.sign(challenge: FlowHarness.hash(Self.form(nonce: "other"))))
+        }
         // Another user (bob signs alice's credential into his own form).
         copy = device
-        await expectFlowError("passkey_mismatch", .keyMismatch) { try await confirm(copy.sign(challenge: FlowHarness.hash(Self.form(user: "bob"))), user: "bob", form: Self.form(user: "bob")) }
+        await expectFlowError("passkey_mismatch", .keyMismatch) {
+            try await confirm(copy.sign(challenge: FlowHarness.hash(Self.form(user: "bob"))), user: "bob", form: Self.form(user: "bob"))
+        }
         // An unknown credential.
         var stranger = PasskeyDevice(id: 8)
         await expectFlowError("passkey_mismatch", .keyMismatch) { try await confirm(stranger.sign(challenge: hash)) }
@@ -330,7 +360,9 @@ struct PasskeyFlowTests {
         await expectFlowError("passkey_revoked", .keyMismatch) { try await confirm(copy.sign(challenge: FlowHarness.hash(next)), form: next) }
     }
 
-    @Test("with evidence records on, a passkey whose registration was not kept is refused (key_attestation_unverifiable) and nothing is stored; without them, or with it kept, it confirms")
+    @Test(
+        "with evidence records on, a passkey whose registration was not kept is refused (key_attestation_unverifiable) and nothing is stored; without them, or with it kept, it confirms"
+    )
     func registrationKeptForEvidence() async throws {
         for evidence in [true, false] {
             var configuration = FlowConfiguration()
@@ -358,7 +390,9 @@ struct PasskeyFlowTests {
             let hash = try SignedForm(jsonBytes: form).clientDataHash
             let request = FormFlows.ConfirmRequest(username: "alice", appAttest: nil, passkey: lost.sign(challenge: hash), form: form)
             if evidence {
-                await expectFlowError("key_attestation_unverifiable", .requiresReattestation) { try await harness.flows.confirm(request, now: FlowHarness.now) }
+                await expectFlowError("key_attestation_unverifiable", .requiresReattestation) {
+                    try await harness.flows.confirm(request, now: FlowHarness.now)
+                }
                 #expect(try await store.isFormHashRecorded(hash, now: FlowHarness.now) == false)
             } else {
                 #expect(try await harness.flows.confirm(request, now: FlowHarness.now).passkey?.credentialID == lost.credentialID)
@@ -366,7 +400,9 @@ struct PasskeyFlowTests {
         }
     }
 
-    @Test("the factor policy setting is parsed strictly and prints as it reads", arguments: ["", "transfer", "*=", "*=app-attest+fingerprint", "a=passkey,a=passkey", "=passkey"])
+    @Test(
+        "the factor policy setting is parsed strictly and prints as it reads",
+        arguments: ["", "transfer", "*=", "*=app-attest+fingerprint", "a=passkey,a=passkey", "=passkey"])
     func policySetting(setting: String) throws {
         #expect(throws: FlowError.self) { try FactorPolicy(setting: setting) }
         let policy = try FactorPolicy(setting: "transfer=app-attest+passkey-uv,*=app-attest,login=passkey")
@@ -439,13 +475,17 @@ struct PasskeyFlowTests {
         let device = PasskeyDevice()
         await expectFlowError("invalid_request", .malformedInput) {
             try await harness.flows.registerPasskey(
-                .init(username: "alice", challenge: options.challenge.value, userHandle: bobs.passkey.userHandle, response: device.register(challenge: options.challenge.value)),
+                .init(
+                    username: "alice", challenge: options.challenge.value, userHandle: bobs.passkey.userHandle,
+                    response: device.register(challenge: options.challenge.value)),
                 now: FlowHarness.now)
         }
         #expect(try await harness.store.passkeys(username: "alice").isEmpty)
         // The options' own handle is accepted with the same challenge.
         let registered = try await harness.flows.registerPasskey(
-            .init(username: "alice", challenge: options.challenge.value, userHandle: options.userHandle, response: device.register(challenge: options.challenge.value)),
+            .init(
+                username: "alice", challenge: options.challenge.value, userHandle: options.userHandle,
+                response: device.register(challenge: options.challenge.value)),
             now: FlowHarness.now)
         #expect(registered.passkey.userHandle == options.userHandle)
     }

@@ -5,8 +5,8 @@
 
 import AppAttestSimulator
 import CanonicalJSON
-import FormAttestForm
 import FormAttestFlows
+import FormAttestForm
 import Foundation
 import RFC3339
 import Testing
@@ -19,7 +19,8 @@ struct PreparedFormTests {
     static func body(key: SimulatedKey, assertion: [UInt8], formJSON: String) throws -> JSONValue {
         try CanonicalJSON.parse(
             Array(
-                #"{"username": "alice", "keyId": "\#(Base64URL.encode(key.keyID))", "assertion": "\#(Base64URL.encode(assertion))", "form": \#(formJSON)}"#.utf8
+                #"{"username": "alice", "keyId": "\#(Base64URL.encode(key.keyID))", "assertion": "\#(Base64URL.encode(assertion))", "form": \#(formJSON)}"#
+                    .utf8
             ),
             limits: .init(maximumSize: 1 << 20, maximumDepth: FormFlows.maximumBodyDepth, exactNumbers: true)
         )
@@ -63,7 +64,8 @@ struct PreparedFormTests {
         // 17 levels (the form's own object and 16 below): within a body's 32, beyond a form's 16.
         let deep = String(repeating: #"{"a": "#, count: 16) + "1" + String(repeating: "}", count: 16)
         let text = #"{"username": "alice", "timestamp": "\#(RFC3339UTC.format(FlowHarness.now))", "deep": \#(deep)}"#
-        let bytes = try CanonicalJSON.parse(Array(text.utf8), limits: .init(maximumSize: 1 << 20, maximumDepth: 32, exactNumbers: true)).canonicalBytes
+        let bytes = try CanonicalJSON.parse(Array(text.utf8), limits: .init(maximumSize: 1 << 20, maximumDepth: 32, exactNumbers: true))
+            .canonicalBytes
         let assertion = try harness.device.assert(key, clientDataHash: Array(repeating: 7, count: 32), counter: 1)
         let decoded = try FormFlows.AssertRequest(body: Self.body(key: key, assertion: assertion, formJSON: text))
         let direct = FormFlows.AssertRequest(username: "alice", keyID: key.keyID, assertion: assertion, form: bytes)

@@ -6,8 +6,8 @@
 import AppAttest
 import AppAttestSimulator
 import Crypto
-import FormAttestForm
 import FormAttestFlows
+import FormAttestForm
 import Foundation
 import SQLiteAttestStore
 import Testing
@@ -17,7 +17,9 @@ import Testing
 struct SignalFlowTests {
     static let cdHash = Array(SHA256.hash(data: Array("release 2.4".utf8)))
 
-    static func profile(_ category: ValidationCategory = .appStore, version: String = "2.4", spelling: SimulatedSignals.Spelling = .apple) -> SimulatedDevice.Profile {
+    static func profile(_ category: ValidationCategory = .appStore, version: String = "2.4", spelling: SimulatedSignals.Spelling = .apple)
+        -> SimulatedDevice.Profile
+    {
         var signals = SimulatedSignals(validationCategory: category, bundleVersion: version, cdHash: Self.cdHash)
         signals.spelling = spelling
         return .iOS27(signals)
@@ -57,7 +59,8 @@ struct SignalFlowTests {
             // An assertion without the map (seen live on iOS 27): accepted, the last signals kept.
             var bare = upgraded
             bare.assertionsCarrySignals = false
-            _ = try await harness.flows.assert(try harness.assertRequest(key: key, form: FlowHarness.form(nonce: "a2"), counter: 2, profile: bare), now: FlowHarness.now)
+            _ = try await harness.flows.assert(
+                try harness.assertRequest(key: key, form: FlowHarness.form(nonce: "a2"), counter: 2, profile: bare), now: FlowHarness.now)
             stored = try #require(try await store.loadKey(keyID: key.keyID))
             #expect(stored.counter == 2)
             #expect(stored.lastSignals == expected, "\(name)")
@@ -65,10 +68,12 @@ struct SignalFlowTests {
             // A refused one (a development build) writes nothing: counter, signals, replay record.
             let form = FlowHarness.form(nonce: "a3")
             await expectFlowError("validation_category_not_allowed", .verificationFailed) {
-                try await harness.flows.assert(try harness.assertRequest(key: key, form: form, counter: 3, profile: Self.profile(.development)), now: FlowHarness.now)
+                try await harness.flows.assert(
+                    try harness.assertRequest(key: key, form: form, counter: 3, profile: Self.profile(.development)), now: FlowHarness.now)
             }
             await expectFlowError("bundle_version_too_old", .verificationFailed) {
-                try await harness.flows.assert(try harness.assertRequest(key: key, form: form, counter: 3, profile: Self.profile(version: "1.9")), now: FlowHarness.now)
+                try await harness.flows.assert(
+                    try harness.assertRequest(key: key, form: form, counter: 3, profile: Self.profile(version: "1.9")), now: FlowHarness.now)
             }
             stored = try #require(try await store.loadKey(keyID: key.keyID))
             #expect(stored.counter == 2)
@@ -120,7 +125,8 @@ struct SignalFlowTests {
         device.profile = Self.profile(version: "2.6")
         let assertion = try device.assert(key, clientDataHash: FlowHarness.hash(form), counter: 1)
         _ = try await harness.flows.registerPooled(
-            FormFlows.PooledRequest(username: "alice", keyID: key.keyID, attestationObject: attestation, poolChallenge: challenge.value, assertion: assertion, form: form),
+            FormFlows.PooledRequest(
+                username: "alice", keyID: key.keyID, attestationObject: attestation, poolChallenge: challenge.value, assertion: assertion, form: form),
             now: FlowHarness.now
         )
         #expect(try await harness.store.loadKey(keyID: key.keyID)?.lastSignals?.bundleVersion == "2.6")

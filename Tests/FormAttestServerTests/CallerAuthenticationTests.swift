@@ -5,8 +5,8 @@
 
 import CanonicalJSON
 import Crypto
-import FormAttestForm
 import FormAttestFlows
+import FormAttestForm
 import FormAttestServer
 import FormAttestTestSupport
 import Foundation
@@ -33,22 +33,29 @@ struct CallerAuthenticationTests {
     /// A form for `user`, signed in `session` (nil: no session field).
     static func form(user: String = "alice", session: String? = "session-1", nonce: String = UUID().uuidString) -> JSONValue {
         var members: [(String, JSONValue)] = [
-            ("amount", text("25.00")), ("to", text("bob")), ("username", text(user)), ("timestamp", text(RFC3339UTC.format(Date()))), ("nonce", text(nonce)),
+            ("amount", text("25.00")), ("to", text("bob")), ("username", text(user)), ("timestamp", text(RFC3339UTC.format(Date()))),
+            ("nonce", text(nonce)),
         ]
         if let session { members.append(("session", text(session))) }
         return .object(JSONObject(constantMembers: members))
     }
 
     /// Registers a key with `client` (already carrying its credential), the body's username optional.
-    static func register(_ client: ServiceHarness.Client, form: JSONValue, username: String? = nil) async throws -> (String, ServiceHarness.Client.Answer) {
+    static func register(_ client: ServiceHarness.Client, form: JSONValue, username: String? = nil) async throws -> (
+        String, ServiceHarness.Client.Answer
+    ) {
         let simulated = try await client.post("/api/dev/simulate", [("action", text("attest")), ("form", form)])
         let keyID = try #require(simulated.json?["keyId"]?.stringValue)
-        var body: [(String, JSONValue)] = [("keyId", text(keyID)), ("attestationObject", simulated.json?["attestationObject"] ?? .null), ("form", form)]
+        var body: [(String, JSONValue)] = [
+            ("keyId", text(keyID)), ("attestationObject", simulated.json?["attestationObject"] ?? .null), ("form", form),
+        ]
         if let username { body.append(("username", text(username))) }
         return (keyID, try await client.post("/api/appattest/attest", body))
     }
 
-    static func assert(_ client: ServiceHarness.Client, keyID: String, form: JSONValue, username: String? = nil) async throws -> ServiceHarness.Client.Answer {
+    static func assert(_ client: ServiceHarness.Client, keyID: String, form: JSONValue, username: String? = nil) async throws
+        -> ServiceHarness.Client.Answer
+    {
         var body: [(String, JSONValue)] = [
             ("keyId", text(keyID)), ("assertion", text(try await ServiceHarness.assertion(client, keyID: keyID, form: form))), ("form", form),
         ]
@@ -101,8 +108,15 @@ struct CallerAuthenticationTests {
                 ("an unknown kid", try provider.token(TestIdentityProvider.claims(), kid: "ec9")),
                 ("expired", try provider.token(TestIdentityProvider.claims(now: now.addingTimeInterval(-400)))),
                 ("not yet valid", try provider.token(TestIdentityProvider.claims(now: now.addingTimeInterval(120)))),
-                ("another issuer", try provider.token(TestIdentityProvider.claims().replacingOccurrences(of: TestIdentityProvider.issuer, with: "https://evil.example"))),
-                ("another audience", try provider.token(TestIdentityProvider.claims().replacingOccurrences(of: #""aud":"formattest""#, with: #""aud":"other""#))),
+                (
+                    "another issuer",
+                    try provider.token(
+                        TestIdentityProvider.claims().replacingOccurrences(of: TestIdentityProvider.issuer, with: "https://evil.example"))
+                ),
+                (
+                    "another audience",
+                    try provider.token(TestIdentityProvider.claims().replacingOccurrences(of: #""aud":"formattest""#, with: #""aud":"other""#))
+                ),
                 ("alg none", try provider.token(TestIdentityProvider.claims(), signer: .none)),
                 ("HS256 on the EC key's kid", try provider.token(TestIdentityProvider.claims(), kid: "ec1", alg: "HS256")),
                 ("ES256 claimed on the RSA key", try provider.token(TestIdentityProvider.claims(), kid: "rsa1")),
@@ -110,7 +124,11 @@ struct CallerAuthenticationTests {
                 ("no exp", try provider.token(TestIdentityProvider.claims().replacingOccurrences(of: #""exp":"#, with: #""xp":"#))),
                 ("a user with a control character", try provider.token(TestIdentityProvider.claims(user: "alice\\u0000"))),
                 ("not a JWT", "not-a-token"),
-                ("an aud array with a non-string", try provider.token(TestIdentityProvider.claims().replacingOccurrences(of: #""aud":"formattest""#, with: #""aud":["formattest",7]"#))),
+                (
+                    "an aud array with a non-string",
+                    try provider.token(
+                        TestIdentityProvider.claims().replacingOccurrences(of: #""aud":"formattest""#, with: #""aud":["formattest",7]"#))
+                ),
             ]
             // A critical header extension this verifier does not understand (RFC 7515 §4.1.11).
             let critical = try provider.token(TestIdentityProvider.claims())
@@ -144,7 +162,8 @@ struct CallerAuthenticationTests {
         harness.configuration.callerAuthentication = .trustedBackend(try BackendSecrets(fileText: "# rotated\n\(secrets[0])\n\n  \(secrets[1])  \n"))
         try await harness.run { anonymous in
             for bearer in [nil, "wrong", secrets[0] + "x", String(secrets[0].dropLast())] as [String?] {
-                let answer = try await anonymous.with(bearer: bearer).send(.get, "/api/appattest/challenge?username=alice", template: "/api/appattest/challenge")
+                let answer = try await anonymous.with(bearer: bearer).send(
+                    .get, "/api/appattest/challenge?username=alice", template: "/api/appattest/challenge")
                 #expect(answer.status == 401 && answer.errorCode == "unauthenticated", "\(bearer ?? "none")")
             }
             for (index, secret) in secrets.enumerated() {
@@ -188,7 +207,8 @@ struct CallerAuthenticationTests {
             #expect(revoked.status == 200)
             let second = try await Self.assert(client, keyID: keys[1], form: ServiceHarness.form(), username: "alice")
             #expect(second.status == 401 && second.errorCode == "key_revoked")
-            let unknown = try await admin.send(.post, "/admin/keys/\(Base64URL.encode([UInt8](repeating: 7, count: 32)))/revoke", template: "/admin/keys/revoke")
+            let unknown = try await admin.send(
+                .post, "/admin/keys/\(Base64URL.encode([UInt8](repeating: 7, count: 32)))/revoke", template: "/admin/keys/revoke")
             #expect(unknown.status == 404 && unknown.errorCode == "unknown_key")
             #expect(try await admin.send(.get, "/admin/users/bob%00x/keys", template: "/admin/users/x/keys").status == 400)
         }
@@ -221,7 +241,10 @@ struct CallerAuthenticationTests {
         rotating.configuration.now = { pinned }
         rotating.configuration.rateLimits = RateLimits(perUser: 2, perAddress: 100, window: 60, trustedProxyHops: 0)
         try await rotating.run { (client: ServiceHarness.Client) async throws in
-            let garbage: [(String, JSONValue)] = [("username", Self.text("dave")), ("keyId", Self.text("AA")), ("assertion", Self.text("AA")), ("form", ServiceHarness.form(user: "dave"))]
+            let garbage: [(String, JSONValue)] = [
+                ("username", Self.text("dave")), ("keyId", Self.text("AA")), ("assertion", Self.text("AA")),
+                ("form", ServiceHarness.form(user: "dave")),
+            ]
             #expect(try await client.post("/api/appattest/assert", garbage).status != 429)
             #expect(try await client.post("/api/appattest/assert", garbage).status != 429)
             #expect(try await client.post("/api/appattest/assert", garbage).status == 429)
@@ -235,7 +258,9 @@ struct CallerAuthenticationTests {
         try await backend.run { (client: ServiceHarness.Client) async throws in
             let authenticated = client.with(bearer: secret)
             for user in ["u1", "u2", "u3", "u4"] {
-                #expect(try await authenticated.send(.get, "/api/appattest/challenge?username=\(user)", template: "/api/appattest/challenge").status == 200)
+                #expect(
+                    try await authenticated.send(.get, "/api/appattest/challenge?username=\(user)", template: "/api/appattest/challenge").status
+                        == 200)
             }
         }
         var proxied = try ServiceHarness()
@@ -257,7 +282,8 @@ struct CallerAuthenticationTests {
     static func keySet(_ keys: [(kid: String, key: P256.Signing.PrivateKey)], extra: [String] = []) -> [UInt8] {
         var entries = keys.map { kid, key -> String in
             let point = Array(key.publicKey.x963Representation)
-            return #"{"kty":"EC","crv":"P-256","use":"sig","alg":"ES256","kid":"\#(kid)","x":"\#(Base64URL.encode(point[1..<33]))","y":"\#(Base64URL.encode(point[33...]))"}"#
+            return
+                #"{"kty":"EC","crv":"P-256","use":"sig","alg":"ES256","kid":"\#(kid)","x":"\#(Base64URL.encode(point[1..<33]))","y":"\#(Base64URL.encode(point[33...]))"}"#
         }
         entries += extra
         return Array(#"{"keys":[\#(entries.joined(separator: ","))]}"#.utf8)
@@ -280,7 +306,9 @@ struct CallerAuthenticationTests {
         func advance(_ seconds: TimeInterval) { self.lock.withLock { self.date += seconds } }
     }
 
-    @Test("a key set with foreign keys beside the signing keys is read key by key, and a routine rotation's new key verifies after the refresh interval")
+    @Test(
+        "a key set with foreign keys beside the signing keys is read key by key, and a routine rotation's new key verifies after the refresh interval"
+    )
     func foreignKeysAndRotation() async throws {
         let provider = try TestIdentityProvider()
         let next = P256.Signing.PrivateKey()
@@ -317,7 +345,8 @@ struct CallerAuthenticationTests {
         // The one change that makes a skipped key usable: use sig instead of enc.
         let encrypting = P256.Signing.PrivateKey()
         let point = Array(encrypting.publicKey.x963Representation)
-        let asSignature = #"{"kty":"EC","crv":"P-256","kid":"ec3","x":"\#(Base64URL.encode(point[1..<33]))","y":"\#(Base64URL.encode(point[33...]))","use":"#
+        let asSignature =
+            #"{"kty":"EC","crv":"P-256","kid":"ec3","x":"\#(Base64URL.encode(point[1..<33]))","y":"\#(Base64URL.encode(point[33...]))","use":"#
         published.set(Self.keySet([("ec1", provider.ec)], extra: [asSignature + #""enc"}"#]))
         clock.advance(61)
         try await verifier.refresh()

@@ -67,7 +67,9 @@ struct ConnectionRegistryTests {
         for victim in registry.chooseAgain(now: self.at(seconds)) { victim() }
     }
 
-    @Test("with nothing idle: a connection served more than once is retired first; then the oldest body in progress for 1 s is shed (408), before a connection served once; a body younger than 1 s is not")
+    @Test(
+        "with nothing idle: a connection served more than once is retired first; then the oldest body in progress for 1 s is shed (408), before a connection served once; a body younger than 1 s is not"
+    )
     func bodiesThenRetired() {
         let registry = ConnectionRegistry(total: 3, perAddress: nil)
         let sheds = Sheds()
@@ -95,7 +97,9 @@ struct ConnectionRegistryTests {
         #expect(sheds.all.map(\.name) == ["served-most", "older-body", "younger-body"] && sheds.all.last?.how == .retire, "\(sheds.all)")
     }
 
-    @Test("a connection that sent nothing yet, younger than 1 s, holds back busy sheds: it makes room itself at 1 s; once it sent a request, a busy one is chosen")
+    @Test(
+        "a connection that sent nothing yet, younger than 1 s, holds back busy sheds: it makes room itself at 1 s; once it sent a request, a busy one is chosen"
+    )
     func silentHoldsBackBusy() {
         let registry = ConnectionRegistry(total: 2, perAddress: nil)
         let sheds = Sheds()

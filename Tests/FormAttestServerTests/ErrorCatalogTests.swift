@@ -18,7 +18,9 @@ struct ErrorCatalogTests {
     func sourcesCovered() throws {
         let codes = Set(ErrorCatalog.entries.map(\.code))
         var found: [String: String] = [:]
-        for module in ["FormAttestServer", "FormAttestFlows", "FormAttestForm", "AppAttest", "AppleReceiptExchange", "SQLiteAttestStore", "MongoAttestStore"] {
+        for module in [
+            "FormAttestServer", "FormAttestFlows", "FormAttestForm", "AppAttest", "AppleReceiptExchange", "SQLiteAttestStore", "MongoAttestStore",
+        ] {
             let directory = repositoryDirectory.appendingPathComponent("Sources/\(module)")
             let enumerator = try #require(FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil))
             for case let url as URL in enumerator where url.pathExtension == "swift" {
@@ -57,7 +59,8 @@ struct ErrorCatalogTests {
         }
         let status = Dictionary(ErrorCatalog.entries.map { ($0.code, $0.status) }) { first, _ in first }
         let expected: [String: Int] = [
-            "request_timeout": 408, "body_too_large": 413, "replay": 409, "nonce_mismatch": 401, "malformed_attestation": 400, "store_unavailable": 503,
+            "request_timeout": 408, "body_too_large": 413, "replay": 409, "nonce_mismatch": 401, "malformed_attestation": 400,
+            "store_unavailable": 503,
             "timestamp_outside_window": 422, "requires_reattestation": 428, "rate_limited": 429, "session_mismatch": 403, "unauthenticated": 401,
             "key_already_registered": 409, "receipt_exchange_unavailable": 502, "not_found": 404,
         ]
@@ -79,10 +82,13 @@ struct ErrorCatalogTests {
             let health = try await client.send(.get, "/healthz", template: "/healthz")
             #expect(metrics.status == 404 && admin.status == 404 && health.status == 200, "\(metrics.status) \(admin.status) \(health.status)")
         }
-        let operators = Application(router: FormAttestApplication.operatorRouter(configuration: harness.configuration, store: harness.store), logger: Logger(label: "test"))
+        let operators = Application(
+            router: FormAttestApplication.operatorRouter(configuration: harness.configuration, store: harness.store), logger: Logger(label: "test"))
         try await operators.test(.router) { client in
             try await client.execute(uri: "/metrics", method: .get) { #expect($0.status == .ok) }
-            try await client.execute(uri: "/admin/users/alice/keys", method: .get, headers: [.authorization: "Bearer \(secret)"]) { #expect($0.status == .ok) }
+            try await client.execute(uri: "/admin/users/alice/keys", method: .get, headers: [.authorization: "Bearer \(secret)"]) {
+                #expect($0.status == .ok)
+            }
             try await client.execute(uri: "/admin/users/alice/keys", method: .get) { #expect($0.status == .unauthorized) }
             try await client.execute(uri: "/healthz", method: .get) { #expect($0.status == .notFound) }
         }

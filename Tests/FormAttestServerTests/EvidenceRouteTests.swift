@@ -6,8 +6,8 @@
 import AppAttest
 import AppAttestSimulator
 import CanonicalJSON
-import FormAttestForm
 import FormAttestEvidence
+import FormAttestForm
 import FormAttestServer
 import FormAttestTokens
 import Foundation
@@ -42,7 +42,8 @@ struct EvidenceRouteTests {
             let form = ServiceHarness.form(amount: "99.00")
             let assertion = try await ServiceHarness.assertion(client, keyID: keyID, form: form)
             let request: [(String, JSONValue)] = [
-                ("username", .string(JSONString("alice"))), ("keyId", .string(JSONString(keyID))), ("assertion", .string(JSONString(assertion))), ("form", form),
+                ("username", .string(JSONString("alice"))), ("keyId", .string(JSONString(keyID))), ("assertion", .string(JSONString(assertion))),
+                ("form", form),
             ]
             let asserted = try await client.post("/api/appattest/assert", request)
             try #require(asserted.status == 200)
@@ -75,7 +76,8 @@ struct EvidenceRouteTests {
             try #require(next.status == 200)
             #expect(next.json?["evidenceArchived"] == .bool(false))
             let inline = try #require(next.json?["evidence"])
-            let third = try await SignedEvidence.verify(inline.canonicalBytes, signers: signers, trustAnchors: anchors, receiptTrustAnchors: receiptAnchors)
+            let third = try await SignedEvidence.verify(
+                inline.canonicalBytes, signers: signers, trustAnchors: anchors, receiptTrustAnchors: receiptAnchors)
             #expect(third.id == next.json?["evidenceId"]?.stringValue)
             #expect(third.record.counter == 2)
         }
@@ -119,7 +121,9 @@ struct EvidenceRouteTests {
         }
     }
 
-    @Test("a form judged at a sub-millisecond clock is judged at the millisecond its record states: at the window's edge it is refused, or its record verifies")
+    @Test(
+        "a form judged at a sub-millisecond clock is judged at the millisecond its record states: at the window's edge it is refused, or its record verifies"
+    )
     func windowEdge() async throws {
         let second = Date().timeIntervalSince1970.rounded(.down)
         var harness = try ServiceHarness()
@@ -145,7 +149,8 @@ struct EvidenceRouteTests {
                     accepted += 1
                     let evidence = try #require(answer.json?["evidence"])
                     do {
-                        _ = try await SignedEvidence.verify(evidence.canonicalBytes, signers: signers, trustAnchors: anchors, receiptTrustAnchors: receiptAnchors)
+                        _ = try await SignedEvidence.verify(
+                            evidence.canonicalBytes, signers: signers, trustAnchors: anchors, receiptTrustAnchors: receiptAnchors)
                     } catch {
                         Issue.record("a form accepted with timestamp \(timestamp) has a record that does not verify: \(error)")
                     }

@@ -4,12 +4,12 @@
 //===----------------------------------------------------------------------===//
 
 import CanonicalJSON
-import FormAttestForm
 import FormAttestFlows
+import FormAttestForm
 import FormAttestServer
 import FormAttestTokens
-import HTTPTypes
 import Foundation
+import HTTPTypes
 import Testing
 
 /// A store whose writes fail (as a full, read-only or locked SQLite file does) while reads still
@@ -45,7 +45,9 @@ actor WriteFailingStore: OperationalAttestationStore {
         try await self.inner.requireReattestation(keyID: keyID)
     }
     func keys(username: String) async throws(StoreError) -> [StoredKey] { try await self.inner.keys(username: username) }
-    func countKeys(username: String, _ filter: KeyCountFilter) async throws(StoreError) -> Int { try await self.inner.countKeys(username: username, filter) }
+    func countKeys(username: String, _ filter: KeyCountFilter) async throws(StoreError) -> Int {
+        try await self.inner.countKeys(username: username, filter)
+    }
     func keys(username: String, after position: KeyPosition?, limit: Int) async throws(StoreError) -> [StoredKey] {
         try await self.inner.keys(username: username, after: position, limit: limit)
     }
@@ -84,7 +86,9 @@ actor WriteFailingStore: OperationalAttestationStore {
         try self.write()
         try await self.inner.commitAssertion(commit)
     }
-    func loadPasskey(credentialID: [UInt8]) async throws(StoreError) -> StoredPasskey? { try await self.inner.loadPasskey(credentialID: credentialID) }
+    func loadPasskey(credentialID: [UInt8]) async throws(StoreError) -> StoredPasskey? {
+        try await self.inner.loadPasskey(credentialID: credentialID)
+    }
     func passkeys(username: String) async throws(StoreError) -> [StoredPasskey] { try await self.inner.passkeys(username: username) }
     func passkeys(username: String, after position: KeyPosition?, limit: Int) async throws(StoreError) -> [StoredPasskey] {
         try await self.inner.passkeys(username: username, after: position, limit: limit)
@@ -125,7 +129,8 @@ struct HostileRouteTests {
         let store = harness.store
         try await harness.run { client in
             for query in ["bob%00x", "bob%01", "bob%7F", "bob%C2%85", "%00", "a%0Ab"] {
-                let answer = try await client.send(.get, "/api/appattest/challenge?purpose=form&username=\(query)", template: "/api/appattest/challenge")
+                let answer = try await client.send(
+                    .get, "/api/appattest/challenge?purpose=form&username=\(query)", template: "/api/appattest/challenge")
                 #expect(answer.status == 400 && answer.errorCode == "invalid_request", "\(query): \(answer.status)")
             }
             // alice\0evil tries to register a key (a genuine attestation over a genuine form).
@@ -134,7 +139,10 @@ struct HostileRouteTests {
             let keyID = try #require(simulated.json?["keyId"]?.stringValue)
             let attest = try await client.post(
                 "/api/appattest/attest",
-                [("username", Self.text("alice\u{0}evil")), ("keyId", Self.text(keyID)), ("attestationObject", simulated.json?["attestationObject"] ?? .null), ("form", form)]
+                [
+                    ("username", Self.text("alice\u{0}evil")), ("keyId", Self.text(keyID)),
+                    ("attestationObject", simulated.json?["attestationObject"] ?? .null), ("form", form),
+                ]
             )
             #expect(attest.status == 400 && attest.errorCode == "invalid_request", "\(attest.status) \(attest.errorCode ?? "")")
             #expect(try await store.loadKey(keyID: try #require(Base64URL.decode(keyID))) == nil)
@@ -144,8 +152,10 @@ struct HostileRouteTests {
             let evilForm = ServiceHarness.form(user: "alice\u{0}evil")
             let assert = try await client.post(
                 "/api/appattest/assert",
-                [("username", Self.text("alice\u{0}evil")), ("keyId", Self.text(aliceKey)),
-                 ("assertion", Self.text(try await ServiceHarness.assertion(client, keyID: aliceKey, form: evilForm))), ("form", evilForm)]
+                [
+                    ("username", Self.text("alice\u{0}evil")), ("keyId", Self.text(aliceKey)),
+                    ("assertion", Self.text(try await ServiceHarness.assertion(client, keyID: aliceKey, form: evilForm))), ("form", evilForm),
+                ]
             )
             #expect(assert.status == 400 && assert.errorCode == "invalid_request")
         }
@@ -229,7 +239,10 @@ struct HostileRouteTests {
         try await harness.run { client in
             let form = Array(#"{"amount":9007199254740993,"timestamp":"\#(RFC3339Now.text)","username":"alice","nonce":"n"}"#.utf8)
             for path in ["/api/dev/simulate", "/api/appattest/assert", "/api/appattest/attest", "/api/appattest/register-pooled"] {
-                let body = Array(#"{"action":"attest","username":"alice","keyId":"AA","assertion":"AA","attestationObject":"AA","poolChallenge":"AA","form":"#.utf8) + form + Array("}".utf8)
+                let body =
+                    Array(
+                        #"{"action":"attest","username":"alice","keyId":"AA","assertion":"AA","attestationObject":"AA","poolChallenge":"AA","form":"#
+                            .utf8) + form + Array("}".utf8)
                 let answer = try await client.send(.post, path, template: path, body: body)
                 #expect(answer.status == 400 && answer.errorCode == "form_inexact_number", "\(path): \(answer.status) \(answer.errorCode ?? "")")
             }
@@ -247,7 +260,8 @@ enum RFC3339Now {
 }
 
 struct PackedRouteTests {
-    @Test("with an attestation authority configured, a registration's answer carries a packed attestation of the key, over the attested clientDataHash")
+    @Test(
+        "with an attestation authority configured, a registration's answer carries a packed attestation of the key, over the attested clientDataHash")
     func packedInAnswer() async throws {
         var harness = try ServiceHarness()
         let (authority, _) = try PackedAttestationAuthority.generate(organization: "FormAttest Test Bank", country: "DE")

@@ -8,8 +8,8 @@ import FormAttestFlows
 import FormAttestForm
 import FormAttestServer
 import FormAttestTestSupport
-import HTTPTypes
 import Foundation
+import HTTPTypes
 import Testing
 import WebAuthn
 
@@ -67,7 +67,10 @@ struct PasskeyRouteTests {
             let passkey = try Self.json(device.sign(challenge: try Self.hash(form)))
             let both = try await client.post(
                 "/api/appattest/assert",
-                [("username", Self.text("alice")), ("keyId", Self.text(keyID)), ("assertion", Self.text(assertion)), ("passkey", passkey), ("form", form)])
+                [
+                    ("username", Self.text("alice")), ("keyId", Self.text(keyID)), ("assertion", Self.text(assertion)), ("passkey", passkey),
+                    ("form", form),
+                ])
             #expect(both.status == 200, "\(String(decoding: both.body, as: UTF8.self))")
             #expect(both.json?["factors"] == .array([Self.text("app-attest"), Self.text("passkey")]))
             #expect(both.json?["passkey"]?["userVerified"] == .bool(true) && both.json?["keyId"]?.stringValue == keyID)
@@ -82,10 +85,12 @@ struct PasskeyRouteTests {
             // The same form again: the key alone, the passkey alone, both (new assertions each).
             let again = try await ServiceHarness.assertion(client, keyID: keyID, form: form)
             let keyAlone = try await client.post(
-                "/api/appattest/assert", [("username", Self.text("alice")), ("keyId", Self.text(keyID)), ("assertion", Self.text(again)), ("form", form)])
+                "/api/appattest/assert",
+                [("username", Self.text("alice")), ("keyId", Self.text(keyID)), ("assertion", Self.text(again)), ("form", form)])
             #expect(keyAlone.status == 409 && keyAlone.errorCode == "replay", "\(keyAlone.status) \(keyAlone.errorCode ?? "")")
             let passkeyAlone = try await client.post(
-                "/api/appattest/assert", [("username", Self.text("alice")), ("passkey", try Self.json(device.sign(challenge: try Self.hash(form)))), ("form", form)])
+                "/api/appattest/assert",
+                [("username", Self.text("alice")), ("passkey", try Self.json(device.sign(challenge: try Self.hash(form)))), ("form", form)])
             #expect(passkeyAlone.status == 409 && passkeyAlone.errorCode == "replay", "\(passkeyAlone.status) \(passkeyAlone.errorCode ?? "")")
         }
         // Every answer above (options, registration, Confirmed, Asserted-path errors) as the
@@ -93,7 +98,9 @@ struct PasskeyRouteTests {
         try await OpenAPIConformance.check(harness.recorder)
     }
 
-    @Test("under the passkey policy a transfer with App Attest alone is 403 passkey_required, a passkey over another form 401, a login needs App Attest alone")
+    @Test(
+        "under the passkey policy a transfer with App Attest alone is 403 passkey_required, a passkey over another form 401, a login needs App Attest alone"
+    )
     func policyAndMismatch() async throws {
         let harness = try Self.harness()
         try await harness.run { client in
@@ -103,20 +110,25 @@ struct PasskeyRouteTests {
             let transfer = ServiceHarness.form()
             let assertion = try await ServiceHarness.assertion(client, keyID: keyID, form: transfer)
             let alone = try await client.post(
-                "/api/appattest/assert", [("username", Self.text("alice")), ("keyId", Self.text(keyID)), ("assertion", Self.text(assertion)), ("form", transfer)])
+                "/api/appattest/assert",
+                [("username", Self.text("alice")), ("keyId", Self.text(keyID)), ("assertion", Self.text(assertion)), ("form", transfer)])
             #expect(alone.status == 403 && alone.errorCode == "passkey_required", "\(alone.status) \(alone.errorCode ?? "")")
             // The passkey signed another form (the amount changed): refused, and nothing recorded.
             let other = try Self.json(device.sign(challenge: try Self.hash(ServiceHarness.form(amount: "9999.00"))))
             let mismatch = try await client.post(
                 "/api/appattest/assert",
-                [("username", Self.text("alice")), ("keyId", Self.text(keyID)), ("assertion", Self.text(assertion)), ("passkey", other), ("form", transfer)])
+                [
+                    ("username", Self.text("alice")), ("keyId", Self.text(keyID)), ("assertion", Self.text(assertion)), ("passkey", other),
+                    ("form", transfer),
+                ])
             #expect(mismatch.status == 401 && mismatch.errorCode == "passkey_challenge_mismatch", "\(mismatch.status) \(mismatch.errorCode ?? "")")
             #expect(try await harness.store.isFormHashRecorded(try Self.hash(transfer), now: Date()) == false)
             // A form that is not a transfer needs App Attest alone, through the same endpoint as before.
             let login = ServiceHarness.form(action: "login")
             let loginAssertion = try await ServiceHarness.assertion(client, keyID: keyID, form: login)
             let accepted = try await client.post(
-                "/api/appattest/assert", [("username", Self.text("alice")), ("keyId", Self.text(keyID)), ("assertion", Self.text(loginAssertion)), ("form", login)])
+                "/api/appattest/assert",
+                [("username", Self.text("alice")), ("keyId", Self.text(keyID)), ("assertion", Self.text(loginAssertion)), ("form", login)])
             #expect(accepted.status == 200 && accepted.json?["factors"] == nil, "\(accepted.status)")
             // Its JWS states the App Attest key alone, as before passkeys: no amr, no passkey claim.
             let token = try #require(accepted.json?["formats"]?["serverAttestation"]?.stringValue)
@@ -125,7 +137,9 @@ struct PasskeyRouteTests {
         }
     }
 
-    @Test("a registration is refused with its code: a used challenge 422, another origin 401, a malformed body 400; without passkey settings 422 passkeys_disabled")
+    @Test(
+        "a registration is refused with its code: a used challenge 422, another origin 401, a malformed body 400; without passkey settings 422 passkeys_disabled"
+    )
     func registrationRefusals() async throws {
         let harness = try Self.harness()
         try await harness.run { client in
@@ -150,7 +164,10 @@ struct PasskeyRouteTests {
             #expect(used.status == 422 && used.errorCode == "challenge_invalid", "\(used.status) \(used.errorCode ?? "")")
             let malformed = try await client.post(
                 "/api/passkeys/register",
-                [("username", Self.text("alice")), ("challenge", Self.text(challenge)), ("userHandle", Self.text(userHandle)), ("credential", Self.text("x"))])
+                [
+                    ("username", Self.text("alice")), ("challenge", Self.text(challenge)), ("userHandle", Self.text(userHandle)),
+                    ("credential", Self.text("x")),
+                ])
             #expect(malformed.status == 400 && malformed.errorCode == "invalid_request", "\(malformed.status) \(malformed.errorCode ?? "")")
         }
         let disabled = try Self.harness(passkeys: false)
@@ -159,7 +176,9 @@ struct PasskeyRouteTests {
             #expect(options.status == 422 && options.errorCode == "passkeys_disabled", "\(options.status) \(options.errorCode ?? "")")
         }
     }
-    @Test("the registration's answer carries the FIDO2 wrapper's passkey counterpart: the credential as stored, the registration as sent, verifiable again")
+    @Test(
+        "the registration's answer carries the FIDO2 wrapper's passkey counterpart: the credential as stored, the registration as sent, verifiable again"
+    )
     func fido2Wrapper() async throws {
         let harness = try Self.harness()
         try await harness.run { client in
@@ -173,7 +192,8 @@ struct PasskeyRouteTests {
             let id = Base64URL.encode(device.credentialID)
             #expect(credential["id"]?.stringValue == id && credential["rawId"]?.stringValue == id)
             #expect(credential["type"]?.stringValue == "public-key" && credential["publicKeyAlgorithm"] == .number(-7))
-            #expect(credential["attestationFormat"]?.stringValue == "none" && credential["aaguid"]?.stringValue == "00000000-0000-0000-0000-000000000000")
+            #expect(
+                credential["attestationFormat"]?.stringValue == "none" && credential["aaguid"]?.stringValue == "00000000-0000-0000-0000-000000000000")
             #expect(credential["backupEligible"] == .bool(true) && credential["backedUp"] == .bool(true))
             #expect(credential["transports"] == .array([Self.text("internal"), Self.text("hybrid")]))
             #expect(credential["userVerified"] == nil, "a ceremony's flag, not the credential's")
@@ -185,17 +205,17 @@ struct PasskeyRouteTests {
             let clientDataJSON = try #require(original["clientDataJSON"]?.stringValue.flatMap(Base64URL.decode))
             let challenge = try #require(try Self.json(clientDataJSON)["challenge"]?.stringValue.flatMap(Base64URL.decode))
             let response = JSONValue.object(
-                    JSONObject(constantMembers: [
-                        ("id", Self.text(id)), ("rawId", Self.text(id)), ("type", Self.text("public-key")),
-                        (
-                            "response",
-                            .object(
-                                JSONObject(constantMembers: [
-                                    ("clientDataJSON", Self.text(Base64URL.encode(clientDataJSON))),
-                                    ("attestationObject", try #require(original["attestationObject"])),
-                                ]))
-                        ),
-                    ])
+                JSONObject(constantMembers: [
+                    ("id", Self.text(id)), ("rawId", Self.text(id)), ("type", Self.text("public-key")),
+                    (
+                        "response",
+                        .object(
+                            JSONObject(constantMembers: [
+                                ("clientDataJSON", Self.text(Base64URL.encode(clientDataJSON))),
+                                ("attestationObject", try #require(original["attestationObject"])),
+                            ]))
+                    ),
+                ])
             ).canonicalBytes
             let verifier = try WebAuthnVerifier(policy: PasskeyDevice.policy())
             let again = try await verifier.verifyRegistration(json: response, challenge: challenge, at: Date())
@@ -205,7 +225,9 @@ struct PasskeyRouteTests {
         try await OpenAPIConformance.check(harness.recorder)
     }
 
-    @Test("operators list a user's passkeys a page at a time and revoke one: its next assertion is 401 passkey_revoked; bad ids 400, unknown 404, no secret 401")
+    @Test(
+        "operators list a user's passkeys a page at a time and revoke one: its next assertion is 401 passkey_revoked; bad ids 400, unknown 404, no secret 401"
+    )
     func adminPasskeys() async throws {
         let adminSecret = String(repeating: "z", count: 48)
         var harness = try Self.harness()
@@ -219,7 +241,8 @@ struct PasskeyRouteTests {
             #expect(try await Self.register(first, client).status == 200)
             // A second passkey needs the first's approval.
             let unapproved = try await Self.register(second, client)
-            #expect(unapproved.status == 403 && unapproved.errorCode == "passkey_approval_required", "\(unapproved.status) \(unapproved.errorCode ?? "")")
+            #expect(
+                unapproved.status == 403 && unapproved.errorCode == "passkey_approval_required", "\(unapproved.status) \(unapproved.errorCode ?? "")")
             let approved = try await Self.register(second, client, approver: first)
             #expect(approved.status == 200, "\(approved.status) \(approved.errorCode ?? "")")
             let admin = client.with(bearer: adminSecret)
@@ -228,7 +251,8 @@ struct PasskeyRouteTests {
             var after: String?
             var pages = 0
             repeat {
-                let page = try await admin.send(.get, "/admin/users/alice/passkeys?limit=1" + (after.map { "&after=\($0)" } ?? ""), template: template)
+                let page = try await admin.send(
+                    .get, "/admin/users/alice/passkeys?limit=1" + (after.map { "&after=\($0)" } ?? ""), template: template)
                 try #require(page.status == 200, "\(page.status) \(page.errorCode ?? "")")
                 #expect(page.json?["totalPasskeys"] == .number(2) && page.json?["activePasskeys"] == .number(2))
                 #expect(page.json?["recentRegistrations"] == .number(2))
@@ -251,16 +275,19 @@ struct PasskeyRouteTests {
             #expect(listing.json?["activePasskeys"] == .number(1) && listing.json?["totalPasskeys"] == .number(2))
             let form = ServiceHarness.form(action: "login")
             let refused = try await client.post(
-                "/api/appattest/assert", [("username", Self.text("alice")), ("passkey", try Self.json(first.sign(challenge: try Self.hash(form)))), ("form", form)])
+                "/api/appattest/assert",
+                [("username", Self.text("alice")), ("passkey", try Self.json(first.sign(challenge: try Self.hash(form)))), ("form", form)])
             #expect(refused.status == 401 && refused.errorCode == "passkey_revoked", "\(refused.status) \(refused.errorCode ?? "")")
 
             // An id nobody registered; ids that are not 1 to 1023 bytes of base64url; no secret.
             let unknown = try await admin.send(
-                .post, "/admin/passkeys/\(Base64URL.encode([UInt8](repeating: 7, count: 16)))/revoke", template: "/admin/passkeys/{credentialId}/revoke")
+                .post, "/admin/passkeys/\(Base64URL.encode([UInt8](repeating: 7, count: 16)))/revoke",
+                template: "/admin/passkeys/{credentialId}/revoke")
             #expect(unknown.status == 404 && unknown.errorCode == "unknown_passkey", "\(unknown.status) \(unknown.errorCode ?? "")")
             for bad in ["x", "%2B%2F", String(repeating: "A", count: 1366), "AA=A"] {
                 let answer = try await admin.send(.post, "/admin/passkeys/\(bad)/revoke", template: "/admin/passkeys/{credentialId}/revoke")
-                #expect(answer.status == 400 && answer.errorCode == "invalid_request", "\(bad.prefix(10)): \(answer.status) \(answer.errorCode ?? "")")
+                #expect(
+                    answer.status == 400 && answer.errorCode == "invalid_request", "\(bad.prefix(10)): \(answer.status) \(answer.errorCode ?? "")")
             }
             for query in ["limit=0", "after=x", "after=\(Base64URL.encode([UInt8](repeating: 7, count: 16)))", "limit=1&limit=2"] {
                 let answer = try await admin.send(.get, "/admin/users/alice/passkeys?" + query, template: template)
@@ -271,7 +298,8 @@ struct PasskeyRouteTests {
             #expect(bobs.status == 400 && bobs.errorCode == "invalid_request")
             let anonymous = try await client.send(.get, "/admin/users/alice/passkeys", template: template)
             #expect(anonymous.status == 401)
-            let anonymousRevoke = try await client.send(.post, "/admin/passkeys/\(Base64URL.encode(second.credentialID))/revoke", template: "/admin/passkeys/{credentialId}/revoke")
+            let anonymousRevoke = try await client.send(
+                .post, "/admin/passkeys/\(Base64URL.encode(second.credentialID))/revoke", template: "/admin/passkeys/{credentialId}/revoke")
             #expect(anonymousRevoke.status == 401)
             #expect(try await store.loadPasskey(credentialID: second.credentialID)?.revokedAt == nil, "nothing changed")
         }

@@ -7,8 +7,8 @@ import AppAttest
 import AppAttestSimulator
 import CanonicalJSON
 import Crypto
-import FormAttestForm
 import FormAttestFlows
+import FormAttestForm
 import FormAttestResponses
 import FormAttestTestSupport
 import Foundation
@@ -38,7 +38,9 @@ struct ResponseConformanceTests {
 
     /// A verified macOS 27 attestation (signals and access control present), an assertion by
     /// the same key, and a plain iOS 14-26 attestation (neither).
-    static func verified() async throws -> (mac: VerifiedAttestation, plain: VerifiedAttestation, assertion: VerifiedAssertion, key: P256.Signing.PublicKey) {
+    static func verified() async throws -> (
+        mac: VerifiedAttestation, plain: VerifiedAttestation, assertion: VerifiedAssertion, key: P256.Signing.PublicKey
+    ) {
         let authority = try SimulatedAttestationAuthority(seed: 5)
         let policy = AppAttestPolicy(
             appIDs: [Self.appID], environments: [.development, .production], trustAnchors: [authority.rootCertificate],
@@ -77,7 +79,8 @@ struct ResponseConformanceTests {
         revokedPasskey.revokedAt = Self.time
         let (mac, plain, assertion, publicKey) = try await Self.verified()
         let challenge = IssuedChallenge(
-            value: Array(repeating: 1, count: 32), purpose: .form, username: "alice", issuedAt: Self.time, expiresAt: Self.time.addingTimeInterval(300)
+            value: Array(repeating: 1, count: 32), purpose: .form, username: "alice", issuedAt: Self.time,
+            expiresAt: Self.time.addingTimeInterval(300)
         )
         let formats = JSONValue.object(JSONObject(constantMembers: [("serverAttestation", .string(JSONString("aGVhZA.cGF5bG9hZA.c2ln")))]))
         let evidence = EvidenceFields(
@@ -90,7 +93,9 @@ struct ResponseConformanceTests {
             )
         )
         let fido2 = JSONValue.object(
-            JSONObject(constantMembers: [("fido2Wrapper", .object(JSONObject(constantMembers: []))), ("serverAttestation", .string(JSONString("aGVhZA.cGF5bG9hZA.c2ln")))])
+            JSONObject(constantMembers: [
+                ("fido2Wrapper", .object(JSONObject(constantMembers: []))), ("serverAttestation", .string(JSONString("aGVhZA.cGF5bG9hZA.c2ln"))),
+            ])
         )
         var revoked = StoredKey(
             keyID: mac.keyID, username: "alice", publicKey: Array(mac.publicKey.x963Representation), counter: 3, appID: Self.appID,
@@ -119,7 +124,9 @@ struct ResponseConformanceTests {
                 )
             ),
             try Sample(
-                RegisteredResponse(plain, counter: 0, formHash: Array(repeating: 4, count: 32), formats: fido2, recentRegistrations: nil, evidence: nil, nextChallenge: nil)
+                RegisteredResponse(
+                    plain, counter: 0, formHash: Array(repeating: 4, count: 32), formats: fido2, recentRegistrations: nil, evidence: nil,
+                    nextChallenge: nil)
             ),
             try Sample(
                 AssertedResponse(
@@ -129,14 +136,16 @@ struct ResponseConformanceTests {
             ),
             try Sample(
                 AssertedResponse(
-                    keyID: plain.keyID, counter: 7, formHash: Array(repeating: 5, count: 32), formats: formats, extensions: nil, evidence: nil, nextChallenge: nil
+                    keyID: plain.keyID, counter: 7, formHash: Array(repeating: 5, count: 32), formats: formats, extensions: nil, evidence: nil,
+                    nextChallenge: nil
                 )
             ),
             try Sample(SimulatedResponse(keyID: mac.keyID, clientDataHash: Array(repeating: 6, count: 32), attestationObject: [1, 2, 3])),
             try Sample(SimulatedResponse(keyID: mac.keyID, clientDataHash: Array(repeating: 6, count: 32), assertion: [4, 5, 6])),
             try Sample(KeyListingResponse(username: "alice", keys: [revoked, active], now: Self.time)),
             try Sample(KeyListingResponse(username: "bob", keys: [], now: Self.time)),
-            try Sample(KeyListingResponse(username: "alice", page: [revoked], activeKeys: 1, recentRegistrations: 2, totalKeys: 2, next: revoked.keyID)),
+            try Sample(
+                KeyListingResponse(username: "alice", page: [revoked], activeKeys: 1, recentRegistrations: 2, totalKeys: 2, next: revoked.keyID)),
             try Sample(KeyListingResponse(username: "alice", page: [], activeKeys: 0, recentRegistrations: 0, totalKeys: 0, next: nil)),
             try Sample(RevocationResponse(keyID: mac.keyID, revokedAt: Self.time)),
             try Sample(report),
@@ -147,16 +156,24 @@ struct ResponseConformanceTests {
             try Sample(
                 PasskeyOptionsResponse(
                     challenge: IssuedChallenge(
-                        value: Array(repeating: 8, count: 32), purpose: .passkey, username: "alice", issuedAt: Self.time, expiresAt: Self.time.addingTimeInterval(120)),
+                        value: Array(repeating: 8, count: 32), purpose: .passkey, username: "alice", issuedAt: Self.time,
+                        expiresAt: Self.time.addingTimeInterval(120)),
                     userHandle: Array(repeating: 9, count: 32), relyingPartyID: "bank.example", excludeCredentials: [Array(repeating: 1, count: 16)])
             ),
-            try Sample(PasskeyRegisteredResponse(passkey: Self.passkey, aaguid: "00000000-0000-0000-0000-000000000000", userVerified: true, attestationAnchored: nil)),
-            try Sample(PasskeyRegisteredResponse(passkey: Self.passkey, aaguid: "adce0002-35bc-c60a-648b-0b25f1f05503", userVerified: false, attestationAnchored: true)),
+            try Sample(
+                PasskeyRegisteredResponse(
+                    passkey: Self.passkey, aaguid: "00000000-0000-0000-0000-000000000000", userVerified: true, attestationAnchored: nil)),
+            try Sample(
+                PasskeyRegisteredResponse(
+                    passkey: Self.passkey, aaguid: "adce0002-35bc-c60a-648b-0b25f1f05503", userVerified: false, attestationAnchored: true)),
             try Sample(
                 ConfirmedResponse(
-                    formHash: Array(repeating: 5, count: 32), key: revoked, passkey: Self.confirmedPasskey, formats: formats, nextChallenge: ChallengeResponse(challenge))
+                    formHash: Array(repeating: 5, count: 32), key: revoked, passkey: Self.confirmedPasskey, formats: formats,
+                    nextChallenge: ChallengeResponse(challenge))
             ),
-            try Sample(ConfirmedResponse(formHash: Array(repeating: 5, count: 32), key: nil, passkey: Self.confirmedPasskey, formats: nil, nextChallenge: nil)),
+            try Sample(
+                ConfirmedResponse(
+                    formHash: Array(repeating: 5, count: 32), key: nil, passkey: Self.confirmedPasskey, formats: nil, nextChallenge: nil)),
             try Sample(
                 PasskeyListingResponse(
                     username: "alice", page: [Self.passkey, revokedPasskey], activePasskeys: 1, recentRegistrations: 2, totalPasskeys: 3,
@@ -201,7 +218,8 @@ struct ResponseConformanceTests {
         var extra = try Sample(RevocationResponse(keyID: Array(repeating: 1, count: 32), revokedAt: Self.time))
         extra.body = String(extra.body.dropLast()) + #","unexpected":true}"#
         var wrongKeyId = try Sample(RevocationResponse(keyID: Array(repeating: 1, count: 32), revokedAt: Self.time))
-        wrongKeyId.body = wrongKeyId.body.replacingOccurrences(of: Base64URL.encode(Array(repeating: 1, count: 32)), with: "0101010101010101010101010101010101010101010101010101010101010101")
+        wrongKeyId.body = wrongKeyId.body.replacingOccurrences(
+            of: Base64URL.encode(Array(repeating: 1, count: 32)), with: "0101010101010101010101010101010101010101010101010101010101010101")
         for sample in [missing, extra, wrongKeyId] {
             let result = try await Self.check([sample])
             #expect(result.status != 0, "\(sample.body): \(result.output)")
@@ -225,13 +243,17 @@ struct ResponseConformanceTests {
     func membersEqualTheEncodableEncoding() async throws {
         let (mac, plain, assertion, _) = try await Self.verified()
         let challenge = ChallengeResponse(
-            IssuedChallenge(value: Array(repeating: 7, count: 32), purpose: .form, username: "alice", issuedAt: Self.time, expiresAt: Self.time.addingTimeInterval(300))
+            IssuedChallenge(
+                value: Array(repeating: 7, count: 32), purpose: .form, username: "alice", issuedAt: Self.time,
+                expiresAt: Self.time.addingTimeInterval(300))
         )
         #expect(challenge.jsonValue() == (try JSONValueEncoder().encode(challenge)))
         let formats = JSONValue.object(JSONObject(constantMembers: [("serverAttestation", .string(JSONString("aGVhZA.cGF5bG9hZA.c2ln")))]))
         let envelope = JSONValue.object(JSONObject(constantMembers: [("payload", .string(JSONString("cGF5bG9hZA")))]))
         let answers = [
-            AssertedResponse(keyID: plain.keyID, counter: 7, formHash: Array(repeating: 5, count: 32), formats: formats, extensions: nil, evidence: nil, nextChallenge: nil),
+            AssertedResponse(
+                keyID: plain.keyID, counter: 7, formHash: Array(repeating: 5, count: 32), formats: formats, extensions: nil, evidence: nil,
+                nextChallenge: nil),
             AssertedResponse(
                 keyID: mac.keyID, counter: UInt32.max, formHash: Array(repeating: 5, count: 32), formats: formats, extensions: assertion.extensions,
                 evidence: EvidenceFields(id: "aWQ", archived: true, envelope: envelope), nextChallenge: challenge
@@ -245,7 +267,9 @@ struct ResponseConformanceTests {
         for answer in answers {
             let built = try answer.jsonValue()
             let encoded = try JSONValueEncoder().encode(answer)
-            #expect(built == encoded, "\(String(decoding: built.canonicalBytes, as: UTF8.self)) != \(String(decoding: encoded.canonicalBytes, as: UTF8.self))")
+            #expect(
+                built == encoded,
+                "\(String(decoding: built.canonicalBytes, as: UTF8.self)) != \(String(decoding: encoded.canonicalBytes, as: UTF8.self))")
         }
     }
 
@@ -253,7 +277,9 @@ struct ResponseConformanceTests {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("responses-\(UUID().uuidString).jsonl")
         defer { try? FileManager.default.removeItem(at: file) }
         let lines = try samples.map { sample in
-            String(decoding: try JSONSerialization.data(withJSONObject: ["type": sample.type, "schema": sample.schema, "body": sample.body], options: [.sortedKeys]), as: UTF8.self)
+            String(
+                decoding: try JSONSerialization.data(
+                    withJSONObject: ["type": sample.type, "schema": sample.schema, "body": sample.body], options: [.sortedKeys]), as: UTF8.self)
         }
         try Data((lines.joined(separator: "\n") + "\n").utf8).write(to: file)
         return try await PythonCheck(venv: ".venv-interop", overrideVariable: "FORMATTEST_INTEROP_PYTHON").run(

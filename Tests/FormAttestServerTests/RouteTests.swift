@@ -5,13 +5,13 @@
 
 import AppAttest
 import CanonicalJSON
-import FormAttestForm
 import FormAttestFlows
+import FormAttestForm
 import FormAttestServer
 import FormAttestTestSupport
 import FormAttestTokens
-import HTTPTypes
 import Foundation
+import HTTPTypes
 import JWTKit
 import Testing
 
@@ -58,7 +58,9 @@ struct RouteTests {
             // Sign forms with the key.
             let payment = ServiceHarness.form(amount: "25.00")
             let assertion = try await ServiceHarness.assertion(client, keyID: keyID, form: payment)
-            let assertBody: [(String, JSONValue)] = [("username", Self.text("alice")), ("keyId", Self.text(keyID)), ("assertion", Self.text(assertion)), ("form", payment)]
+            let assertBody: [(String, JSONValue)] = [
+                ("username", Self.text("alice")), ("keyId", Self.text(keyID)), ("assertion", Self.text(assertion)), ("form", payment),
+            ]
             let signed = try await client.post("/api/appattest/assert", assertBody)
             #expect(signed.status == 200)
             #expect(signed.json?["counter"] == .number(1))
@@ -71,20 +73,40 @@ struct RouteTests {
 
             // 401: a signature over another form; an unknown key.
             let otherForm = ServiceHarness.form(amount: "9999.00")
-            let tampered = try await client.post("/api/appattest/assert", [("username", Self.text("alice")), ("keyId", Self.text(keyID)), ("assertion", Self.text(try await ServiceHarness.assertion(client, keyID: keyID, form: payment))), ("form", otherForm)])
+            let tampered = try await client.post(
+                "/api/appattest/assert",
+                [
+                    ("username", Self.text("alice")), ("keyId", Self.text(keyID)),
+                    ("assertion", Self.text(try await ServiceHarness.assertion(client, keyID: keyID, form: payment))), ("form", otherForm),
+                ])
             #expect(tampered.status == 401)
             #expect(tampered.errorCode == "signature_invalid")
-            let unknown = try await client.post("/api/appattest/assert", [("username", Self.text("alice")), ("keyId", Self.text(Base64URL.encode([UInt8](repeating: 1, count: 32)))), ("assertion", Self.text(assertion)), ("form", payment)])
+            let unknown = try await client.post(
+                "/api/appattest/assert",
+                [
+                    ("username", Self.text("alice")), ("keyId", Self.text(Base64URL.encode([UInt8](repeating: 1, count: 32)))),
+                    ("assertion", Self.text(assertion)), ("form", payment),
+                ])
             #expect(unknown.status == 401)
             #expect(unknown.errorCode == "key_mismatch")
 
             // 422: an old form; another user's form.
             let old = ServiceHarness.form(at: Date().addingTimeInterval(-3600))
-            let stale = try await client.post("/api/appattest/assert", [("username", Self.text("alice")), ("keyId", Self.text(keyID)), ("assertion", Self.text(try await ServiceHarness.assertion(client, keyID: keyID, form: old))), ("form", old)])
+            let stale = try await client.post(
+                "/api/appattest/assert",
+                [
+                    ("username", Self.text("alice")), ("keyId", Self.text(keyID)),
+                    ("assertion", Self.text(try await ServiceHarness.assertion(client, keyID: keyID, form: old))), ("form", old),
+                ])
             #expect(stale.status == 422)
             #expect(stale.errorCode == "timestamp_outside_window")
             let bobs = ServiceHarness.form(user: "bob")
-            let binding = try await client.post("/api/appattest/assert", [("username", Self.text("alice")), ("keyId", Self.text(keyID)), ("assertion", Self.text(try await ServiceHarness.assertion(client, keyID: keyID, form: bobs))), ("form", bobs)])
+            let binding = try await client.post(
+                "/api/appattest/assert",
+                [
+                    ("username", Self.text("alice")), ("keyId", Self.text(keyID)),
+                    ("assertion", Self.text(try await ServiceHarness.assertion(client, keyID: keyID, form: bobs))), ("form", bobs),
+                ])
             #expect(binding.status == 422)
             #expect(binding.errorCode == "binding_mismatch")
 
@@ -98,14 +120,17 @@ struct RouteTests {
                 #expect(refused.status == 400)
                 #expect(refused.errorCode == "invalid_json")
             }
-            let badBase64 = try await client.post("/api/appattest/assert", [("username", Self.text("alice")), ("keyId", Self.text("%%%")), ("assertion", Self.text(assertion)), ("form", payment)])
+            let badBase64 = try await client.post(
+                "/api/appattest/assert",
+                [("username", Self.text("alice")), ("keyId", Self.text("%%%")), ("assertion", Self.text(assertion)), ("form", payment)])
             #expect(badBase64.status == 400)
             #expect(badBase64.errorCode == "invalid_request")
             let missing = try await client.post("/api/appattest/attest", [("username", Self.text("alice"))])
             #expect(missing.status == 400)
 
             // 413: a body over 64 KiB.
-            let huge = try await client.send(.post, "/api/appattest/assert", template: "/api/appattest/assert", body: Array(repeating: UInt8(ascii: " "), count: 65 * 1024))
+            let huge = try await client.send(
+                .post, "/api/appattest/assert", template: "/api/appattest/assert", body: Array(repeating: UInt8(ascii: " "), count: 65 * 1024))
             #expect(huge.status == 413)
             #expect(huge.errorCode == "body_too_large")
 
@@ -115,9 +140,13 @@ struct RouteTests {
             let earlierAssertion = try await ServiceHarness.assertion(client, keyID: keyID, form: earlier)
             let later = ServiceHarness.form(amount: "2.00")
             let laterAssertion = try await ServiceHarness.assertion(client, keyID: keyID, form: later)
-            let accepted = try await client.post("/api/appattest/assert", [("username", Self.text("alice")), ("keyId", Self.text(keyID)), ("assertion", Self.text(laterAssertion)), ("form", later)])
+            let accepted = try await client.post(
+                "/api/appattest/assert",
+                [("username", Self.text("alice")), ("keyId", Self.text(keyID)), ("assertion", Self.text(laterAssertion)), ("form", later)])
             #expect(accepted.status == 200)
-            let backwards = try await client.post("/api/appattest/assert", [("username", Self.text("alice")), ("keyId", Self.text(keyID)), ("assertion", Self.text(earlierAssertion)), ("form", earlier)])
+            let backwards = try await client.post(
+                "/api/appattest/assert",
+                [("username", Self.text("alice")), ("keyId", Self.text(keyID)), ("assertion", Self.text(earlierAssertion)), ("form", earlier)])
             #expect(backwards.status == 409)
             #expect(backwards.errorCode == "counter_out_of_order")
 
@@ -155,7 +184,13 @@ struct RouteTests {
 
             // 503: the store is down; health says so too; nothing is accepted.
             await store.setUnavailable(true)
-            let down = try await client.post("/api/appattest/assert", [("username", Self.text("alice")), ("keyId", Self.text(keyID)), ("assertion", Self.text(try await ServiceHarness.assertion(client, keyID: keyID, form: ServiceHarness.form()))), ("form", ServiceHarness.form())])
+            let down = try await client.post(
+                "/api/appattest/assert",
+                [
+                    ("username", Self.text("alice")), ("keyId", Self.text(keyID)),
+                    ("assertion", Self.text(try await ServiceHarness.assertion(client, keyID: keyID, form: ServiceHarness.form()))),
+                    ("form", ServiceHarness.form()),
+                ])
             #expect(down.status == 503)
             #expect(down.errorCode == "store_unavailable")
             let unhealthy = try await client.send(.get, "/healthz", template: "/healthz")
@@ -172,13 +207,15 @@ struct RouteTests {
             let pool = try await client.send(.get, "/api/appattest/challenge?purpose=pool", template: "/api/appattest/challenge")
             let poolChallenge = try #require(pool.json?["challenge"]?.stringValue)
             // The main app attests a key over the pool challenge; later an extension signs a form.
-            let pooledKey = try await client.post("/api/dev/simulate", [("action", Self.text("attest")), ("poolChallenge", Self.text(poolChallenge))])
+            let pooledKey = try await client.post(
+                "/api/dev/simulate", [("action", Self.text("attest")), ("poolChallenge", Self.text(poolChallenge))])
             let pooledKeyID = try #require(pooledKey.json?["keyId"]?.stringValue)
             let extensionForm = ServiceHarness.form(amount: "3.00")
             let pooledBody: [(String, JSONValue)] = [
                 ("username", Self.text("alice")), ("keyId", Self.text(pooledKeyID)),
                 ("attestationObject", pooledKey.json?["attestationObject"] ?? .null), ("poolChallenge", Self.text(poolChallenge)),
-                ("assertion", Self.text(try await ServiceHarness.assertion(client, keyID: pooledKeyID, form: extensionForm))), ("form", extensionForm),
+                ("assertion", Self.text(try await ServiceHarness.assertion(client, keyID: pooledKeyID, form: extensionForm))),
+                ("form", extensionForm),
             ]
             let pooled = try await client.post("/api/appattest/register-pooled", pooledBody)
             #expect(pooled.status == 200)
@@ -206,7 +243,10 @@ struct RouteTests {
             #expect(registered.json?["next_challenge"]?["challenge"]?.stringValue != nil)
             let again = try await client.post(
                 "/api/appattest/attest",
-                [("username", Self.text("alice")), ("keyId", Self.text(keyID)), ("attestationObject", Self.text("oA")), ("form", ServiceHarness.form())]
+                [
+                    ("username", Self.text("alice")), ("keyId", Self.text(keyID)), ("attestationObject", Self.text("oA")),
+                    ("form", ServiceHarness.form()),
+                ]
             )
             #expect(again.status == 400 || again.status == 409)
             #expect(again.json?["next_challenge"]?["challenge"]?.stringValue != nil)
@@ -221,11 +261,13 @@ struct RouteTests {
         try await harness.run { client in
             let attested = try await client.post("/api/dev/simulate", [("action", Self.text("attest")), ("form", ServiceHarness.form())])
             let keyID = try #require(attested.json?["keyId"]?.stringValue)
-            let held = try await client.post("/api/dev/simulate", [("action", Self.text("assert")), ("keyId", Self.text(keyID)), ("form", ServiceHarness.form())])
+            let held = try await client.post(
+                "/api/dev/simulate", [("action", Self.text("assert")), ("keyId", Self.text(keyID)), ("form", ServiceHarness.form())])
             #expect(held.status == 200 && held.json?["assertion"]?.stringValue != nil, "\(held.status) \(held.errorCode ?? "")")
             // The same request with a keyId of the same length that the device never made.
             let unknownID = Base64URL.encode([UInt8](repeating: 7, count: try #require(Base64URL.decode(keyID)).count))
-            let unknown = try await client.post("/api/dev/simulate", [("action", Self.text("assert")), ("keyId", Self.text(unknownID)), ("form", ServiceHarness.form())])
+            let unknown = try await client.post(
+                "/api/dev/simulate", [("action", Self.text("assert")), ("keyId", Self.text(unknownID)), ("form", ServiceHarness.form())])
             #expect(unknown.status == 404)
             #expect(unknown.errorCode == "simulator_unknown_key")
             #expect(unknown.json?["error"]?["message"]?.stringValue?.contains("server restart") == true)

@@ -7,14 +7,13 @@ import AppAttest
 import AppAttestSimulator
 import CanonicalJSON
 import Crypto
-import FormAttestForm
 import FormAttestDevSimulator
 import FormAttestFlows
+import FormAttestForm
 import FormAttestServer
 import FormAttestTestSupport
 import FormAttestTokens
 import Foundation
-import RFC3339
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
@@ -22,6 +21,7 @@ import Logging
 import Metrics
 import NIOCore
 import Prometheus
+import RFC3339
 import Testing
 
 /// The service in process, with a memory store and a simulated device, recording every response.
@@ -63,7 +63,9 @@ struct ServiceHarness {
 
     func run(_ body: @Sendable (Client) async throws -> Void) async throws {
         let device = SimulatedDevice(authority: self.authority, appID: Self.appID, environment: .development, seed: 21)
-        let router = try await FormAttestApplication.router(configuration: self.configuration, store: self.storeOverride ?? self.store, signingKeys: self.keys, developmentDevice: SimulatedDevelopmentDevice(device: device))
+        let router = try await FormAttestApplication.router(
+            configuration: self.configuration, store: self.storeOverride ?? self.store, signingKeys: self.keys,
+            developmentDevice: SimulatedDevelopmentDevice(device: device))
         let app = Application(router: router, logger: Logger(label: "test"))
         let recorder = self.recorder
         try await app.test(.router) { client in
@@ -108,8 +110,11 @@ struct ServiceHarness {
             var headers = self.headers
             headers[.contentType] = "application/json"
             if let bearer = self.bearer { headers[.authorization] = "Bearer \(bearer)" }
-            let answer = try await self.client.execute(uri: path, method: method, headers: headers, body: body.map { ByteBuffer(bytes: $0) }) { response in
-                Answer(status: Int(response.status.code), body: Array(response.body.readableBytesView), contentType: response.headers[.contentType], headers: response.headers)
+            let answer = try await self.client.execute(uri: path, method: method, headers: headers, body: body.map { ByteBuffer(bytes: $0) }) {
+                response in
+                Answer(
+                    status: Int(response.status.code), body: Array(response.body.readableBytesView), contentType: response.headers[.contentType],
+                    headers: response.headers)
             }
             self.recorder.record(method: method.rawValue, path: template, status: answer.status, contentType: answer.contentType, body: answer.body)
             return answer
@@ -128,7 +133,8 @@ struct ServiceHarness {
     ) -> JSONValue {
         var members: [(String, JSONValue)] = [
             ("action", .string(JSONString(action))), ("amount", .string(JSONString(amount))), ("to", .string(JSONString("bob"))),
-            ("username", .string(JSONString(user))), ("timestamp", .string(JSONString(RFC3339UTC.format(date)))), ("nonce", .string(JSONString(nonce))),
+            ("username", .string(JSONString(user))), ("timestamp", .string(JSONString(RFC3339UTC.format(date)))),
+            ("nonce", .string(JSONString(nonce))),
         ]
         if let challenge { members.append(("challenge", .string(JSONString(challenge)))) }
         return .object(JSONObject(constantMembers: members))
@@ -142,13 +148,17 @@ struct ServiceHarness {
         let attestation = try #require(simulated.json?["attestationObject"]?.stringValue)
         let answer = try await client.post(
             "/api/appattest/attest",
-            [("username", .string(JSONString(user))), ("keyId", .string(JSONString(keyID))), ("attestationObject", .string(JSONString(attestation))), ("form", form)]
+            [
+                ("username", .string(JSONString(user))), ("keyId", .string(JSONString(keyID))),
+                ("attestationObject", .string(JSONString(attestation))), ("form", form),
+            ]
         )
         return (keyID, answer)
     }
 
     static func assertion(_ client: Client, keyID: String, form: JSONValue) async throws -> String {
-        let simulated = try await client.post("/api/dev/simulate", [("action", .string(JSONString("assert"))), ("keyId", .string(JSONString(keyID))), ("form", form)])
+        let simulated = try await client.post(
+            "/api/dev/simulate", [("action", .string(JSONString("assert"))), ("keyId", .string(JSONString(keyID))), ("form", form)])
         return try #require(simulated.json?["assertion"]?.stringValue)
     }
 }

@@ -7,8 +7,8 @@ import AppAttest
 import AppAttestSimulator
 import CanonicalJSON
 import Crypto
-import FormAttestForm
 import FormAttestFlows
+import FormAttestForm
 import FormAttestServer
 import Foundation
 import Testing
@@ -30,7 +30,8 @@ struct SignalRouteTests {
         assertionFlags: Int = 0x40
     ) -> JSONValue {
         var members: [(String, JSONValue)] = [
-            ("os", Self.text(os)), ("validationCategory", Self.text(category)), ("bundleVersion", Self.text(version)), ("spelling", Self.text(spelling)),
+            ("os", Self.text(os)), ("validationCategory", Self.text(category)), ("bundleVersion", Self.text(version)),
+            ("spelling", Self.text(spelling)),
             ("assertionMap", .bool(assertionMap)), ("assertionFlags", .number(Double(assertionFlags))),
         ]
         if let cdHash { members.append(("cdHash", Self.text(hex(cdHash)))) }
@@ -45,7 +46,10 @@ struct SignalRouteTests {
         let keyID = try #require(simulated.json?["keyId"]?.stringValue)
         let answer = try await client.post(
             "/api/appattest/attest",
-            [("username", Self.text("alice")), ("keyId", Self.text(keyID)), ("attestationObject", simulated.json?["attestationObject"] ?? .null), ("form", form)]
+            [
+                ("username", Self.text("alice")), ("keyId", Self.text(keyID)), ("attestationObject", simulated.json?["attestationObject"] ?? .null),
+                ("form", form),
+            ]
         )
         return (keyID, answer)
     }
@@ -53,7 +57,8 @@ struct SignalRouteTests {
     /// Signs a fresh form with `device`, then submits it.
     static func assert(_ client: ServiceHarness.Client, keyID: String, device: JSONValue) async throws -> ServiceHarness.Client.Answer {
         let form = ServiceHarness.form()
-        let simulated = try await client.post("/api/dev/simulate", [("action", Self.text("assert")), ("keyId", Self.text(keyID)), ("form", form), ("device", device)])
+        let simulated = try await client.post(
+            "/api/dev/simulate", [("action", Self.text("assert")), ("keyId", Self.text(keyID)), ("form", form), ("device", device)])
         #expect(simulated.status == 200)
         return try await client.post(
             "/api/appattest/assert",
@@ -75,7 +80,8 @@ struct SignalRouteTests {
             #expect(extensions?["cdHashType"] == .number(2))
             #expect(registered.json?["macosAccessControl"]?.stringValue == Base64URL.encode(SimulatedDevice.sampleAccessControl))
 
-            let asserted = try await Self.assert(client, keyID: keyID, device: Self.device(category: "11", spelling: "documentation", assertionFlags: 0))
+            let asserted = try await Self.assert(
+                client, keyID: keyID, device: Self.device(category: "11", spelling: "documentation", assertionFlags: 0))
             #expect(asserted.status == 200)
             #expect(asserted.json?["extensions"]?["validationCategory"]?["value"] == .number(11))
             #expect(asserted.json?["extensions"]?["validationCategory"]?["name"] == .null)
@@ -95,7 +101,8 @@ struct SignalRouteTests {
                 .object(JSONObject(constantMembers: [("colour", Self.text("red"))])),
                 Self.text("ios27"),
             ] {
-                let refused = try await client.post("/api/dev/simulate", [("action", Self.text("attest")), ("form", ServiceHarness.form()), ("device", bad)])
+                let refused = try await client.post(
+                    "/api/dev/simulate", [("action", Self.text("attest")), ("form", ServiceHarness.form()), ("device", bad)])
                 #expect(refused.status == 400)
                 #expect(refused.errorCode == "invalid_request")
             }

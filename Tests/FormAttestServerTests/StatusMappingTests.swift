@@ -4,8 +4,8 @@
 //===----------------------------------------------------------------------===//
 
 import CanonicalJSON
-import FormAttestForm
 import FormAttestFlows
+import FormAttestForm
 import Foundation
 import RFC3339
 import Testing
@@ -26,7 +26,9 @@ struct StatusMappingTests {
         (
             "a timestamp that is not RFC 3339 UTC",
             .object(
-                JSONObject(constantMembers: [("action", text("transfer")), ("username", text("alice")), ("nonce", text("n-2")), ("timestamp", text("yesterday"))])
+                JSONObject(constantMembers: [
+                    ("action", text("transfer")), ("username", text("alice")), ("nonce", text("n-2")), ("timestamp", text("yesterday")),
+                ])
             ),
             "form_invalid_field", 400
         ),
@@ -40,12 +42,16 @@ struct StatusMappingTests {
             for bad in Self.badForms {
                 let bodies: [(String, [(String, JSONValue)])] = [
                     ("/api/dev/simulate", [("action", Self.text("attest")), ("form", bad.form)]),
-                    ("/api/appattest/attest", [("username", Self.text("alice")), ("keyId", bytes), ("attestationObject", bytes), ("form", bad.form)]),
+                    (
+                        "/api/appattest/attest",
+                        [("username", Self.text("alice")), ("keyId", bytes), ("attestationObject", bytes), ("form", bad.form)]
+                    ),
                     ("/api/appattest/assert", [("username", Self.text("alice")), ("keyId", bytes), ("assertion", bytes), ("form", bad.form)]),
                     (
                         "/api/appattest/register-pooled",
                         [
-                            ("username", Self.text("alice")), ("keyId", bytes), ("attestationObject", bytes), ("poolChallenge", bytes), ("assertion", bytes),
+                            ("username", Self.text("alice")), ("keyId", bytes), ("attestationObject", bytes), ("poolChallenge", bytes),
+                            ("assertion", bytes),
                             ("form", bad.form),
                         ]
                     ),

@@ -4,8 +4,9 @@
 //===----------------------------------------------------------------------===//
 
 public import Foundation
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Runs the built `formattest` executable (or `formattest-dev` for the developer tools), for every
@@ -49,7 +50,8 @@ public enum Formattest {
     /// product's binary contains no simulator; `FormattestCLITests` show that it refuses them).
     public static func executable(for arguments: [String]) -> URL {
         guard let command = arguments.first else { return Self.executable }
-        let developer = ["bench", "simulate", "pool", "load", "soak"].contains(command) || (command == "serve" && arguments.contains("--dev-simulator"))
+        let developer =
+            ["bench", "simulate", "pool", "load", "soak"].contains(command) || (command == "serve" && arguments.contains("--dev-simulator"))
         return developer ? Self.developerExecutable : Self.executable
     }
 
@@ -90,7 +92,9 @@ public enum Formattest {
         }
     }
 
-    public static func start(_ arguments: [String], stdin: Data? = nil, environment: [String: String] = [:], currentDirectory: URL? = nil) throws -> Running {
+    public static func start(_ arguments: [String], stdin: Data? = nil, environment: [String: String] = [:], currentDirectory: URL? = nil) throws
+        -> Running
+    {
         try self.start(arguments, stdin: stdin, keepStdinOpen: false, environment: environment, currentDirectory: currentDirectory)
     }
 
@@ -134,10 +138,15 @@ public enum Formattest {
 
     /// Runs the executable to completion, waiting on a dispatch thread so that the few concurrency
     /// threads stay free for the tests running beside it (their timers, their in-process servers).
-    public static func run(_ arguments: [String], stdin: Data? = nil, environment: [String: String] = [:], currentDirectory: URL? = nil) async throws -> Result {
+    public static func run(_ arguments: [String], stdin: Data? = nil, environment: [String: String] = [:], currentDirectory: URL? = nil) async throws
+        -> Result
+    {
         try await withCheckedThrowingContinuation { continuation in
             DispatchQueue.global().async {
-                continuation.resume(with: Swift.Result { try self.start(arguments, stdin: stdin, environment: environment, currentDirectory: currentDirectory).finish() })
+                continuation.resume(
+                    with: Swift.Result {
+                        try self.start(arguments, stdin: stdin, environment: environment, currentDirectory: currentDirectory).finish()
+                    })
             }
         }
     }

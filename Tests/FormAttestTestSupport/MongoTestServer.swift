@@ -22,10 +22,12 @@ public enum MongoTestServer {
         if let uri = ProcessInfo.processInfo.environment["FORMATTEST_MONGODB_URI"], !uri.isEmpty {
             return .success(uri)
         }
-        let python = ProcessInfo.processInfo.environment["FORMATTEST_MONGOECO_PYTHON"]
+        let python =
+            ProcessInfo.processInfo.environment["FORMATTEST_MONGOECO_PYTHON"]
             ?? repositoryDirectory.appendingPathComponent(".venv-mongoeco/bin/python").path
         guard FileManager.default.isExecutableFile(atPath: python) else {
-            return .failure(Unavailable(description: "no MongoDB: set FORMATTEST_MONGODB_URI, or run scripts/setup to create .venv-mongoeco with mongoeco[wire]"))
+            return .failure(
+                Unavailable(description: "no MongoDB: set FORMATTEST_MONGODB_URI, or run scripts/setup to create .venv-mongoeco with mongoeco[wire]"))
         }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: python)

@@ -79,7 +79,12 @@ public struct PasskeyDevice: Sendable {
             format = "fido-u2f"
             statement = [
                 (.text("sig"), { $0.appendByteString(signature) }),
-                (.text("x5c"), { $0.appendArrayHeader(count: 1); $0.appendByteString(certificate) }),
+                (
+                    .text("x5c"),
+                    {
+                        $0.appendArrayHeader(count: 1); $0.appendByteString(certificate)
+                    }
+                ),
             ]
         }
         try? object.appendMap([

@@ -23,7 +23,8 @@ public struct PythonCheck {
     ///   - venv: the venv's directory in the repository, such as `.venv-interop`.
     ///   - overrideVariable: an environment variable naming another interpreter.
     public init(venv: String, overrideVariable: String) throws {
-        let path = ProcessInfo.processInfo.environment[overrideVariable]
+        let path =
+            ProcessInfo.processInfo.environment[overrideVariable]
             ?? repositoryDirectory.appendingPathComponent("\(venv)/bin/python").path
         guard FileManager.default.isExecutableFile(atPath: path) else {
             throw Missing(description: "no \(venv): run scripts/setup (or set \(overrideVariable))")

@@ -27,9 +27,15 @@ public struct TestIdentityProvider: Sendable {
         let point = Array(self.ec.publicKey.x963Representation)
         let rsa = try self.rsa.publicKey.getKeyPrimitives()
         let keys: [[String: String]] = [
-            ["kty": "EC", "crv": "P-256", "x": Base64URL.encode(point[1..<33]), "y": Base64URL.encode(point[33...]), "kid": "ec1", "alg": "ES256", "use": "sig"],
+            [
+                "kty": "EC", "crv": "P-256", "x": Base64URL.encode(point[1..<33]), "y": Base64URL.encode(point[33...]), "kid": "ec1", "alg": "ES256",
+                "use": "sig",
+            ],
             ["kty": "OKP", "crv": "Ed25519", "x": Base64URL.encode(self.ed.publicKey.rawRepresentation), "kid": "ed1", "use": "sig"],
-            ["kty": "RSA", "n": Base64URL.encode(rsa.modulus), "e": Base64URL.encode(rsa.publicExponent), "kid": "rsa1", "alg": "RS256", "use": "sig"],
+            [
+                "kty": "RSA", "n": Base64URL.encode(rsa.modulus), "e": Base64URL.encode(rsa.publicExponent), "kid": "rsa1", "alg": "RS256",
+                "use": "sig",
+            ],
         ]
         return Array(try JSONSerialization.data(withJSONObject: ["keys": keys], options: [.sortedKeys]))
     }
@@ -44,7 +50,9 @@ public struct TestIdentityProvider: Sendable {
     public enum Signer: Sendable { case es256, eddsa, rs256, none }
 
     /// A compact JWS over `claims` (raw JSON text), with this header's `alg` and `kid`.
-    public func token(_ claims: String, signer: Signer = .es256, kid: String? = nil, alg: String? = nil, with otherKey: P256.Signing.PrivateKey? = nil) throws -> String {
+    public func token(
+        _ claims: String, signer: Signer = .es256, kid: String? = nil, alg: String? = nil, with otherKey: P256.Signing.PrivateKey? = nil
+    ) throws -> String {
         let (defaultAlg, defaultKid): (String, String) =
             switch signer {
             case .es256: ("ES256", "ec1")

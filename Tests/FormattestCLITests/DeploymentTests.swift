@@ -3,8 +3,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
-import Foundation
 import FormAttestTestSupport
+import Foundation
 import Testing
 
 /// The files of docs/deployment.md: the systemd unit passes `systemd-analyze verify`, and the
@@ -14,7 +14,8 @@ struct DeploymentTests {
     /// verify checks that the command exists): its status and everything it printed.
     static func verify(_ unit: String) throws -> (status: Int32, output: String) {
         let files = try TemporaryFiles()
-        let path = try files.write(Data(unit.replacingOccurrences(of: "/usr/local/bin/formattest", with: Formattest.executable.path).utf8), named: "formattest.service")
+        let path = try files.write(
+            Data(unit.replacingOccurrences(of: "/usr/local/bin/formattest", with: Formattest.executable.path).utf8), named: "formattest.service")
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["systemd-analyze", "verify", path]
@@ -44,10 +45,12 @@ struct DeploymentTests {
         }
     }
 
-    @Test("systemd-analyze verify does fail on a unit with one bad line (the check can fail)", arguments: [
-        ("ProtectSystem=strict", "ProtectSystem=stricter"), ("DynamicUser=yes", "DynamicUser=yes\nNoSuchSetting=1"),
-        ("ExecStart=/usr/local/bin/formattest", "ExecStart=/nonexistent/formattest"),
-    ])
+    @Test(
+        "systemd-analyze verify does fail on a unit with one bad line (the check can fail)",
+        arguments: [
+            ("ProtectSystem=strict", "ProtectSystem=stricter"), ("DynamicUser=yes", "DynamicUser=yes\nNoSuchSetting=1"),
+            ("ExecStart=/usr/local/bin/formattest", "ExecStart=/nonexistent/formattest"),
+        ])
     func badUnitFails(original: String, replacement: String) throws {
         let unit = try Self.unit
         #expect(unit.contains(original))
@@ -74,7 +77,9 @@ struct DeploymentTests {
         #expect(log.contains("appId=ABCDE12345.com.example.bank") && log.contains("accepted=production"), "\(log)")
 
         let typo = try files.write(
-            Data(try String(contentsOfFile: config, encoding: .utf8).replacingOccurrences(of: "\"trusted-proxy-hops\"", with: "\"trusted-proxy-hop\"").utf8),
+            Data(
+                try String(contentsOfFile: config, encoding: .utf8).replacingOccurrences(of: "\"trusted-proxy-hops\"", with: "\"trusted-proxy-hop\"")
+                    .utf8),
             named: "typo.json"
         )
         let refused = try await Formattest.run(

@@ -8,7 +8,7 @@ import Foundation
 import Testing
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// The product's binary (`formattest`) contains no simulator: the developer tools and

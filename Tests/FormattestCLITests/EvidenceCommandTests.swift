@@ -3,8 +3,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
-import Foundation
 import FormAttestTestSupport
+import Foundation
 import Testing
 
 /// Evidence records through the real interfaces: `serve --evidence-dir` archives them over HTTP
@@ -28,7 +28,8 @@ struct EvidenceCommandTests {
         defer { _ = server.terminate(within: 10) }
         try #require(Formattest.waitForListener(port: port, process: server.process), "the service did not start listening")
         let check = try await interop.run(
-            "e2e/interop/evidence_end_to_end.py", ["http://127.0.0.1:\(port)", evidence.path, Formattest.executable.path, work.path, Formattest.developerExecutable.path]
+            "e2e/interop/evidence_end_to_end.py",
+            ["http://127.0.0.1:\(port)", evidence.path, Formattest.executable.path, work.path, Formattest.developerExecutable.path]
         )
         #expect(check.status == 0, "\(check.output)")
         #expect(check.output.contains(" passed, 0 failed"), "\(check.output)")

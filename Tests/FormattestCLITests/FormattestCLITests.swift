@@ -5,8 +5,8 @@
 
 import AppAttest
 import AppAttestSimulator
-import Foundation
 import FormAttestTestSupport
+import Foundation
 import Testing
 
 /// The `formattest verify` contract, exercised on the built executable: exit 0 verified, 1
@@ -135,12 +135,14 @@ struct FormattestVerifyTests {
         }
     }
 
-    @Test("rejections exit 1 with the failed step's code", arguments: [
-        (["--app-id", "ABCDE12345.com.example.other"], "app_id_mismatch"),
-        (["--environment", "production"], "environment_not_allowed"),
-        (["--at", "2026-01-01T00:00:00Z"], "certificate_expired"),
-        (["--key-id", "vkNBJ+U8wuzZ0acrCg6QhAv6YpgmykDX/Pt+M3D0Lls="], "key_id_mismatch"),
-    ])
+    @Test(
+        "rejections exit 1 with the failed step's code",
+        arguments: [
+            (["--app-id", "ABCDE12345.com.example.other"], "app_id_mismatch"),
+            (["--environment", "production"], "environment_not_allowed"),
+            (["--at", "2026-01-01T00:00:00Z"], "certificate_expired"),
+            (["--key-id", "vkNBJ+U8wuzZ0acrCg6QhAv6YpgmykDX/Pt+M3D0Lls="], "key_id_mismatch"),
+        ])
     func rejections(change: [String], code: String) async throws {
         let sample = try RealSample.named("veehaitch_ios_14_2")
         let files = try TemporaryFiles()
@@ -178,16 +180,18 @@ struct FormattestVerifyTests {
         #expect(trusted.status == 0, "\(trusted.stdout)")
     }
 
-    @Test("usage and I/O errors exit 2", arguments: [
-        ["verify", "attestation", "--attestation", "/nonexistent", "--key-id", "AA==", "--app-id", "A.b", "--challenge", "x"],
-        ["verify", "attestation", "--attestation", "/dev/null", "--key-id", "AA==", "--app-id", "A.b"],
-        ["verify", "attestation", "--attestation", "-", "--key-id", "AA==", "--app-id", "A.b", "--challenge", "x", "--client-data-hash", "00"],
-        ["verify", "attestation", "--attestation", "-", "--key-id", "AA==", "--app-id", "A.b", "--challenge", "x", "--at", "yesterday"],
-        ["verify", "attestation", "--attestation", "-", "--key-id", "AA==", "--app-id", "A.b", "--client-data-hash", "zz"],
-        ["verify", "assertion", "--assertion", "-", "--app-id", "A.b", "--challenge", "x"],
-        ["verify", "assertion", "--assertion", "-", "--app-id", "A.b", "--challenge", "x", "--public-key", "k", "--attestation", "a"],
-        ["verify", "attestation", "--unknown-flag"],
-    ])
+    @Test(
+        "usage and I/O errors exit 2",
+        arguments: [
+            ["verify", "attestation", "--attestation", "/nonexistent", "--key-id", "AA==", "--app-id", "A.b", "--challenge", "x"],
+            ["verify", "attestation", "--attestation", "/dev/null", "--key-id", "AA==", "--app-id", "A.b"],
+            ["verify", "attestation", "--attestation", "-", "--key-id", "AA==", "--app-id", "A.b", "--challenge", "x", "--client-data-hash", "00"],
+            ["verify", "attestation", "--attestation", "-", "--key-id", "AA==", "--app-id", "A.b", "--challenge", "x", "--at", "yesterday"],
+            ["verify", "attestation", "--attestation", "-", "--key-id", "AA==", "--app-id", "A.b", "--client-data-hash", "zz"],
+            ["verify", "assertion", "--assertion", "-", "--app-id", "A.b", "--challenge", "x"],
+            ["verify", "assertion", "--assertion", "-", "--app-id", "A.b", "--challenge", "x", "--public-key", "k", "--attestation", "a"],
+            ["verify", "attestation", "--unknown-flag"],
+        ])
     func usageErrors(arguments: [String]) async throws {
         let result = try await Formattest.run(arguments, stdin: Data("AAAA".utf8))
         #expect(result.status == 2, "\(result.stdout) \(result.stderr)")

@@ -4,8 +4,8 @@
 //===----------------------------------------------------------------------===//
 
 import AppAttest
-import Foundation
 import FormAttestTestSupport
+import Foundation
 import Testing
 
 /// `formattest inspect` prints the library's views (the golden files pin their exact content) and

@@ -4,8 +4,8 @@
 //===----------------------------------------------------------------------===//
 
 import Crypto
-import Foundation
 import FormAttestTestSupport
+import Foundation
 import Testing
 
 /// Inputs beyond the old 1 MiB cap: `canonicalize` and `hash` of a 2.5 MB document (`--max-bytes`
@@ -120,6 +120,9 @@ struct LargeInputTests {
         #expect(failures.map { $0["item"] as? String } == ["line 2", "line 3"])
         #expect(failures.map { $0["code"] as? String } == ["line_too_long", "invalid_request"])
         #expect((failures[0]["message"] as? String ?? "").contains("longer than \(limit) bytes (--max-line-bytes)"))
-        #expect(try FileManager.default.contentsOfDirectory(atPath: out).filter { !$0.hasPrefix(".") }.sorted() == ["ok-0.json", "ok-1.json", "ok-2.json"])
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: out).filter { !$0.hasPrefix(".") }.sorted() == [
+                "ok-0.json", "ok-1.json", "ok-2.json",
+            ])
     }
 }

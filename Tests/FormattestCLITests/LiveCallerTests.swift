@@ -3,12 +3,12 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
-import Foundation
 import FormAttestTestSupport
+import Foundation
 import Testing
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// Caller authentication and rate limits through `formattest serve`'s own flags, against
@@ -26,7 +26,8 @@ struct LiveCallerTests {
 
     static func serve(_ arguments: [String], files: TemporaryFiles) throws -> (Formattest.Running, Int) {
         let port = Formattest.freePort()
-        let server = try Formattest.start(["serve", "--port", String(port), "--data-dir", files.directory.path, "--log-level", "warning"] + arguments)
+        let server = try Formattest.start(
+            ["serve", "--port", String(port), "--data-dir", files.directory.path, "--log-level", "warning"] + arguments)
         try #require(Formattest.waitForListener(port: port, process: server.process), "the service did not start listening")
         return (server, port)
     }
@@ -37,7 +38,10 @@ struct LiveCallerTests {
         let files = try TemporaryFiles()
         let jwks = try files.write(Data(try provider.jwks()), named: "jwks.json")
         let (server, port) = try Self.serve(
-            ["--store", "memory", "--caller-jwks", jwks, "--caller-issuer", TestIdentityProvider.issuer, "--caller-audience", TestIdentityProvider.audience],
+            [
+                "--store", "memory", "--caller-jwks", jwks, "--caller-issuer", TestIdentityProvider.issuer, "--caller-audience",
+                TestIdentityProvider.audience,
+            ],
             files: files
         )
         defer { _ = server.terminate(within: 10) }
@@ -50,9 +54,11 @@ struct LiveCallerTests {
         #expect(try await Self.get(port, "/.well-known/jwks.json").0 == 200)
     }
 
-    @Test("a path spelled another way (//api/appattest/…, /api//appattest/…) reaches no route unauthenticated", arguments: [
-        "//api/appattest/challenge", "/api//appattest/challenge", "//api//appattest//challenge", "/api/appattest//challenge",
-    ])
+    @Test(
+        "a path spelled another way (//api/appattest/…, /api//appattest/…) reaches no route unauthenticated",
+        arguments: [
+            "//api/appattest/challenge", "/api//appattest/challenge", "//api//appattest//challenge", "/api/appattest//challenge",
+        ])
     func doubledSlashes(path: String) async throws {
         let files = try TemporaryFiles()
         let secret = String(repeating: "s", count: 40)
@@ -71,7 +77,9 @@ struct LiveCallerTests {
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(handle, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(handle, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
         try #require(connected == 0)
         return handle
     }
@@ -104,13 +112,18 @@ struct LiveCallerTests {
         answer.components(separatedBy: "HTTP/1.1 ").count - 1
     }
 
-    @Test("a refused body (declared too large, over the limit while trickling, or too slow) is answered 413 or 408, once, and the connection closed, not drained")
+    @Test(
+        "a refused body (declared too large, over the limit while trickling, or too slow) is answered 413 or 408, once, and the connection closed, not drained"
+    )
     func refusedBodiesClose() async throws {
         let files = try TemporaryFiles()
-        let (server, port) = try Self.serve(["--store", "memory", "--insecure-no-caller-auth", "--body-timeout", "3", "--idle-timeout", "5"], files: files)
+        let (server, port) = try Self.serve(
+            ["--store", "memory", "--insecure-no-caller-auth", "--body-timeout", "3", "--idle-timeout", "5"], files: files)
         defer { _ = server.terminate(within: 10) }
         let declared = try Self.heldConnection(
-            port: port, head: "POST /api/appattest/attest HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000000000\r\n\r\n", firstBytes: 10)
+            port: port,
+            head: "POST /api/appattest/attest HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000000000\r\n\r\n",
+            firstBytes: 10)
         #expect(declared.answer.hasPrefix("HTTP/1.1 413"), "\(declared.answer.prefix(80))")
         #expect(Self.responses(in: declared.answer) == 1, "one request, one answer: \(declared.answer)")
         #expect(declared.closedAfter < 10, "held for \(declared.closedAfter) s")
@@ -121,7 +134,8 @@ struct LiveCallerTests {
         #expect(chunked.closedAfter < 10, "held for \(chunked.closedAfter) s")
         // Within the limit but trickled past the body timeout (3 s): 408, once.
         let trickled = try Self.heldConnection(
-            port: port, head: "POST /api/appattest/attest HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n", firstBytes: 10)
+            port: port, head: "POST /api/appattest/attest HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n",
+            firstBytes: 10)
         #expect(trickled.answer.hasPrefix("HTTP/1.1 408"), "\(trickled.answer.prefix(80))")
         #expect(Self.responses(in: trickled.answer) == 1, "one request, one answer: \(trickled.answer)")
         #expect(trickled.closedAfter < 10, "held for \(trickled.closedAfter) s")
@@ -150,15 +164,23 @@ struct LiveCallerTests {
         return String(decoding: answer, as: UTF8.self)
     }
 
-    @Test("a refused or cut-off body ends its connection with one answer: nothing pipelined behind it is served, and a cut-off body is never read as complete")
+    @Test(
+        "a refused or cut-off body ends its connection with one answer: nothing pipelined behind it is served, and a cut-off body is never read as complete"
+    )
     func refusedBodiesEndTheConnection() async throws {
         let files = try TemporaryFiles()
-        let (server, port) = try Self.serve(["--store", "memory", "--insecure-no-caller-auth", "--body-timeout", "3", "--idle-timeout", "5"], files: files)
+        let (server, port) = try Self.serve(
+            ["--store", "memory", "--insecure-no-caller-auth", "--body-timeout", "3", "--idle-timeout", "5"], files: files)
         defer { _ = server.terminate(within: 10) }
-        let oversized = Array("POST /api/appattest/attest HTTP/1.1\r\nHost: x\r\nContent-Length: 70000\r\n\r\n".utf8) + [UInt8](repeating: UInt8(ascii: "a"), count: 70_000)
+        let oversized =
+            Array("POST /api/appattest/attest HTTP/1.1\r\nHost: x\r\nContent-Length: 70000\r\n\r\n".utf8)
+            + [UInt8](repeating: UInt8(ascii: "a"), count: 70_000)
         let challenge = Array("GET /api/appattest/challenge?username=bob HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
-        let cutOff = Array("POST /api/appattest/attest HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"username\":\"alice\"}".utf8)
-        let chunked = Array("POST /api/appattest/attest HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n10001\r\n".utf8)
+        let cutOff = Array(
+            "POST /api/appattest/attest HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"username\":\"alice\"}"
+                .utf8)
+        let chunked =
+            Array("POST /api/appattest/attest HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n10001\r\n".utf8)
             + [UInt8](repeating: UInt8(ascii: "a"), count: 65_537) + Array("\r\n0\r\n\r\n".utf8)
         let garbage = Array("GARBAGE GARBAGE\r\n\r\n".utf8)
         // Behind a refused body (declared, or grown over the limit), a pipelined request is not
@@ -190,7 +212,8 @@ struct LiveCallerTests {
         // counted as part of one 100,000-byte body (413) nor cut short (invalid_json).
         let prefix = Array(#"{"username":"alice","pad":""#.utf8)
         let document = prefix + [UInt8](repeating: UInt8(ascii: "a"), count: 50_000 - prefix.count - 2) + Array(#""}"#.utf8)
-        let within = Array("POST /api/appattest/attest HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 50000\r\n\r\n".utf8) + document
+        let within =
+            Array("POST /api/appattest/attest HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 50000\r\n\r\n".utf8) + document
         let two = try Self.exchange(port: port, within, later: [Array(within[0..<30_000]), Array(within[30_000...])], halfClose: true)
         #expect(Self.responses(in: two) == 2, "\(two)")
         #expect(two.components(separatedBy: "invalid_request").count - 1 == 2, "\(two)")
@@ -213,7 +236,10 @@ struct LiveCallerTests {
         let files = try TemporaryFiles()
         let port = Formattest.freePort()
         let server = try Formattest.start(
-            ["serve", "--port", String(port), "--data-dir", files.directory.path, "--log-level", "info", "--store", "memory", "--insecure-no-caller-auth"])
+            [
+                "serve", "--port", String(port), "--data-dir", files.directory.path, "--log-level", "info", "--store", "memory",
+                "--insecure-no-caller-auth",
+            ])
         try #require(Formattest.waitForListener(port: port, process: server.process), "the service did not start listening")
         for _ in 0..<3 { try Self.resetMidBody(port: port) }
         try await Task.sleep(for: .milliseconds(500))
@@ -229,7 +255,9 @@ struct LiveCallerTests {
     func refusesWithoutCallerAuthentication() async throws {
         let result = try await Formattest.run(["serve", "--store", "memory", "--port", "18998"])
         #expect(result.status == 2 && result.stderr.contains("--caller-jwks") && result.stderr.contains("--caller-secret-file"), "\(result.stderr)")
-        let both = try await Formattest.run(["serve", "--store", "memory", "--port", "18998", "--insecure-no-caller-auth", "--caller-secret-file", "/x"])
+        let both = try await Formattest.run([
+            "serve", "--store", "memory", "--port", "18998", "--insecure-no-caller-auth", "--caller-secret-file", "/x",
+        ])
         #expect(both.status == 2 && both.stderr.contains("Choose one"), "\(both.stderr)")
     }
 

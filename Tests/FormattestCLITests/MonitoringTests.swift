@@ -8,7 +8,7 @@ import Foundation
 import Testing
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// The alerting rules against a real Prometheus (Debian's, installed by scripts/setup): it scrapes
@@ -63,7 +63,8 @@ struct MonitoringTests {
         var evaluated: [[String: Any]] = []
         let deadline = Date().addingTimeInterval(90)
         while Date() < deadline {
-            scraped = try await Self.api(prometheusPort, "/api/v1/query?query=hb_requests%7Bjob%3D%22formattest%22%7D")["result"] as? [[String: Any]] ?? []
+            scraped =
+                try await Self.api(prometheusPort, "/api/v1/query?query=hb_requests%7Bjob%3D%22formattest%22%7D")["result"] as? [[String: Any]] ?? []
             let groups = try await Self.api(prometheusPort, "/api/v1/rules")["groups"] as? [[String: Any]] ?? []
             evaluated = groups.flatMap { $0["rules"] as? [[String: Any]] ?? [] }
             let allEvaluated = !evaluated.isEmpty && evaluated.allSatisfy { ($0["lastEvaluation"] as? String).map { !$0.hasPrefix("0001") } ?? false }

@@ -3,8 +3,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
-import Foundation
 import FormAttestTestSupport
+import Foundation
 import Testing
 
 /// The FIDO2 `packed` format by the deployment's own attestation authority: `formattest keys
@@ -17,7 +17,9 @@ struct PackedTests {
         let authority = files.directory.appendingPathComponent("ca").path
         let other = files.directory.appendingPathComponent("other-ca").path
         for directory in [authority, other] {
-            let generated = try await Formattest.run(["keys", "attestation-ca", "generate", "--dir", directory, "--organization", "FormAttest Test Bank", "--country", "DE"])
+            let generated = try await Formattest.run([
+                "keys", "attestation-ca", "generate", "--dir", directory, "--organization", "FormAttest Test Bank", "--country", "DE",
+            ])
             #expect(generated.status == 0, "\(generated.stderr)")
             #expect(generated.stdout.contains("BEGIN CERTIFICATE"))
         }
@@ -29,7 +31,9 @@ struct PackedTests {
             #expect(mode == 0o600, "\(name): \(String(mode ?? 0, radix: 8))")
         }
         let shown = try await Formattest.run(["keys", "attestation-ca", "show", "--dir", authority])
-        #expect(shown.stdout.contains("aaguid: f04a77e5-7a77-4e57-8a66-a7e57ab1e000") && shown.stdout.contains("Authenticator Attestation"), "\(shown.stdout)")
+        #expect(
+            shown.stdout.contains("aaguid: f04a77e5-7a77-4e57-8a66-a7e57ab1e000") && shown.stdout.contains("Authenticator Attestation"),
+            "\(shown.stdout)")
 
         var cases: [[String: Any]] = []
         for sample in try RealSample.withAttestation() {
@@ -46,7 +50,9 @@ struct PackedTests {
             cases.append(["name": sample.name, "packed": packed, "keyId": Formattest.base64url(try #require(sample.keyID))])
         }
         // Without the authority, packed is refused before anything is verified.
-        let missing = try await Formattest.run(["wrap", "--attestation", "x", "--key-id", "AA", "--app-id", "A.b", "--challenge", "c", "--format", "packed"])
+        let missing = try await Formattest.run([
+            "wrap", "--attestation", "x", "--key-id", "AA", "--app-id", "A.b", "--challenge", "c", "--format", "packed",
+        ])
         #expect(missing.status == 2 && missing.stderr.contains("--attestation-ca"))
 
         let casesFile = try files.write(Data(try JSONSerialization.data(withJSONObject: cases)), named: "cases.json")

@@ -3,12 +3,12 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
-import Foundation
 import FormAttestTestSupport
+import Foundation
 import Testing
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// `serve`'s settings from flags, environment variables and the configuration file, its start-up
@@ -21,11 +21,13 @@ struct ServeConfigurationTests {
     ) throws -> (Formattest.Running, Int) {
         let port = listenPort ?? Formattest.freePort()
         let server = try Formattest.start(
-            ["serve", "--store", "memory", "--insecure-no-caller-auth", "--data-dir", files.directory.path] + (listenPort == nil ? ["--port", String(port)] : [])
+            ["serve", "--store", "memory", "--insecure-no-caller-auth", "--data-dir", files.directory.path]
+                + (listenPort == nil ? ["--port", String(port)] : [])
                 + arguments,
             environment: environment.merging(["FORMATTEST_UNUSED": "1"]) { $1 }
         )
-        try #require(Formattest.waitForListener(port: port, process: server.process), "the service did not start listening: \(server.process.isRunning)")
+        try #require(
+            Formattest.waitForListener(port: port, process: server.process), "the service did not start listening: \(server.process.isRunning)")
         return (server, port)
     }
 
@@ -41,7 +43,10 @@ struct ServeConfigurationTests {
 
     @Test("docs/configuration.md and docs/errors.md hold exactly the tables the code generates")
     func generatedTables() async throws {
-        for (table, file) in [("configuration", "docs/configuration.md"), ("errors", "docs/errors.md"), ("passkey-errors", "docs/errors.md"), ("evidence-errors", "docs/errors.md")] {
+        for (table, file) in [
+            ("configuration", "docs/configuration.md"), ("errors", "docs/errors.md"), ("passkey-errors", "docs/errors.md"),
+            ("evidence-errors", "docs/errors.md"),
+        ] {
             let generated = try await Formattest.run(["docs", table])
             #expect(generated.status == 0, "\(generated.stderr)")
             #expect(generated.stdout.hasPrefix("| "))
@@ -49,18 +54,22 @@ struct ServeConfigurationTests {
             let begin = "<!-- BEGIN GENERATED: formattest docs \(table) -->\n"
             let start = try #require(text.range(of: begin), "\(file) has no generated region")
             let stop = try #require(text.range(of: "<!-- END GENERATED -->", range: start.upperBound..<text.endIndex))
-            #expect(String(text[start.upperBound..<stop.lowerBound]) == generated.stdout, "\(file) differs: run formattest docs \(table) --write \(file)")
+            #expect(
+                String(text[start.upperBound..<stop.lowerBound]) == generated.stdout, "\(file) differs: run formattest docs \(table) --write \(file)")
         }
     }
 
     @Test("docs --write replaces the generated region only; a file without one is refused (exit 2)")
     func docsWrite() async throws {
         let files = try TemporaryFiles()
-        let path = try files.write(Data("before\n<!-- BEGIN GENERATED: formattest docs errors -->\nOBSOLETE LINE\n<!-- END GENERATED -->\nafter\n".utf8), named: "e.md")
+        let path = try files.write(
+            Data("before\n<!-- BEGIN GENERATED: formattest docs errors -->\nOBSOLETE LINE\n<!-- END GENERATED -->\nafter\n".utf8), named: "e.md")
         let written = try await Formattest.run(["docs", "errors", "--write", path])
         #expect(written.status == 0, "\(written.stderr)")
         let text = try String(contentsOfFile: path, encoding: .utf8)
-        #expect(text.hasPrefix("before\n<!-- BEGIN GENERATED: formattest docs errors -->\n| status |") && text.hasSuffix("<!-- END GENERATED -->\nafter\n"))
+        #expect(
+            text.hasPrefix("before\n<!-- BEGIN GENERATED: formattest docs errors -->\n| status |")
+                && text.hasSuffix("<!-- END GENERATED -->\nafter\n"))
         #expect(!text.contains("OBSOLETE LINE") && text.contains("`request_timeout`"))
         let none = try await Formattest.run(["docs", "configuration", "--write", path])
         #expect(none.status == 2 && none.stderr.contains("no region"), "\(none.stderr)")
@@ -72,12 +81,16 @@ struct ServeConfigurationTests {
         let table = try await Formattest.run(["docs", "configuration"])
         #expect(help.status == 0 && table.status == 0)
         func flags(_ text: String) -> Set<String> {
-            Set(text.split(whereSeparator: { !($0.isLetter || $0.isNumber || $0 == "-") }).map(String.init).filter { $0.hasPrefix("--") && $0.dropFirst(2).first?.isLetter == true })
+            Set(
+                text.split(whereSeparator: { !($0.isLetter || $0.isNumber || $0 == "-") }).map(String.init).filter {
+                    $0.hasPrefix("--") && $0.dropFirst(2).first?.isLetter == true
+                })
         }
         let helpFlags = flags(help.stdout).subtracting(["--help", "--version"])
         let tableFlags = flags(table.stdout)
         #expect(helpFlags.count > 40)
-        #expect(helpFlags == tableFlags, "only in help: \(helpFlags.subtracting(tableFlags)); only in the table: \(tableFlags.subtracting(helpFlags))")
+        #expect(
+            helpFlags == tableFlags, "only in help: \(helpFlags.subtracting(tableFlags)); only in the table: \(tableFlags.subtracting(helpFlags))")
         #expect(help.stdout.contains("LOG_LEVEL") && help.stdout.contains("FORMATTEST_CONFIG"))
     }
 
@@ -93,7 +106,8 @@ struct ServeConfigurationTests {
             ([], ["FORMATTEST_PORT": String(environmentPort)], environmentPort),
             ([], [:], filePort),
         ] as [([String], [String: String], Int)] {
-            let (server, _) = try Self.start(["--config", config, "--log-level", "info"] + arguments, environment: environment, files: files, listenPort: expected)
+            let (server, _) = try Self.start(
+                ["--config", config, "--log-level", "info"] + arguments, environment: environment, files: files, listenPort: expected)
             #expect(server.terminate(within: 10))
             let log = server.finish().stderr
             #expect(log.contains("address=http://127.0.0.1:\(expected)"), "\(log)")
@@ -118,24 +132,26 @@ struct ServeConfigurationTests {
         #expect(bad.status == 2 && bad.stderr.contains("LOG_LEVEL (environment)") && bad.stderr.contains("loud"), "\(bad.stderr)")
     }
 
-    @Test("a bad value from any source stops serve before it listens, naming the setting and the source", arguments: [
-        ([], ["FORMATTEST_PORT": "18086x"], nil, "FORMATTEST_PORT (environment)"),
-        ([], ["FORMATTEST_FORM_MAX_AGE": "1e3"], nil, "FORMATTEST_FORM_MAX_AGE (environment)"),
-        ([], ["FORMATTEST_REQUIRE_CHALLENGE": "yes"], nil, "FORMATTEST_REQUIRE_CHALLENGE (environment)"),
-        ([], ["FORMATTEST_RATE_LIMIT_PER_USER": "+30"], nil, "FORMATTEST_RATE_LIMIT_PER_USER (environment)"),
-        ([], [:], #"{"port": 0}"#, "port (config file"),
-        ([], [:], #"{"port": "8080"}"#, "port (config file"),
-        ([], [:], #"{"form-max-age": -1}"#, "form-max-age (config file"),
-        ([], [:], #"{"require-challenge": 1}"#, "require-challenge (config file"),
-        ([], [:], #"{"app-id": "ABCDE12345.com.example.app"}"#, "app-id (config file"),
-        ([], [:], #"{"prot": 8080}"#, "\"prot\" is not a setting"),
-        ([], [:], #"{"port": 8080, "port": 8081}"#, "not strict JSON"),
-        ([], [:], #"["port"]"#, "expected a JSON object"),
-        // A bad value is refused even where a higher source overrides it.
-        (["--port", "18997"], [:], #"{"port": 70000}"#, "port (config file"),
-        (["--form-max-skew", "nan"], [:], nil, "--form-max-skew (command line)"),
-        (["--config", "/nonexistent/formattest.json"], [:], nil, "--config"),
-    ] as [([String], [String: String], String?, String)])
+    @Test(
+        "a bad value from any source stops serve before it listens, naming the setting and the source",
+        arguments: [
+            ([], ["FORMATTEST_PORT": "18086x"], nil, "FORMATTEST_PORT (environment)"),
+            ([], ["FORMATTEST_FORM_MAX_AGE": "1e3"], nil, "FORMATTEST_FORM_MAX_AGE (environment)"),
+            ([], ["FORMATTEST_REQUIRE_CHALLENGE": "yes"], nil, "FORMATTEST_REQUIRE_CHALLENGE (environment)"),
+            ([], ["FORMATTEST_RATE_LIMIT_PER_USER": "+30"], nil, "FORMATTEST_RATE_LIMIT_PER_USER (environment)"),
+            ([], [:], #"{"port": 0}"#, "port (config file"),
+            ([], [:], #"{"port": "8080"}"#, "port (config file"),
+            ([], [:], #"{"form-max-age": -1}"#, "form-max-age (config file"),
+            ([], [:], #"{"require-challenge": 1}"#, "require-challenge (config file"),
+            ([], [:], #"{"app-id": "ABCDE12345.com.example.app"}"#, "app-id (config file"),
+            ([], [:], #"{"prot": 8080}"#, "\"prot\" is not a setting"),
+            ([], [:], #"{"port": 8080, "port": 8081}"#, "not strict JSON"),
+            ([], [:], #"["port"]"#, "expected a JSON object"),
+            // A bad value is refused even where a higher source overrides it.
+            (["--port", "18997"], [:], #"{"port": 70000}"#, "port (config file"),
+            (["--form-max-skew", "nan"], [:], nil, "--form-max-skew (command line)"),
+            (["--config", "/nonexistent/formattest.json"], [:], nil, "--config"),
+        ] as [([String], [String: String], String?, String)])
     func refusedValues(arguments: [String], environment: [String: String], file: String?, named: String) async throws {
         let files = try TemporaryFiles()
         var extra = arguments
@@ -148,7 +164,8 @@ struct ServeConfigurationTests {
     @Test("FORMATTEST_CONFIG names the file too; the file's settings apply (its app ids reach the log)")
     func configVariable() async throws {
         let files = try TemporaryFiles()
-        let config = try files.write(Data(#"{"app-id": ["ZYXWV98765.com.example.one", "ZYXWV98765.com.example.two"], "environment": "production"}"#.utf8), named: "c.json")
+        let config = try files.write(
+            Data(#"{"app-id": ["ZYXWV98765.com.example.one", "ZYXWV98765.com.example.two"], "environment": "production"}"#.utf8), named: "c.json")
         let (server, _) = try Self.start([], environment: ["FORMATTEST_CONFIG": config], files: files)
         #expect(server.terminate(within: 10))
         let log = server.finish().stderr
@@ -159,10 +176,12 @@ struct ServeConfigurationTests {
 
     // MARK: - Start-up checks and log
 
-    @Test("an App ID without its team prefix is refused, from the flag and from the environment (the accepted form: startupLog)", arguments: [
-        (["--app-id", "com.example.bank"], [:]), (["--app-id", "abcde12345.com.example.bank"], [:]), (["--app-id", "ABCDE12345."], [:]),
-        (["--app-id", "ABCDE1234.com.example.bank"], [:]), ([], ["FORMATTEST_APP_IDS": "ABCDE12345.com.example.bank,com.example.bank"]),
-    ] as [([String], [String: String])])
+    @Test(
+        "an App ID without its team prefix is refused, from the flag and from the environment (the accepted form: startupLog)",
+        arguments: [
+            (["--app-id", "com.example.bank"], [:]), (["--app-id", "abcde12345.com.example.bank"], [:]), (["--app-id", "ABCDE12345."], [:]),
+            (["--app-id", "ABCDE1234.com.example.bank"], [:]), ([], ["FORMATTEST_APP_IDS": "ABCDE12345.com.example.bank,com.example.bank"]),
+        ] as [([String], [String: String])])
     func appIDPrefix(arguments: [String], environment: [String: String]) async throws {
         let result = try await Self.refused(["--store", "memory"] + arguments, environment: environment)
         #expect(result.status == 2, "\(result.stderr)")
@@ -274,7 +293,8 @@ struct ServeConfigurationTests {
             (["--passkey-rp-id", "bank.example", "--passkey-origin", "https://evil.example"], "nor a subdomain"),
         ] as [([String], String)])
     func passkeySettingsRefused(arguments: [String], named: String) async throws {
-        let result = try await Formattest.run(["serve", "--store", "memory", "--insecure-no-caller-auth"] + arguments, environment: ["FORMATTEST_UNUSED": "1"])
+        let result = try await Formattest.run(
+            ["serve", "--store", "memory", "--insecure-no-caller-auth"] + arguments, environment: ["FORMATTEST_UNUSED": "1"])
         #expect(result.status == 2 && result.stderr.contains(named), "\(arguments): \(result.status) \(result.stderr)")
     }
 
@@ -303,11 +323,14 @@ struct ServeConfigurationTests {
         _ = server.terminate(within: 10)
     }
 
-    @Test("the operators' listener is refused on the public port, and admin-host alone is refused", arguments: [
-        ["--admin-host", "127.0.0.1"], ["--port", "18996", "--admin-port", "18996"],
-    ])
+    @Test(
+        "the operators' listener is refused on the public port, and admin-host alone is refused",
+        arguments: [
+            ["--admin-host", "127.0.0.1"], ["--port", "18996", "--admin-port", "18996"],
+        ])
     func operatorsListenerRefused(arguments: [String]) async throws {
-        let result = try await Formattest.run(["serve", "--store", "memory", "--insecure-no-caller-auth"] + arguments, environment: ["FORMATTEST_UNUSED": "1"])
+        let result = try await Formattest.run(
+            ["serve", "--store", "memory", "--insecure-no-caller-auth"] + arguments, environment: ["FORMATTEST_UNUSED": "1"])
         #expect(result.status == 2 && result.stderr.contains("--admin-"), "\(result.stderr)")
     }
 }

@@ -3,8 +3,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
-import Foundation
 import FormAttestTestSupport
+import Foundation
 import Testing
 
 /// Two verifier instances in separate processes sharing one store.
@@ -75,7 +75,9 @@ struct SharedStoreTests {
     @Test("an unreachable MongoDB fails closed: exit 2 with the reason, no hang")
     func unreachable() async throws {
         let started = Date()
-        let result = try await Formattest.run(["simulate", "assert", "--store", "mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=300", "--counter", "1"])
+        let result = try await Formattest.run([
+            "simulate", "assert", "--store", "mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=300", "--counter", "1",
+        ])
         #expect(result.status == 2)
         #expect(result.stderr.contains("unavailable"))
         #expect(!result.stderr.contains("DEBUG"))

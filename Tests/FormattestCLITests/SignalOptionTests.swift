@@ -6,8 +6,8 @@
 import AppAttest
 import AppAttestSimulator
 import Crypto
-import Foundation
 import FormAttestTestSupport
+import Foundation
 import Testing
 
 /// The iOS 27 signal policy on the command line: `verify attestation|assertion` with
@@ -42,7 +42,9 @@ struct SignalOptionTests {
         // base64url, as the HTTP API writes it (docs/formats.md, Encodings).
         #expect(json["macosAccessControl"] as? String == Formattest.base64url(SimulatedDevice.sampleAccessControl))
 
-        for accepting in [["--validation-category", "os-executable"], ["--validation-category", "app-store,1"], ["--minimum-bundle-version", "1.0"]] {
+        for accepting in [
+            ["--validation-category", "os-executable"], ["--validation-category", "app-store,1"], ["--minimum-bundle-version", "1.0"],
+        ] {
             let result = try await Formattest.run(base + accepting)
             #expect(result.status == 0, "\(accepting): \(result.stdout)")
         }
@@ -53,7 +55,8 @@ struct SignalOptionTests {
         #expect(try Self.error(old) == "bundle_version_too_old")
         let acl = try await Formattest.run(base + ["--macos-access-control", Data(SimulatedDevice.sampleAccessControl).base64EncodedString()])
         #expect(acl.status == 0)
-        let otherACL = try await Formattest.run(base + ["--macos-access-control", Data(SimulatedDevice.sampleAccessControl.dropLast()).base64EncodedString()])
+        let otherACL = try await Formattest.run(
+            base + ["--macos-access-control", Data(SimulatedDevice.sampleAccessControl.dropLast()).base64EncodedString()])
         #expect(try Self.error(otherACL) == "access_control_mismatch")
         // Text output names them too.
         let text = try await Formattest.run(base.filter { $0 != "--json" })
@@ -212,39 +215,45 @@ struct SignalOptionTests {
         #expect(result.stdout.contains(#""name":null"#))
     }
 
-    @Test("bad policy values are usage errors (exit 2) that name the option", arguments: [
-        (["--validation-category", "appstore"], "--validation-category"),
-        (["--validation-category", "app-store,"], "--validation-category"),
-        (["--validation-category", "4294967296"], "--validation-category"),
-        (["--minimum-bundle-version", "1.0b3"], "--minimum-bundle-version"),
-        (["--minimum-bundle-version", ""], "--minimum-bundle-version"),
-        (["--allowed-cdhash", "zz"], "--allowed-cdhash"),
-        (["--allowed-cdhash", String(repeating: "ab", count: 31)], "--allowed-cdhash"),
-        (["--allowed-cdhashes-file", "/nonexistent/cdhashes.json"], "--allowed-cdhashes-file"),
-        (["--allowed-cdhashes-file", "BAD:[1]"], "--allowed-cdhashes-file"),
-        (["--allowed-cdhashes-file", "BAD:{\"1.2\": [\"00\"]}"], "--allowed-cdhashes-file"),
-        (["--allowed-cdhashes-file", "BAD:{\"1.2\": \"\(String(repeating: "ab", count: 32))\"}"], "--allowed-cdhashes-file"),
-        (["--allowed-cdhashes-file", "BAD:{\"1.x\": []}"], "--allowed-cdhashes-file"),
-        (["--allowed-cdhashes-file", "BAD:{\"1.2\": [], \"1.2.0\": []}"], "--allowed-cdhashes-file"),
-        (["--allowed-cdhashes-file", "BAD:{\"1.2\": [], \"1.2\": []}"], "--allowed-cdhashes-file"),
-        (["--macos-access-control", "%%%"], "--macos-access-control"),
-    ])
+    @Test(
+        "bad policy values are usage errors (exit 2) that name the option",
+        arguments: [
+            (["--validation-category", "appstore"], "--validation-category"),
+            (["--validation-category", "app-store,"], "--validation-category"),
+            (["--validation-category", "4294967296"], "--validation-category"),
+            (["--minimum-bundle-version", "1.0b3"], "--minimum-bundle-version"),
+            (["--minimum-bundle-version", ""], "--minimum-bundle-version"),
+            (["--allowed-cdhash", "zz"], "--allowed-cdhash"),
+            (["--allowed-cdhash", String(repeating: "ab", count: 31)], "--allowed-cdhash"),
+            (["--allowed-cdhashes-file", "/nonexistent/cdhashes.json"], "--allowed-cdhashes-file"),
+            (["--allowed-cdhashes-file", "BAD:[1]"], "--allowed-cdhashes-file"),
+            (["--allowed-cdhashes-file", "BAD:{\"1.2\": [\"00\"]}"], "--allowed-cdhashes-file"),
+            (["--allowed-cdhashes-file", "BAD:{\"1.2\": \"\(String(repeating: "ab", count: 32))\"}"], "--allowed-cdhashes-file"),
+            (["--allowed-cdhashes-file", "BAD:{\"1.x\": []}"], "--allowed-cdhashes-file"),
+            (["--allowed-cdhashes-file", "BAD:{\"1.2\": [], \"1.2.0\": []}"], "--allowed-cdhashes-file"),
+            (["--allowed-cdhashes-file", "BAD:{\"1.2\": [], \"1.2\": []}"], "--allowed-cdhashes-file"),
+            (["--macos-access-control", "%%%"], "--macos-access-control"),
+        ])
     func usageErrors(option: [String], named: String) async throws {
         let sample = try RealSample.named(Self.sample)
         let files = try TemporaryFiles()
         var option = option
         if option[1].hasPrefix("BAD:") { option[1] = try files.write(String(option[1].dropFirst(4)), named: "bad.json") }
         let base = try Formattest.verifyArguments(sample, attestationPath: try files.write(Data(try #require(sample.attestation)), named: "att.cbor"))
-        for arguments in [base + option, ["verify", "assertion", "--assertion", "-", "--public-key", "k.pem", "--app-id", "A.b", "--challenge", "x"] + option] {
+        for arguments in [
+            base + option, ["verify", "assertion", "--assertion", "-", "--public-key", "k.pem", "--app-id", "A.b", "--challenge", "x"] + option,
+        ] {
             let result = try await Formattest.run(arguments, stdin: Data("AAAA".utf8))
             #expect(result.status == 2, "\(option): \(result.status) \(result.stdout) \(result.stderr)")
             #expect(result.stderr.contains(named), "\(result.stderr)")
         }
     }
 
-    @Test("--help of verify attestation, verify assertion and serve names every signal option", arguments: [
-        ["verify", "attestation", "--help"], ["verify", "assertion", "--help"], ["serve", "--help"],
-    ])
+    @Test(
+        "--help of verify attestation, verify assertion and serve names every signal option",
+        arguments: [
+            ["verify", "attestation", "--help"], ["verify", "assertion", "--help"], ["serve", "--help"],
+        ])
     func help(arguments: [String]) async throws {
         let result = try await Formattest.run(arguments)
         #expect(result.status == 0)
@@ -261,17 +270,19 @@ struct SignalOptionTests {
 
     // MARK: - serve
 
-    @Test("serve: bad signal settings from flags or FORMATTEST_* variables stop it (exit 2, named) before it listens", arguments: [
-        ([], ["FORMATTEST_VALIDATION_CATEGORIES": "store"], "FORMATTEST_VALIDATION_CATEGORIES"),
-        ([], ["FORMATTEST_MINIMUM_BUNDLE_VERSION": "1.0b3"], "FORMATTEST_MINIMUM_BUNDLE_VERSION"),
-        ([], ["FORMATTEST_ALLOWED_CDHASHES": "\(String(repeating: "ab", count: 32)),zz"], "FORMATTEST_ALLOWED_CDHASHES"),
-        ([], ["FORMATTEST_ALLOWED_CDHASHES_FILE": "/nonexistent/cdhashes.json"], "FORMATTEST_ALLOWED_CDHASHES_FILE"),
-        ([], ["FORMATTEST_REQUIRE_CDHASH": "yes"], "FORMATTEST_REQUIRE_CDHASH"),
-        ([], ["FORMATTEST_REQUIRE_EXTENSIONS": "1"], "FORMATTEST_REQUIRE_EXTENSIONS"),
-        ([], ["FORMATTEST_MACOS_ACCESS_CONTROL": ""], "FORMATTEST_MACOS_ACCESS_CONTROL"),
-        (["--validation-category", "ios"], [:], "--validation-category"),
-        (["--allowed-cdhash", "00"], [:], "--allowed-cdhash"),
-    ] as [([String], [String: String], String)])
+    @Test(
+        "serve: bad signal settings from flags or FORMATTEST_* variables stop it (exit 2, named) before it listens",
+        arguments: [
+            ([], ["FORMATTEST_VALIDATION_CATEGORIES": "store"], "FORMATTEST_VALIDATION_CATEGORIES"),
+            ([], ["FORMATTEST_MINIMUM_BUNDLE_VERSION": "1.0b3"], "FORMATTEST_MINIMUM_BUNDLE_VERSION"),
+            ([], ["FORMATTEST_ALLOWED_CDHASHES": "\(String(repeating: "ab", count: 32)),zz"], "FORMATTEST_ALLOWED_CDHASHES"),
+            ([], ["FORMATTEST_ALLOWED_CDHASHES_FILE": "/nonexistent/cdhashes.json"], "FORMATTEST_ALLOWED_CDHASHES_FILE"),
+            ([], ["FORMATTEST_REQUIRE_CDHASH": "yes"], "FORMATTEST_REQUIRE_CDHASH"),
+            ([], ["FORMATTEST_REQUIRE_EXTENSIONS": "1"], "FORMATTEST_REQUIRE_EXTENSIONS"),
+            ([], ["FORMATTEST_MACOS_ACCESS_CONTROL": ""], "FORMATTEST_MACOS_ACCESS_CONTROL"),
+            (["--validation-category", "ios"], [:], "--validation-category"),
+            (["--allowed-cdhash", "00"], [:], "--allowed-cdhash"),
+        ] as [([String], [String: String], String)])
     func serveSettings(arguments: [String], environment: [String: String], named: String) async throws {
         let files = try TemporaryFiles()
         let result = try await Formattest.run(

@@ -85,7 +85,9 @@ struct SustainedOperationTests {
 
         /// Sends every body once over two connections; returns `load`'s report.
         func load(port: Int) async throws -> [String: Any] {
-            let load = try await Formattest.run(["load", "--port", String(port), "--connections", "2", "--duration", "120", "--bodies", self.bodies.path])
+            let load = try await Formattest.run([
+                "load", "--port", String(port), "--connections", "2", "--duration", "120", "--bodies", self.bodies.path,
+            ])
             #expect(load.status == 0, "\(load.stderr)")
             return try load.jsonObject()
         }

@@ -5,8 +5,8 @@
 
 import AppAttestSimulator
 import Crypto
-import Foundation
 import FormAttestTestSupport
+import Foundation
 import Testing
 
 /// `verify attestation --form` and `verify assertion --form`: the form is read, canonicalized
@@ -65,7 +65,6 @@ struct VerifyFormTests {
     static func error(_ result: Formattest.Result) throws -> String? {
         (try result.jsonObject()["error"] as? [String: Any])?["code"] as? String
     }
-
 
     @Test("verify attestation --form: verifies over the form's RFC 8785 hash; one byte changed is refused at the nonce (hash) step")
     func attestation() async throws {

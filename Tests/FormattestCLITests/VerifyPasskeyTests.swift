@@ -118,7 +118,10 @@ struct VerifyPasskeyTests {
             base + ["--origin", "http://localhost:5000", "--challenge", "not base64!"],
             ["verify", "passkey-registration", "--response", "/nonexistent/x.json", "--rp-id", "localhost", "--origin", "o", "--challenge", "AAAA"],
             base + ["--origin", "http://localhost:5000", "--challenge", "AAAA", "--at", "yesterday"],
-            ["verify", "passkey-assertion", "--response", response, "--rp-id", "localhost", "--origin", "o", "--challenge", "AAAA", "--public-key", "!"],
+            [
+                "verify", "passkey-assertion", "--response", response, "--rp-id", "localhost", "--origin", "o", "--challenge", "AAAA", "--public-key",
+                "!",
+            ],
         ]
         for arguments in cases {
             let result = try await Formattest.run(arguments)

@@ -24,7 +24,8 @@ extension StoreContract {
             createdAt: t0,
             lastUsed: t0,
             registration: withRegistration
-                ? PasskeyRegistrationRecord(attestationObject: [UInt8](repeating: 0xA3, count: 3_000) + [id], clientDataJSON: Array(#"{"type":"webauthn.create"}"#.utf8))
+                ? PasskeyRegistrationRecord(
+                    attestationObject: [UInt8](repeating: 0xA3, count: 3_000) + [id], clientDataJSON: Array(#"{"type":"webauthn.create"}"#.utf8))
                 : nil
         )
     }
@@ -68,7 +69,8 @@ extension StoreContract {
         #expect(try await store.passkeys(username: "jos\u{E9}").isEmpty)  // no normalization
         #expect(try await store.countPasskeys(username: "alice", .all) == 7)
         #expect(try await store.countPasskeys(username: "jos\u{E9}", .all) == 0)
-        #expect(try await store.countPasskeys(username: "alice", .createdSince(t0.addingTimeInterval(-20))) == 4)  // 4 (at the bound), 5 and the twins
+        // 4 (at the bound), 5 and the twins.
+        #expect(try await store.countPasskeys(username: "alice", .createdSince(t0.addingTimeInterval(-20))) == 4)
 
         await expect(.unknownKey) { try await store.revokePasskey(credentialID: passkey(9).credentialID, at: t0) }
         try await store.revokePasskey(credentialID: passkey(2).credentialID, at: t0.addingTimeInterval(5))
@@ -94,7 +96,9 @@ extension StoreContract {
         try await register(store, newer)
         try await register(store, older)
         try await store.revokePasskey(credentialID: older.credentialID, at: t0)
-        #expect(try await store.passkeyCredentials(username: "carol") == PasskeyCredentials(userHandle: older.userHandle, activeCredentialIDs: [newer.credentialID]))
+        #expect(
+            try await store.passkeyCredentials(username: "carol")
+                == PasskeyCredentials(userHandle: older.userHandle, activeCredentialIDs: [newer.credentialID]))
 
         var listed: [[UInt8]] = []
         var position: KeyPosition?
@@ -119,17 +123,22 @@ extension StoreContract {
         try await store.issueChallenge(challenge(2, purpose: .form))
         await expect(.challengeInvalid) {
             try await store.commitPasskeyRegistration(
-                PasskeyRegistrationCommit(passkey: passkey(1), challenges: [ChallengeClaim(value: challenge(2).value, purpose: .passkey, username: "alice")], now: now))
+                PasskeyRegistrationCommit(
+                    passkey: passkey(1), challenges: [ChallengeClaim(value: challenge(2).value, purpose: .passkey, username: "alice")], now: now))
         }
         await expect(.challengeInvalid) {
             try await store.commitPasskeyRegistration(
-                PasskeyRegistrationCommit(passkey: passkey(1), challenges: [claim, ChallengeClaim(value: challenge(9).value, purpose: .passkey, username: "alice")], now: now))
+                PasskeyRegistrationCommit(
+                    passkey: passkey(1), challenges: [claim, ChallengeClaim(value: challenge(9).value, purpose: .passkey, username: "alice")],
+                    now: now))
         }
         #expect(try await store.loadPasskey(credentialID: passkey(1).credentialID) == nil)
         // Bob cannot answer alice's challenge.
         await expect(.challengeInvalid) {
             try await store.commitPasskeyRegistration(
-                PasskeyRegistrationCommit(passkey: passkey(1, user: "bob"), challenges: [ChallengeClaim(value: challenge(1).value, purpose: .passkey, username: "bob")], now: now))
+                PasskeyRegistrationCommit(
+                    passkey: passkey(1, user: "bob"), challenges: [ChallengeClaim(value: challenge(1).value, purpose: .passkey, username: "bob")],
+                    now: now))
         }
         // A duplicate credential: the challenge stays unused.
         try await register(store, passkey(5))
@@ -158,7 +167,9 @@ extension StoreContract {
         fresh.lastUsed = later
         try await register(store, fresh, limit: 3, now: later)
         var states: [UInt8: Date?] = [:]
-        for id in [UInt8(1), 5, 11, 12, 13, 14, 15, 16] { states[id] = try await store.loadPasskey(credentialID: passkey(id).credentialID)?.revokedAt }
+        for id in [UInt8(1), 5, 11, 12, 13, 14, 15, 16] {
+            states[id] = try await store.loadPasskey(credentialID: passkey(id).credentialID)?.revokedAt
+        }
         // 16 (new), 13 and 12 (most recently used) stay; 11, 5 and 1 go.
         #expect(states[16] == .some(nil) && states[13] == .some(nil) && states[12] == .some(nil), "\(states)")
         #expect(states[11] == .some(later) && states[5] == .some(later) && states[1] == .some(later), "\(states)")
@@ -197,7 +208,8 @@ extension StoreContract {
         #expect(try await store.loadPasskey(credentialID: passkey(0x52).credentialID)?.signCount == 5)
         #expect(try await store.isFormHashRecorded(hash(0x52), now: now) == false)
 
-        try await store.commitAssertion(AssertionCommit(passkey: use(1, from: 5, to: 6, backedUp: true), replay: replay(1), challenges: [claim], now: now))
+        try await store.commitAssertion(
+            AssertionCommit(passkey: use(1, from: 5, to: 6, backedUp: true), replay: replay(1), challenges: [claim], now: now))
         var expected = passkey(1, signCount: 6)
         expected.backedUp = true
         expected.lastUsed = now
@@ -227,28 +239,36 @@ extension StoreContract {
 
         // The key's counter is stale: the passkey's count stays, and no replay record is left.
         await expect(.staleCounter) {
-            try await store.commitAssertion(AssertionCommit(keyID: key(1).keyID, counter: 5, replay: replay(1), challenges: [], now: now, passkey: use(1, from: 3, to: 4)))
+            try await store.commitAssertion(
+                AssertionCommit(keyID: key(1).keyID, counter: 5, replay: replay(1), challenges: [], now: now, passkey: use(1, from: 3, to: 4)))
         }
         #expect(try await store.loadPasskey(credentialID: passkey(1).credentialID) == passkey(1, signCount: 3))
         // The passkey's count moved: the key's counter stays.
         await expect(.staleCounter) {
-            try await store.commitAssertion(AssertionCommit(keyID: key(1).keyID, counter: 6, replay: replay(1), challenges: [], now: now, passkey: use(1, from: 2, to: 4)))
+            try await store.commitAssertion(
+                AssertionCommit(keyID: key(1).keyID, counter: 6, replay: replay(1), challenges: [], now: now, passkey: use(1, from: 2, to: 4)))
         }
         // An unknown passkey beside a good key: the key's counter stays.
         await expect(.unknownKey) {
-            try await store.commitAssertion(AssertionCommit(keyID: key(1).keyID, counter: 6, replay: replay(1), challenges: [], now: now, passkey: use(9, from: 0, to: 1)))
+            try await store.commitAssertion(
+                AssertionCommit(keyID: key(1).keyID, counter: 6, replay: replay(1), challenges: [], now: now, passkey: use(9, from: 0, to: 1)))
         }
         #expect(try await store.loadKey(keyID: key(1).keyID) == key(1, counter: 5))
         #expect(try await store.isFormHashRecorded(hash(1), now: now) == false)
 
         // Both good: both move, with the one replay record.
-        try await store.commitAssertion(AssertionCommit(keyID: key(1).keyID, counter: 6, replay: replay(1), challenges: [], now: now, passkey: use(1, from: 3, to: 4)))
+        try await store.commitAssertion(
+            AssertionCommit(keyID: key(1).keyID, counter: 6, replay: replay(1), challenges: [], now: now, passkey: use(1, from: 3, to: 4)))
         #expect(try await store.loadKey(keyID: key(1).keyID)?.counter == 6)
         #expect(try await store.loadKey(keyID: key(1).keyID)?.counterFormHash == hash(1))
         #expect(try await store.loadPasskey(credentialID: passkey(1).credentialID)?.signCount == 4)
         // The form again, by either factor alone: a replay.
-        await expect(.replay) { try await store.commitAssertion(AssertionCommit(keyID: key(1).keyID, counter: 7, replay: replay(1), challenges: [], now: now)) }
-        await expect(.replay) { try await store.commitAssertion(AssertionCommit(passkey: use(1, from: 4, to: 5), replay: replay(1), challenges: [], now: now)) }
+        await expect(.replay) {
+            try await store.commitAssertion(AssertionCommit(keyID: key(1).keyID, counter: 7, replay: replay(1), challenges: [], now: now))
+        }
+        await expect(.replay) {
+            try await store.commitAssertion(AssertionCommit(passkey: use(1, from: 4, to: 5), replay: replay(1), challenges: [], now: now))
+        }
         #expect(try await store.loadKey(keyID: key(1).keyID)?.counter == 6)
         #expect(try await store.loadPasskey(credentialID: passkey(1).credentialID)?.signCount == 4)
     }
@@ -267,7 +287,8 @@ extension StoreContract {
                     case 0: commit = AssertionCommit(keyID: key(1).keyID, counter: counter, replay: replay(1), challenges: [], now: t0)
                     case 1: commit = AssertionCommit(passkey: use(1, from: 0, to: 0), replay: replay(1), challenges: [], now: t0)
                     default:
-                        commit = AssertionCommit(keyID: key(1).keyID, counter: counter, replay: replay(1), challenges: [], now: t0, passkey: use(1, from: 0, to: 0))
+                        commit = AssertionCommit(
+                            keyID: key(1).keyID, counter: counter, replay: replay(1), challenges: [], now: t0, passkey: use(1, from: 0, to: 0))
                     }
                     do {
                         try await store.commitAssertion(commit)

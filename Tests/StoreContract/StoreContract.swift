@@ -86,7 +86,10 @@ public enum StoreContract {
         ("reads ignore expired records; purge deletes only them", expiry),
         ("purge works in bounded steps and never touches a live record", boundedPurge),
         ("a purge step takes the oldest expiries first", boundedPurgeOrder),
-        ("keys revoked at or before the retention's cutoff go with their registrations; later, active and re-attesting ones stay", revokedKeyRetention),
+        (
+            "keys revoked at or before the retention's cutoff go with their registrations; later, active and re-attesting ones stay",
+            revokedKeyRetention
+        ),
         ("the retention's purge works in bounded steps, oldest revocation first, apart from the expiry purge", revokedKeyRetentionSteps),
         ("passkeys revoked at or before the cutoff go with their registrations, in the same steps as keys", revokedPasskeyRetention),
         ("N concurrent submissions of one form: exactly one accepted", concurrentSameForm),
@@ -211,7 +214,8 @@ public enum StoreContract {
         }
         let expected = [UInt8(1), 2, 3, 4, 5, 6, 0x20, 0x30].map { key($0).keyID }
         #expect(listed == expected)
-        #expect(try await store.keys(username: "alice", after: nil, limit: 100).map(\.keyID) == (try await store.keys(username: "alice")).map(\.keyID))
+        #expect(
+            try await store.keys(username: "alice", after: nil, limit: 100).map(\.keyID) == (try await store.keys(username: "alice")).map(\.keyID))
         #expect(try await store.keys(username: "alice", after: nil, limit: 0).isEmpty)
         // A page carries the keys whole (their registrations too).
         #expect(try await store.keys(username: "bob", after: nil, limit: 1) == [key(7, user: "bob")])
@@ -235,7 +239,9 @@ public enum StoreContract {
         fresh.createdAt = now
         fresh.lastUsed = now
         try await store.commitRegistration(
-            RegistrationCommit(key: fresh, replay: ReplayRecord(formHash: hash(7), expiresAt: t0.addingTimeInterval(hour)), challenges: [], now: now, maximumActiveKeys: 3)
+            RegistrationCommit(
+                key: fresh, replay: ReplayRecord(formHash: hash(7), expiresAt: t0.addingTimeInterval(hour)), challenges: [], now: now,
+                maximumActiveKeys: 3)
         )
         var states: [UInt8: Date?] = [:]
         for id in UInt8(1)...7 { states[id] = try await store.loadKey(keyID: key(id).keyID)?.revokedAt }
@@ -283,20 +289,31 @@ public enum StoreContract {
         let now = t0.addingTimeInterval(10)
         try await store.issueChallenge(challenge(1))
         await expect(.duplicateChallenge) { try await store.issueChallenge(challenge(1)) }
-        await expect(.challengeInvalid) { try await store.consumeChallenge(ChallengeClaim(value: challenge(1).value, purpose: .pool, username: "alice"), now: now) }
-        await expect(.challengeInvalid) { try await store.consumeChallenge(ChallengeClaim(value: challenge(1).value, purpose: .form, username: "bob"), now: now) }
         await expect(.challengeInvalid) {
-            try await store.consumeChallenge(ChallengeClaim(value: challenge(1).value, purpose: .form, username: "alice"), now: t0.addingTimeInterval(2 * hour))
+            try await store.consumeChallenge(ChallengeClaim(value: challenge(1).value, purpose: .pool, username: "alice"), now: now)
+        }
+        await expect(.challengeInvalid) {
+            try await store.consumeChallenge(ChallengeClaim(value: challenge(1).value, purpose: .form, username: "bob"), now: now)
+        }
+        await expect(.challengeInvalid) {
+            try await store.consumeChallenge(
+                ChallengeClaim(value: challenge(1).value, purpose: .form, username: "alice"), now: t0.addingTimeInterval(2 * hour))
         }
         try await store.consumeChallenge(ChallengeClaim(value: challenge(1).value, purpose: .form, username: "alice"), now: now)
-        await expect(.challengeInvalid) { try await store.consumeChallenge(ChallengeClaim(value: challenge(1).value, purpose: .form, username: "alice"), now: now) }
-        await expect(.challengeInvalid) { try await store.consumeChallenge(ChallengeClaim(value: challenge(2).value, purpose: .form, username: "alice"), now: now) }
+        await expect(.challengeInvalid) {
+            try await store.consumeChallenge(ChallengeClaim(value: challenge(1).value, purpose: .form, username: "alice"), now: now)
+        }
+        await expect(.challengeInvalid) {
+            try await store.consumeChallenge(ChallengeClaim(value: challenge(2).value, purpose: .form, username: "alice"), now: now)
+        }
         // A challenge issued to nobody in particular may be answered by any user.
         try await store.issueChallenge(challenge(3, user: nil))
         try await store.consumeChallenge(ChallengeClaim(value: challenge(3).value, purpose: .form, username: "bob"), now: now)
         // Usernames match by code units: "é" precomposed is not "e" + combining accent.
         try await store.issueChallenge(challenge(4, user: "jos\u{e9}"))
-        await expect(.challengeInvalid) { try await store.consumeChallenge(ChallengeClaim(value: challenge(4).value, purpose: .form, username: "jose\u{301}"), now: now) }
+        await expect(.challengeInvalid) {
+            try await store.consumeChallenge(ChallengeClaim(value: challenge(4).value, purpose: .form, username: "jose\u{301}"), now: now)
+        }
     }
 
     static func replays(_ make: Factory) async throws {
@@ -305,7 +322,10 @@ public enum StoreContract {
         try await store.recordFormHash(ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(2 * hour)), now: t0)
         #expect(try await store.isFormHashRecorded(hash(1), now: t0.addingTimeInterval(2 * hour - 1)))
         #expect(try await store.isFormHashRecorded(hash(1), now: t0.addingTimeInterval(2 * hour)) == false)
-        await expect(.replay) { try await store.recordFormHash(ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(3 * hour)), now: t0.addingTimeInterval(2 * hour - 1)) }
+        await expect(.replay) {
+            try await store.recordFormHash(
+                ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(3 * hour)), now: t0.addingTimeInterval(2 * hour - 1))
+        }
         try await store.recordFormHash(ReplayRecord(formHash: hash(2), expiresAt: t0.addingTimeInterval(2 * hour)), now: t0)
     }
 
@@ -318,7 +338,10 @@ public enum StoreContract {
 
         // A bad challenge: nothing is written.
         await expect(.challengeInvalid) {
-            try await store.commitRegistration(RegistrationCommit(key: key(1), replay: replay, challenges: [claim, ChallengeClaim(value: challenge(9).value, purpose: .form, username: "alice")], now: now))
+            try await store.commitRegistration(
+                RegistrationCommit(
+                    key: key(1), replay: replay, challenges: [claim, ChallengeClaim(value: challenge(9).value, purpose: .form, username: "alice")],
+                    now: now))
         }
         #expect(try await store.loadKey(keyID: key(1).keyID) == nil)
         try await store.recordFormHash(ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(hour)), now: now)  // hash(1) was not recorded
@@ -329,7 +352,9 @@ public enum StoreContract {
         try await store.issueChallenge(challenge(3))
         let claim3 = ChallengeClaim(value: challenge(3).value, purpose: .form, username: "alice")
         await expect(.duplicateKey) {
-            try await store.commitRegistration(RegistrationCommit(key: key(2), replay: ReplayRecord(formHash: hash(3), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [claim3], now: now))
+            try await store.commitRegistration(
+                RegistrationCommit(
+                    key: key(2), replay: ReplayRecord(formHash: hash(3), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [claim3], now: now))
         }
         try await store.recordFormHash(ReplayRecord(formHash: hash(3), expiresAt: t0.addingTimeInterval(3 * hour)), now: now)
         try await store.consumeChallenge(claim3, now: now)
@@ -338,7 +363,9 @@ public enum StoreContract {
         try await store.issueChallenge(challenge(4))
         let claim4 = ChallengeClaim(value: challenge(4).value, purpose: .form, username: "alice")
         await expect(.replay) {
-            try await store.commitRegistration(RegistrationCommit(key: key(4), replay: ReplayRecord(formHash: hash(3), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [claim4], now: now))
+            try await store.commitRegistration(
+                RegistrationCommit(
+                    key: key(4), replay: ReplayRecord(formHash: hash(3), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [claim4], now: now))
         }
         #expect(try await store.loadKey(keyID: key(4).keyID) == nil)
         try await store.consumeChallenge(claim4, now: now)
@@ -346,9 +373,13 @@ public enum StoreContract {
         // And a good one writes all three.
         try await store.issueChallenge(challenge(5))
         let claim5 = ChallengeClaim(value: challenge(5).value, purpose: .form, username: "alice")
-        try await store.commitRegistration(RegistrationCommit(key: key(5), replay: ReplayRecord(formHash: hash(5), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [claim5], now: now))
+        try await store.commitRegistration(
+            RegistrationCommit(
+                key: key(5), replay: ReplayRecord(formHash: hash(5), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [claim5], now: now))
         #expect(try await store.loadKey(keyID: key(5).keyID) == key(5))
-        await expect(.replay) { try await store.recordFormHash(ReplayRecord(formHash: hash(5), expiresAt: t0.addingTimeInterval(3 * hour)), now: now) }
+        await expect(.replay) {
+            try await store.recordFormHash(ReplayRecord(formHash: hash(5), expiresAt: t0.addingTimeInterval(3 * hour)), now: now)
+        }
         await expect(.challengeInvalid) { try await store.consumeChallenge(claim5, now: now) }
     }
 
@@ -360,26 +391,41 @@ public enum StoreContract {
         let claim = ChallengeClaim(value: challenge(1).value, purpose: .form, username: "alice")
 
         await expect(.staleCounter) {
-            try await store.commitAssertion(AssertionCommit(keyID: key(1).keyID, counter: 5, replay: ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [claim], now: now))
+            try await store.commitAssertion(
+                AssertionCommit(
+                    keyID: key(1).keyID, counter: 5, replay: ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(3 * hour)),
+                    challenges: [claim], now: now))
         }
         await expect(.unknownKey) {
-            try await store.commitAssertion(AssertionCommit(keyID: key(7).keyID, counter: 9, replay: ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [claim], now: now))
+            try await store.commitAssertion(
+                AssertionCommit(
+                    keyID: key(7).keyID, counter: 9, replay: ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(3 * hour)),
+                    challenges: [claim], now: now))
         }
         // Revoked after the flows loaded it: the commit's compare-and-set refuses it (not as a
         // stale counter: the counter would do), and writes nothing.
         try await store.insertKey(key(0x52, counter: 5))
         try await store.revokeKey(keyID: key(0x52).keyID, at: now)
         await expect(.keyRevoked) {
-            try await store.commitAssertion(AssertionCommit(keyID: key(0x52).keyID, counter: 6, replay: ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [claim], now: now))
+            try await store.commitAssertion(
+                AssertionCommit(
+                    keyID: key(0x52).keyID, counter: 6, replay: ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(3 * hour)),
+                    challenges: [claim], now: now))
         }
         #expect(try await store.loadKey(keyID: key(0x52).keyID)?.counter == 5)
         // None of them wrote the replay record or consumed the challenge.
-        try await store.commitAssertion(AssertionCommit(keyID: key(1).keyID, counter: 6, replay: ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [claim], now: now))
+        try await store.commitAssertion(
+            AssertionCommit(
+                keyID: key(1).keyID, counter: 6, replay: ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(3 * hour)),
+                challenges: [claim], now: now))
         #expect(try await store.loadKey(keyID: key(1).keyID)?.counter == 6)
         #expect(try await store.loadKey(keyID: key(1).keyID)?.lastUsed == now)
         // The same form again, with a higher counter: a replay, and the counter stays.
         await expect(.replay) {
-            try await store.commitAssertion(AssertionCommit(keyID: key(1).keyID, counter: 7, replay: ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [], now: now))
+            try await store.commitAssertion(
+                AssertionCommit(
+                    keyID: key(1).keyID, counter: 7, replay: ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(3 * hour)),
+                    challenges: [], now: now))
         }
         #expect(try await store.loadKey(keyID: key(1).keyID)?.counter == 6)
     }
@@ -399,9 +445,13 @@ public enum StoreContract {
         var registered = key(3)
         registered.attestation = KeyAttestation(object: [0xA5, 0x00, 0xFF], clientDataHash: hash(3))
         try await store.commitRegistration(
-            RegistrationCommit(key: registered, replay: ReplayRecord(formHash: hash(3), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [], now: t0)
+            RegistrationCommit(
+                key: registered, replay: ReplayRecord(formHash: hash(3), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [], now: t0)
         )
-        try await store.commitAssertion(AssertionCommit(keyID: registered.keyID, counter: 1, replay: ReplayRecord(formHash: hash(4), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [], now: now))
+        try await store.commitAssertion(
+            AssertionCommit(
+                keyID: registered.keyID, counter: 1, replay: ReplayRecord(formHash: hash(4), expiresAt: t0.addingTimeInterval(3 * hour)),
+                challenges: [], now: now))
         try await store.revokeKey(keyID: registered.keyID, at: now)
         #expect(try await store.loadKey(keyID: registered.keyID)?.attestation == registered.attestation)
     }
@@ -418,7 +468,10 @@ public enum StoreContract {
 
         // An assertion with signals replaces them all (absent fields included), with the counter.
         let newer = KeySignals(validationCategory: 2, bundleVersion: "2.5")
-        try await store.commitAssertion(AssertionCommit(keyID: stored.keyID, counter: 1, replay: ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [], now: now, signals: newer))
+        try await store.commitAssertion(
+            AssertionCommit(
+                keyID: stored.keyID, counter: 1, replay: ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [],
+                now: now, signals: newer))
         stored.counter = 1
         stored.lastUsed = now
         stored.lastSignals = newer
@@ -426,7 +479,10 @@ public enum StoreContract {
         #expect(try await store.loadKey(keyID: stored.keyID) == stored)
 
         // One without signals keeps them; so do the other updates of a key.
-        try await store.commitAssertion(AssertionCommit(keyID: stored.keyID, counter: 2, replay: ReplayRecord(formHash: hash(2), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [], now: now))
+        try await store.commitAssertion(
+            AssertionCommit(
+                keyID: stored.keyID, counter: 2, replay: ReplayRecord(formHash: hash(2), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [],
+                now: now))
         #expect(try await store.advanceCounter(keyID: stored.keyID, to: 3, lastUsed: now))
         #expect(try await store.replaceReceipt(keyID: stored.keyID, previous: [1, 2, 3], with: [4]))
         try await store.requireReattestation(keyID: stored.keyID)
@@ -439,10 +495,16 @@ public enum StoreContract {
         // A stale counter or a replay writes neither the counter nor the signals.
         let refused = KeySignals(validationCategory: 3, bundleVersion: "9", cdHash: [7], cdHashType: 1)
         await expect(.staleCounter) {
-            try await store.commitAssertion(AssertionCommit(keyID: stored.keyID, counter: 3, replay: ReplayRecord(formHash: hash(3), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [], now: now, signals: refused))
+            try await store.commitAssertion(
+                AssertionCommit(
+                    keyID: stored.keyID, counter: 3, replay: ReplayRecord(formHash: hash(3), expiresAt: t0.addingTimeInterval(3 * hour)),
+                    challenges: [], now: now, signals: refused))
         }
         await expect(.replay) {
-            try await store.commitAssertion(AssertionCommit(keyID: stored.keyID, counter: 9, replay: ReplayRecord(formHash: hash(2), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [], now: now, signals: refused))
+            try await store.commitAssertion(
+                AssertionCommit(
+                    keyID: stored.keyID, counter: 9, replay: ReplayRecord(formHash: hash(2), expiresAt: t0.addingTimeInterval(3 * hour)),
+                    challenges: [], now: now, signals: refused))
         }
         #expect(try await store.loadKey(keyID: stored.keyID) == stored)
         // The other key was never touched.
@@ -460,12 +522,16 @@ public enum StoreContract {
         var registered = key(2)
         registered.counterFormHash = hash(20)
         try await store.commitRegistration(
-            RegistrationCommit(key: registered, replay: ReplayRecord(formHash: hash(20), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [], now: t0)
+            RegistrationCommit(
+                key: registered, replay: ReplayRecord(formHash: hash(20), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [], now: t0)
         )
         #expect(try await store.loadKey(keyID: registered.keyID)?.counterFormHash == hash(20))
 
         // An accepted assertion stores its form's hash with its counter.
-        try await store.commitAssertion(AssertionCommit(keyID: stored.keyID, counter: 4, replay: ReplayRecord(formHash: hash(11), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [], now: now))
+        try await store.commitAssertion(
+            AssertionCommit(
+                keyID: stored.keyID, counter: 4, replay: ReplayRecord(formHash: hash(11), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [],
+                now: now))
         stored.counter = 4
         stored.lastUsed = now
         stored.counterFormHash = hash(11)
@@ -473,10 +539,16 @@ public enum StoreContract {
 
         // A refused commit (stale counter, replay) writes neither.
         await expect(.staleCounter) {
-            try await store.commitAssertion(AssertionCommit(keyID: stored.keyID, counter: 4, replay: ReplayRecord(formHash: hash(12), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [], now: now))
+            try await store.commitAssertion(
+                AssertionCommit(
+                    keyID: stored.keyID, counter: 4, replay: ReplayRecord(formHash: hash(12), expiresAt: t0.addingTimeInterval(3 * hour)),
+                    challenges: [], now: now))
         }
         await expect(.replay) {
-            try await store.commitAssertion(AssertionCommit(keyID: stored.keyID, counter: 9, replay: ReplayRecord(formHash: hash(11), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [], now: now))
+            try await store.commitAssertion(
+                AssertionCommit(
+                    keyID: stored.keyID, counter: 9, replay: ReplayRecord(formHash: hash(11), expiresAt: t0.addingTimeInterval(3 * hour)),
+                    challenges: [], now: now))
         }
         #expect(try await store.loadKey(keyID: stored.keyID) == stored)
 
@@ -495,11 +567,15 @@ public enum StoreContract {
         try await store.recordFormHash(ReplayRecord(formHash: hash(2), expiresAt: t0.addingTimeInterval(100 * hour)), now: t0)
         let later = t0.addingTimeInterval(hour + 1)
         // Without any purge: the expired challenge cannot be used, the expired hash no longer blocks.
-        await expect(.challengeInvalid) { try await store.consumeChallenge(ChallengeClaim(value: challenge(1).value, purpose: .form, username: "alice"), now: later) }
+        await expect(.challengeInvalid) {
+            try await store.consumeChallenge(ChallengeClaim(value: challenge(1).value, purpose: .form, username: "alice"), now: later)
+        }
         try await store.recordFormHash(ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(2 * hour)), now: later)
         // Purge at t0+3h deletes hash(1) (expires t0+2h) and challenge(1), nothing else.
         #expect(try await store.purgeExpired(now: t0.addingTimeInterval(3 * hour), limit: 100).deleted == 2)
-        await expect(.replay) { try await store.recordFormHash(ReplayRecord(formHash: hash(2), expiresAt: t0.addingTimeInterval(100 * hour)), now: later) }
+        await expect(.replay) {
+            try await store.recordFormHash(ReplayRecord(formHash: hash(2), expiresAt: t0.addingTimeInterval(100 * hour)), now: later)
+        }
         try await store.consumeChallenge(ChallengeClaim(value: challenge(2).value, purpose: .form, username: "alice"), now: later)
     }
 
@@ -511,11 +587,13 @@ public enum StoreContract {
         for index in 1...7 { try await store.issueChallenge(challenge(UInt8(100 + index), lifetime: Double(index) * hour)) }
         try await store.issueChallenge(challenge(120, lifetime: 100 * hour))
         for index in 1...11 {
-            try await store.recordFormHash(ReplayRecord(formHash: hash(UInt8(100 + index)), expiresAt: t0.addingTimeInterval(Double(index) * hour)), now: t0)
+            try await store.recordFormHash(
+                ReplayRecord(formHash: hash(UInt8(100 + index)), expiresAt: t0.addingTimeInterval(Double(index) * hour)), now: t0)
         }
         try await store.recordFormHash(ReplayRecord(formHash: hash(120), expiresAt: t0.addingTimeInterval(100 * hour)), now: t0)
         for index in 1...5 {
-            _ = try await store.countRequest(in: RateLimitWindow(id: hash(UInt8(130 + index)), start: t0, expiresAt: t0.addingTimeInterval(Double(index) * hour)))
+            _ = try await store.countRequest(
+                in: RateLimitWindow(id: hash(UInt8(130 + index)), start: t0, expiresAt: t0.addingTimeInterval(Double(index) * hour)))
         }
         let live = RateLimitWindow(id: hash(140), start: t0, expiresAt: t0.addingTimeInterval(100 * hour))
         _ = try await store.countRequest(in: live)
@@ -564,7 +642,10 @@ public enum StoreContract {
             for counter in 1...concurrency {
                 group.addTask {
                     do {
-                        try await store.commitAssertion(AssertionCommit(keyID: key(1).keyID, counter: UInt32(counter), replay: ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [], now: t0))
+                        try await store.commitAssertion(
+                            AssertionCommit(
+                                keyID: key(1).keyID, counter: UInt32(counter),
+                                replay: ReplayRecord(formHash: hash(1), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [], now: t0))
                         return true
                     } catch let error as StoreError where error.code == .replay || error.code == .staleCounter {
                         return false
@@ -585,7 +666,12 @@ public enum StoreContract {
                 let counter = UInt32(index % concurrency + 1)
                 group.addTask {
                     do {
-                        try await store.commitAssertion(AssertionCommit(keyID: key(1).keyID, counter: counter, replay: ReplayRecord(formHash: [UInt8(index)] + [UInt8](repeating: 0xAB, count: 31), expiresAt: t0.addingTimeInterval(3 * hour)), challenges: [], now: t0))
+                        try await store.commitAssertion(
+                            AssertionCommit(
+                                keyID: key(1).keyID, counter: counter,
+                                replay: ReplayRecord(
+                                    formHash: [UInt8(index)] + [UInt8](repeating: 0xAB, count: 31), expiresAt: t0.addingTimeInterval(3 * hour)),
+                                challenges: [], now: t0))
                         return counter
                     } catch let error as StoreError where error.code == .staleCounter {
                         return nil
@@ -648,14 +734,19 @@ public enum StoreContract {
         await expect(.unavailable) { _ = try await store.isFormHashRecorded(hash(1), now: t0) }
         await expect(.unavailable) { try await store.insertKey(key(2)) }
         await expect(.unavailable) { try await store.issueChallenge(challenge(2)) }
-        await expect(.unavailable) { try await store.consumeChallenge(ChallengeClaim(value: challenge(1).value, purpose: .form, username: "alice"), now: t0) }
-        await expect(.unavailable) { try await store.recordFormHash(ReplayRecord(formHash: hash(2), expiresAt: t0.addingTimeInterval(hour)), now: t0) }
+        await expect(.unavailable) {
+            try await store.consumeChallenge(ChallengeClaim(value: challenge(1).value, purpose: .form, username: "alice"), now: t0)
+        }
+        await expect(.unavailable) {
+            try await store.recordFormHash(ReplayRecord(formHash: hash(2), expiresAt: t0.addingTimeInterval(hour)), now: t0)
+        }
         await expect(.unavailable) { try await store.revokeKey(keyID: key(1).keyID, at: t0) }
         await expect(.unavailable) { _ = try await store.purgeExpired(now: t0, limit: 100) }
         await expect(.unavailable) { _ = try await store.purgeRevoked(before: t0, limit: 100) }
         await expect(.unavailable) {
             try await store.commitRegistration(
-                RegistrationCommit(key: key(3), replay: ReplayRecord(formHash: hash(3), expiresAt: t0.addingTimeInterval(hour)), challenges: [], now: t0)
+                RegistrationCommit(
+                    key: key(3), replay: ReplayRecord(formHash: hash(3), expiresAt: t0.addingTimeInterval(hour)), challenges: [], now: t0)
             )
         }
     }

@@ -3,8 +3,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
-import Foundation
 import FormAttestTestSupport
+import Foundation
 import Testing
 
 /// schemathesis against schemas/openapi.yaml on a running `formattest serve --dev-simulator`:
@@ -29,12 +29,14 @@ struct APIFuzzTests {
         defer { _ = server.terminate(within: 10) }
         try #require(Formattest.waitForListener(port: port, process: server.process), "the service did not start listening")
 
-        let (status, output) = try await schemathesis.run(tool: "schemathesis", [
-            "run", repositoryDirectory.appendingPathComponent("schemas/openapi.yaml").path,
-            "--url", "http://127.0.0.1:\(port)",
-            "--checks", "not_a_server_error,response_schema_conformance,status_code_conformance,content_type_conformance",
-            "--max-examples", "25", "--generation-deterministic",
-        ])
+        let (status, output) = try await schemathesis.run(
+            tool: "schemathesis",
+            [
+                "run", repositoryDirectory.appendingPathComponent("schemas/openapi.yaml").path,
+                "--url", "http://127.0.0.1:\(port)",
+                "--checks", "not_a_server_error,response_schema_conformance,status_code_conformance,content_type_conformance",
+                "--max-examples", "25", "--generation-deterministic",
+            ])
         #expect(status == 0, "\(output)")
         // Every operation of the document: the ten of App Attest, the service and the simulator,
         // the two of passkeys (GET /api/passkeys/options, POST /api/passkeys/register) and the

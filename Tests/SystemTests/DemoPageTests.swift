@@ -3,13 +3,15 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
-import Foundation
 import FormAttestTestSupport
+import Foundation
 import Testing
 
 /// The demo page in headless Chromium against a real `formattest serve --dev-simulator`.
 struct DemoPageTests {
-    @Test("fill the form, sign (attest, then assert), read result and token, replay, change the amount after signing, tell failures apart, recover from an unknown key, 390 px; screenshots saved")
+    @Test(
+        "fill the form, sign (attest, then assert), read result and token, replay, change the amount after signing, tell failures apart, recover from an unknown key, 390 px; screenshots saved"
+    )
     func demoPage() async throws {
         let browser = try PythonCheck(venv: ".venv-browser", overrideVariable: "FORMATTEST_BROWSER_PYTHON")
         let files = try TemporaryFiles()
@@ -33,7 +35,9 @@ struct DemoPageTests {
         #expect(FileManager.default.fileExists(atPath: narrowScreenshot.path))
     }
 
-    @Test("issue 30: the demo page's passkeys in headless Chromium with a WebAuthn virtual authenticator: register, a transfer by passkey and device accepted once, replay, passkey_required without it, app_attest_required without the device")
+    @Test(
+        "issue 30: the demo page's passkeys in headless Chromium with a WebAuthn virtual authenticator: register, a transfer by passkey and device accepted once, replay, passkey_required without it, app_attest_required without the device"
+    )
     func passkeyDemoPage() async throws {
         let browser = try PythonCheck(venv: ".venv-browser", overrideVariable: "FORMATTEST_BROWSER_PYTHON")
         let files = try TemporaryFiles()
@@ -64,7 +68,9 @@ struct DemoPageTests {
     func gracefulShutdown() async throws {
         let files = try TemporaryFiles()
         let port = Formattest.freePort()
-        let server = try Formattest.start(["serve", "--port", String(port), "--store", "memory", "--insecure-no-caller-auth", "--data-dir", files.directory.path])
+        let server = try Formattest.start([
+            "serve", "--port", String(port), "--store", "memory", "--insecure-no-caller-auth", "--data-dir", files.directory.path,
+        ])
         try #require(Formattest.waitForListener(port: port, process: server.process), "the service did not start listening")
         #expect(server.process.isRunning, "the service did not stay up")
         #expect(server.terminate(within: 10), "the service did not exit within 10 s of SIGTERM")

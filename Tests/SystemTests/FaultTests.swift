@@ -3,8 +3,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
-import Foundation
 import FormAttestTestSupport
+import Foundation
 import Testing
 
 /// Faults under load (e2e/faults/fault_test.py): the service killed mid-load and restarted on
@@ -18,11 +18,15 @@ struct FaultTests {
         let files = try TemporaryFiles()
         let result = try await check.run(
             "e2e/faults/fault_test.py",
-            ["--binary", Formattest.executable.path, "--dev-binary", Formattest.developerExecutable.path, "--mongoeco-python", check.python.path, "--work", files.directory.path]
+            [
+                "--binary", Formattest.executable.path, "--dev-binary", Formattest.developerExecutable.path, "--mongoeco-python", check.python.path,
+                "--work", files.directory.path,
+            ]
         )
         #expect(result.status == 0, "\(result.output)")
         #expect(result.output.contains(" passed, 0 failed"), "\(result.output)")
-        for line in result.output.split(separator: "\n") where ["sqlite restart:", "mongodb outage:", "slow clients:", "full disk:", "read-only:"].contains(where: { line.hasPrefix($0) }) {
+        for line in result.output.split(separator: "\n")
+        where ["sqlite restart:", "mongodb outage:", "slow clients:", "full disk:", "read-only:"].contains(where: { line.hasPrefix($0) }) {
             print(line)
         }
     }

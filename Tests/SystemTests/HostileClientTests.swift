@@ -3,8 +3,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
-import Foundation
 import FormAttestTestSupport
+import Foundation
 import Testing
 
 /// Hostile, unauthenticated callers (e2e/hostile/hostile_test.py): malformed timestamps,

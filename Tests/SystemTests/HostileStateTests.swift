@@ -122,7 +122,8 @@ struct HostileStateTests {
         let form = Service.form("1.00")
         let (_, simulated) = try await first.send("POST", "/api/dev/simulate", ["action": "attest", "form": form])
         let keyID = try #require(simulated["keyId"] as? String)
-        let text = try #require(simulated["attestationObject"] as? String).replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        let text = try #require(simulated["attestationObject"] as? String).replacingOccurrences(of: "-", with: "+").replacingOccurrences(
+            of: "_", with: "/")
         let object = try #require(Data(base64Encoded: text + String(repeating: "=", count: (4 - text.count % 4) % 4)))
         let garbage = Data(try Self.withGarbageReceipt(Array(object))).base64EncodedString()
             .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
@@ -185,7 +186,9 @@ struct HostileStateTests {
         let files = try TemporaryFiles()
         let store = "sqlite:" + files.directory.appendingPathComponent("budget.sqlite").path
         func start(_ budget: String) throws -> Service {
-            try Service(["--rate-limit-assertions-per-user", budget, "--rate-limit-window", "3600", "--rate-limit-per-address", "1000", "--store", store])
+            try Service([
+                "--rate-limit-assertions-per-user", budget, "--rate-limit-window", "3600", "--rate-limit-per-address", "1000", "--store", store,
+            ])
         }
         let service = try start("3")
         try #require(Formattest.waitForListener(port: service.port, process: service.server.process))
@@ -227,7 +230,8 @@ struct HostileStateTests {
         var statuses: [Int] = []
         for index in 0..<5 {
             let request: [String: Any] = [
-                "username": "user\(index)", "keyId": "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "assertion": "oA", "form": Service.form("1.00", user: "user\(index)"),
+                "username": "user\(index)", "keyId": "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "assertion": "oA",
+                "form": Service.form("1.00", user: "user\(index)"),
             ]
             statuses.append(try await service.send("POST", "/api/appattest/assert", request).0)
         }

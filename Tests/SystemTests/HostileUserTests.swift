@@ -8,7 +8,7 @@ import Foundation
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Issue 31's classes at the service's edge, each through the built `formattest serve` as a
@@ -122,7 +122,8 @@ struct HostileUserTests {
                 continue
             }
             let head = String(decoding: answer[..<end], as: UTF8.self)
-            let length = head.split(separator: "\r\n").first { $0.lowercased().hasPrefix("content-length:") }
+            let length =
+                head.split(separator: "\r\n").first { $0.lowercased().hasPrefix("content-length:") }
                 .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) } ?? 0
             if answer.count - (end + 4) >= length {
                 let parts = head.split(separator: " ")
@@ -214,13 +215,18 @@ struct HostileUserTests {
         return try JSONSerialization.data(withJSONObject: ["keys": keys], options: [.sortedKeys])
     }
 
-    @Test("3: foreign keys in the provider's JWKS (enc, ECDH-ES, RSA-OAEP, X25519, secp256k1, certificate-only) are skipped, one log line each; valid tokens keep working")
+    @Test(
+        "3: foreign keys in the provider's JWKS (enc, ECDH-ES, RSA-OAEP, X25519, secp256k1, certificate-only) are skipped, one log line each; valid tokens keep working"
+    )
     func foreignProviderKeys() async throws {
         let provider = try TestIdentityProvider()
         let files = try TemporaryFiles()
         let jwks = try files.write(try Self.foreignKeySet(provider), named: "jwks.json")
         let service = try Service(
-            ["--store", "memory", "--caller-jwks", jwks, "--caller-issuer", TestIdentityProvider.issuer, "--caller-audience", TestIdentityProvider.audience],
+            [
+                "--store", "memory", "--caller-jwks", jwks, "--caller-issuer", TestIdentityProvider.issuer, "--caller-audience",
+                TestIdentityProvider.audience,
+            ],
             files: files
         )
         for signer in [TestIdentityProvider.Signer.es256, .eddsa, .rs256] {
@@ -230,7 +236,9 @@ struct HostileUserTests {
         }
         // A token naming a skipped key's kid is refused like any unknown key.
         let foreign = try provider.token(TestIdentityProvider.claims(), kid: "enc-ecdh")
-        #expect(Self.code(try Self.exchange(service.port, "/api/appattest/challenge", headers: [("Authorization", "Bearer \(foreign)")]).body) == "unauthenticated")
+        #expect(
+            Self.code(try Self.exchange(service.port, "/api/appattest/challenge", headers: [("Authorization", "Bearer \(foreign)")]).body)
+                == "unauthenticated")
         let metrics = try Self.exchange(service.port, "/metrics").body
         #expect(metrics.contains("formattest_caller_jwks_keys_skipped_total 6"), "\(metrics)")
         let log = service.stop()
@@ -240,7 +248,9 @@ struct HostileUserTests {
         }
     }
 
-    @Test("r3 F5: an EC and an RSA key under one kid are both kept, the token's alg choosing; two keys of one type under one kid are dropped and logged")
+    @Test(
+        "r3 F5: an EC and an RSA key under one kid are both kept, the token's alg choosing; two keys of one type under one kid are dropped and logged"
+    )
     func sameKidKeyTypes() async throws {
         let provider = try TestIdentityProvider()
         let own = try #require(try JSONSerialization.jsonObject(with: Data(try provider.jwks())) as? [String: Any])
@@ -257,7 +267,10 @@ struct HostileUserTests {
         let files = try TemporaryFiles()
         let jwks = try files.write(try JSONSerialization.data(withJSONObject: ["keys": keys], options: [.sortedKeys]), named: "jwks.json")
         let service = try Service(
-            ["--store", "memory", "--caller-jwks", jwks, "--caller-issuer", TestIdentityProvider.issuer, "--caller-audience", TestIdentityProvider.audience],
+            [
+                "--store", "memory", "--caller-jwks", jwks, "--caller-issuer", TestIdentityProvider.issuer, "--caller-audience",
+                TestIdentityProvider.audience,
+            ],
             files: files
         )
         func status(_ token: String) throws -> (Int, String?) {
@@ -290,7 +303,10 @@ struct HostileUserTests {
         let files = try TemporaryFiles()
         let jwks = try files.write(#"{"keys": "not an array"}"#, named: "jwks.json")
         let service = try Service(
-            ["--store", "memory", "--caller-jwks", jwks, "--caller-issuer", TestIdentityProvider.issuer, "--caller-audience", TestIdentityProvider.audience],
+            [
+                "--store", "memory", "--caller-jwks", jwks, "--caller-issuer", TestIdentityProvider.issuer, "--caller-audience",
+                TestIdentityProvider.audience,
+            ],
             files: files
         )
         let token = try TestIdentityProvider().token(TestIdentityProvider.claims())
@@ -303,7 +319,8 @@ struct HostileUserTests {
 
     // MARK: - 11. Query strings
 
-    @Test("11: a query-string username with invalid UTF-8, a bad % escape, a raw byte or given twice is 400 invalid_query; valid UTF-8 is read exactly")
+    @Test(
+        "11: a query-string username with invalid UTF-8, a bad % escape, a raw byte or given twice is 400 invalid_query; valid UTF-8 is read exactly")
     func strictQueryStrings() async throws {
         let files = try TemporaryFiles()
         let service = try Service(["--store", "memory", "--insecure-no-caller-auth"], files: files)
@@ -327,7 +344,10 @@ struct HostileUserTests {
     func ipv6Prefixes() async throws {
         let files = try TemporaryFiles()
         let service = try Service(
-            ["--store", "memory", "--insecure-no-caller-auth", "--trusted-proxy-hops", "1", "--rate-limit-per-address", "2", "--rate-limit-per-user", "100"],
+            [
+                "--store", "memory", "--insecure-no-caller-auth", "--trusted-proxy-hops", "1", "--rate-limit-per-address", "2",
+                "--rate-limit-per-user", "100",
+            ],
             files: files
         )
         func challenge(from address: String, user: String) throws -> Int {
@@ -347,11 +367,16 @@ struct HostileUserTests {
 
         // --rate-limit-ipv6-prefix 128: every address its own budget.
         let exact = try Service(
-            ["--store", "memory", "--insecure-no-caller-auth", "--trusted-proxy-hops", "1", "--rate-limit-per-address", "1", "--rate-limit-ipv6-prefix", "128"],
+            [
+                "--store", "memory", "--insecure-no-caller-auth", "--trusted-proxy-hops", "1", "--rate-limit-per-address", "1",
+                "--rate-limit-ipv6-prefix", "128",
+            ],
             files: TemporaryFiles()
         )
         for suffix in 1...3 {
-            let status = try Self.exchange(exact.port, "/api/appattest/challenge?username=c\(suffix)", headers: [("X-Forwarded-For", "2001:db8::\(suffix)")]).status
+            let status = try Self.exchange(
+                exact.port, "/api/appattest/challenge?username=c\(suffix)", headers: [("X-Forwarded-For", "2001:db8::\(suffix)")]
+            ).status
             #expect(status == 200)
         }
         _ = exact.stop()
@@ -366,7 +391,8 @@ struct HostileUserTests {
         let jwks = try files.write(Data(try provider.jwks()), named: "jwks.json")
         let service = try Service(
             [
-                "--store", "memory", "--caller-jwks", jwks, "--caller-issuer", TestIdentityProvider.issuer, "--caller-audience", TestIdentityProvider.audience,
+                "--store", "memory", "--caller-jwks", jwks, "--caller-issuer", TestIdentityProvider.issuer, "--caller-audience",
+                TestIdentityProvider.audience,
                 "--rate-limit-per-user", "3", "--rate-limit-per-address", "3",
             ],
             files: files
@@ -426,7 +452,9 @@ struct HostileUserTests {
         // A fresh user on every pool challenge (the red team's flood): the pool budget still holds.
         var named: [Int] = []
         for _ in 0..<3 {
-            named.append(try Self.exchange(service.port, "/api/appattest/challenge?purpose=pool&username=u\(UUID().uuidString.prefix(8))", headers: bearer).status)
+            named.append(
+                try Self.exchange(service.port, "/api/appattest/challenge?purpose=pool&username=u\(UUID().uuidString.prefix(8))", headers: bearer)
+                    .status)
         }
         let unnamed = try Self.exchange(service.port, "/api/appattest/challenge?purpose=pool", headers: bearer)
         #expect(named == [200, 200, 200] && unnamed.status == 429 && Self.code(unnamed.body) == "rate_limited", "\(named) \(unnamed)")
@@ -443,7 +471,8 @@ struct HostileUserTests {
         let bearer = [("Authorization", "Bearer \(Self.secret)"), ("Content-Type", "application/json")]
         let stamp = ISO8601DateFormatter().string(from: Date())
         func assertBody(_ index: Int) -> [UInt8] {
-            let form = #"{"action":"transfer","amount":"1.00","to":"bob","username":"user\#(index)","timestamp":"\#(stamp)","nonce":"n\#(index)-\#(UUID().uuidString)"}"#
+            let form =
+                #"{"action":"transfer","amount":"1.00","to":"bob","username":"user\#(index)","timestamp":"\#(stamp)","nonce":"n\#(index)-\#(UUID().uuidString)"}"#
             return Array(#"{"username":"user\#(index)","keyId":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA","assertion":"oA","form":\#(form)}"#.utf8)
         }
         let inspect = Array(#"{"mode":"tree","attestationObject":"oA"}"#.utf8)
@@ -451,7 +480,10 @@ struct HostileUserTests {
         let files = try TemporaryFiles()
         let secretFile = try files.writeSecret(Self.secret, named: "caller-secret")
         let total = try Service(
-            ["--store", "memory", "--caller-secret-file", secretFile, "--rate-limit-per-backend", "3", "--rate-limit-per-user", "100", "--rate-limit-inspect", "100", "--rate-limit-backend-unnamed", "100"],
+            [
+                "--store", "memory", "--caller-secret-file", secretFile, "--rate-limit-per-backend", "3", "--rate-limit-per-user", "100",
+                "--rate-limit-inspect", "100", "--rate-limit-backend-unnamed", "100",
+            ],
             files: files
         )
         var asserts: [Int] = []
@@ -468,11 +500,13 @@ struct HostileUserTests {
         let unnamedFiles = try TemporaryFiles()
         let unnamedSecret = try unnamedFiles.writeSecret(Self.secret, named: "caller-secret")
         let unnamed = try Service(
-            ["--store", "memory", "--caller-secret-file", unnamedSecret, "--rate-limit-backend-unnamed", "2", "--rate-limit-inspect", "100"], files: unnamedFiles
+            ["--store", "memory", "--caller-secret-file", unnamedSecret, "--rate-limit-backend-unnamed", "2", "--rate-limit-inspect", "100"],
+            files: unnamedFiles
         )
         var unnamedInspections: [Int] = []
         for _ in 0..<3 {
-            unnamedInspections.append(try Self.exchange(unnamed.port, "/api/appattest/inspect", method: "POST", headers: bearer, body: inspect).status)
+            unnamedInspections.append(
+                try Self.exchange(unnamed.port, "/api/appattest/inspect", method: "POST", headers: bearer, body: inspect).status)
         }
         #expect(unnamedInspections == [200, 200, 429], "inspect under the backend's unnamed budget: \(unnamedInspections)")
         _ = unnamed.stop()
@@ -491,14 +525,18 @@ struct HostileUserTests {
         let field = Data(amplifier).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
             .replacingOccurrences(of: "=", with: "")
         let body = Array(#"{"mode":"tree","attestationObject":"\#(field)"}"#.utf8)
-        let large = try Self.exchange(service.port, "/api/appattest/inspect", method: "POST", headers: [("Content-Type", "application/json")], body: body)
+        let large = try Self.exchange(
+            service.port, "/api/appattest/inspect", method: "POST", headers: [("Content-Type", "application/json")], body: body)
         #expect(large.status == 422 && Self.code(large.body) == "inspection_too_large", "\(large.status) \(large.body.prefix(200))")
         #expect(large.body.utf8.count < 1024)
         print("hostile inspector: \(amplifier.count) bytes in: \(large.status) \(large.body)")
         let small = Array(#"{"mode":"tree","attestationObject":"oA"}"#.utf8)
         var statuses: [Int] = []
         for _ in 0..<3 {
-            statuses.append(try Self.exchange(service.port, "/api/appattest/inspect", method: "POST", headers: [("Content-Type", "application/json")], body: small).status)
+            statuses.append(
+                try Self.exchange(
+                    service.port, "/api/appattest/inspect", method: "POST", headers: [("Content-Type", "application/json")], body: small
+                ).status)
         }
         #expect(statuses == [200, 200, 429], "\(statuses)")
         _ = service.stop()
@@ -544,7 +582,9 @@ struct HostileUserTests {
         }
     }
 
-    @Test("r3 F6: the inspector's slot takes turns by caller: callers looping on costly inspections cannot starve another; a caller's second concurrent inspection is refused at once")
+    @Test(
+        "r3 F6: the inspector's slot takes turns by caller: callers looping on costly inspections cannot starve another; a caller's second concurrent inspection is refused at once"
+    )
     func inspectorFairness() async throws {
         let files = try TemporaryFiles()
         let service = try Service(["--store", "memory", "--insecure-no-caller-auth", "--rate-limit-inspect", "10000"], files: files)
@@ -662,7 +702,9 @@ struct HostileUserTests {
         #expect(both.status == 2 && both.stderr.contains("hold the same secret"), "\(both.stderr)")
     }
 
-    @Test("F2: every directory on the path of the data directory, the store, the key, the secret files and the configuration file, up to /, is checked (sticky /tmp accepted)")
+    @Test(
+        "F2: every directory on the path of the data directory, the store, the key, the secret files and the configuration file, up to /, is checked (sticky /tmp accepted)"
+    )
     func strictPaths() async throws {
         // The control: everything under a 0700 directory in sticky /tmp: it starts.
         let (safe, safeCaller, _) = try Self.prepared()
@@ -676,7 +718,8 @@ struct HostileUserTests {
         try Self.chmod(openDirectory.path, 0o777)
         let inOpen = try open.writeSecret(Self.secret, named: "open/caller-secret")
         let secret = try await Self.serve(open, ["--caller-secret-file", inOpen])
-        #expect(secret.status == 2 && secret.stderr.contains("the directory \(openDirectory.path)") && secret.stderr.contains("0777"), "\(secret.stderr)")
+        #expect(
+            secret.status == 2 && secret.stderr.contains("the directory \(openDirectory.path)") && secret.stderr.contains("0777"), "\(secret.stderr)")
 
         // The same directory sticky (as /tmp): accepted, the file below being the service's own.
         try Self.chmod(openDirectory.path, 0o1777)
@@ -711,10 +754,13 @@ struct HostileUserTests {
         let config = try configured.write(#"{"log-level": "info"}"#, named: "etc/formattest.json")
         try Self.chmod(settings.path, 0o757)
         let configResult = try await Self.serve(configured, ["--caller-secret-file", configuredCaller, "--config", config])
-        #expect(configResult.status == 2 && configResult.stderr.contains("--config") && configResult.stderr.contains("0757"), "\(configResult.stderr)")
+        #expect(
+            configResult.status == 2 && configResult.stderr.contains("--config") && configResult.stderr.contains("0757"), "\(configResult.stderr)")
     }
 
-    @Test("F3: an existing SQLite file (or -wal/-shm) open to others is refused with chmod 600; a configuration file writable by others, or readable while it holds a secret, is refused")
+    @Test(
+        "F3: an existing SQLite file (or -wal/-shm) open to others is refused with chmod 600; a configuration file writable by others, or readable while it holds a secret, is refused"
+    )
     func strictStoreAndConfiguration() async throws {
         func sqlite(_ files: TemporaryFiles) -> [String] { ["--store", "sqlite:" + files.directory.appendingPathComponent("store.sqlite").path] }
         // The control: a 0600 file made by an earlier start; the service starts on it.
@@ -754,7 +800,9 @@ struct HostileUserTests {
         #expect(!closed.stderr.contains("holds a secret"), "\(closed.stderr)")
     }
 
-    @Test("F6: a secret file reached through symbolic links is judged by its target; a UTF-8 BOM in a secret file is refused; the log shows the header timeout as clamped")
+    @Test(
+        "F6: a secret file reached through symbolic links is judged by its target; a UTF-8 BOM in a secret file is refused; the log shows the header timeout as clamped"
+    )
     func strictLinksAndBOM() async throws {
         // Kubernetes' layout: caller-secret -> ..data/caller-secret, ..data -> ..2026_11_27/.
         let (linked, _, _) = try Self.prepared()
@@ -771,7 +819,8 @@ struct HostileUserTests {
         // The target readable by others: refused, naming the target.
         try Self.chmod(target, 0o644)
         let readable = try await Self.serve(linked, ["--caller-secret-file", link])
-        #expect(readable.status == 2 && readable.stderr.contains("0644") && readable.stderr.contains("..2026_11_27/caller-secret"), "\(readable.stderr)")
+        #expect(
+            readable.status == 2 && readable.stderr.contains("0644") && readable.stderr.contains("..2026_11_27/caller-secret"), "\(readable.stderr)")
 
         // A BOM before the secret.
         let (bom, _, _) = try Self.prepared()
@@ -789,7 +838,9 @@ struct HostileUserTests {
         #expect(line.contains("headerTimeout=5.0 seconds"), "\(line)")
     }
 
-    @Test("r3 F1: the files and directories that decide trust (key set, roots, previous keys, CDHashes, evidence, demo pages) are refused writable by others; the previous keys are created 0600")
+    @Test(
+        "r3 F1: the files and directories that decide trust (key set, roots, previous keys, CDHashes, evidence, demo pages) are refused writable by others; the previous keys are created 0600"
+    )
     func strictTrustFiles() async throws {
         // One deployment with every such file, each safe (public files 0644, directories 0700/0755).
         let (files, caller, _) = try Self.prepared()
@@ -823,7 +874,9 @@ struct HostileUserTests {
             let safe = try #require(StrictModesProbe.mode(path))
             try Self.chmod(path, mode)
             let refused = try await Self.serve(files, arguments)
-            #expect(refused.status == 2 && refused.stderr.contains(option) && refused.stderr.contains(String(mode, radix: 8)), "\(option): \(refused.stderr)")
+            #expect(
+                refused.status == 2 && refused.stderr.contains(option) && refused.stderr.contains(String(mode, radix: 8)),
+                "\(option): \(refused.stderr)")
             #expect(refused.stderr.contains("chmod go-w"), "\(refused.stderr)")
             try Self.chmod(path, safe)
         }
@@ -885,7 +938,9 @@ struct HostileUserTests {
 
     // MARK: - 7. Connections
 
-    @Test("7: at the descriptor limit accept(2) fails: each failure is counted and logged (a line a second at most), accepting backs off instead of spinning a core, and resumes once descriptors free up")
+    @Test(
+        "7: at the descriptor limit accept(2) fails: each failure is counted and logged (a line a second at most), accepting backs off instead of spinning a core, and resumes once descriptors free up"
+    )
     func acceptErrorsLoggedAndCounted() async throws {
         let files = try TemporaryFiles()
         let port = Formattest.freePort()
@@ -914,7 +969,7 @@ struct HostileUserTests {
         try await Task.sleep(for: .seconds(3))
         let cpu = try #require(Self.cpuSeconds(pid)) - cpuBefore
         let windowSeconds = Date().timeIntervalSince(window)
-        held.forEach { close($0) }
+        for handle in held { close(handle) }
         // Accepting resumes within the back-off (at most 1 s, with NIO's own second after it).
         let freed = Date()
         var metrics = ""
@@ -939,11 +994,16 @@ struct HostileUserTests {
         )
     }
 
-    @Test("7: connections are capped per address and in total, and one that sends no request head is closed at the header deadline, long before the idle timeout")
+    @Test(
+        "7: connections are capped per address and in total, and one that sends no request head is closed at the header deadline, long before the idle timeout"
+    )
     func connectionLimits() async throws {
         let files = try TemporaryFiles()
         let service = try Service(
-            ["--store", "memory", "--insecure-no-caller-auth", "--max-connections-per-address", "2", "--header-timeout", "2", "--idle-timeout", "60"],
+            [
+                "--store", "memory", "--insecure-no-caller-auth", "--max-connections-per-address", "2", "--header-timeout", "2", "--idle-timeout",
+                "60",
+            ],
             files: files
         )
         // The header deadline: a silent connection is closed after ~2 s, not 60.
@@ -957,7 +1017,7 @@ struct HostileUserTests {
         let three = [try Self.dial(service.port), try Self.dial(service.port), try Self.dial(service.port)]
         let closedNow = three.filter { Self.closedAfter($0, seconds: 0.5) != nil }
         #expect(closedNow.count == 1, "\(closedNow.count) of 3 connections from one address closed at once (limit 2)")
-        three.forEach { close($0) }
+        for handle in three { close(handle) }
         try await Task.sleep(for: .milliseconds(300))
         #expect(try Self.exchange(service.port, "/healthz").status == 200)
         let log = service.stop()
@@ -994,7 +1054,7 @@ struct HostileUserTests {
         let answers = held.map { String(decoding: Self.received($0), as: UTF8.self) }
         let shed = answers.filter { !$0.isEmpty }
         #expect(!shed.isEmpty && shed.allSatisfy { $0.hasPrefix("HTTP/1.1 408") }, "\(answers.map { $0.prefix(12) })")
-        held.forEach { close($0) }
+        for handle in held { close(handle) }
         close(waiting)
         #expect(capped.stop().contains("connection limit reached"))
     }
@@ -1041,15 +1101,17 @@ struct HostileUserTests {
         #expect(open.allSatisfy { Self.healthz(on: $0.handle) == 200 })
         let metrics = try Self.exchange(service.port, "/metrics").body
         let shed = Self.metric(metrics, #"formattest_connections_refused_total{reason="shed_idle"}"#)
-        holders.forEach { close($0.handle) }
-        newcomers.forEach { close($0) }
+        for holder in holders { close(holder.handle) }
+        for handle in newcomers { close(handle) }
         let log = service.stop()
         #expect(shed >= 2, "shed_idle: \(shed)")
         #expect(log.contains("idle connection closed"), "\(log.suffix(2000))")
         print("shedding: newcomers answered; closed \(closed.map(\.source)); shed_idle \(shed)")
     }
 
-    @Test("r4: a client that pipelines requests and never reads the answers is closed at the write deadline (the body timeout), so it cannot stay busy and unsheddable")
+    @Test(
+        "r4: a client that pipelines requests and never reads the answers is closed at the write deadline (the body timeout), so it cannot stay busy and unsheddable"
+    )
     func unreadAnswersClosed() async throws {
         let files = try TemporaryFiles()
         let service = try Service(
@@ -1076,7 +1138,9 @@ struct HostileUserTests {
         try #require(connected == 0)
         defer { close(handle) }
         let costly = Self.costlyInspection
-        let post = Array("POST /api/appattest/inspect HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: \(costly.count)\r\n\r\n".utf8) + costly
+        let post =
+            Array("POST /api/appattest/inspect HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: \(costly.count)\r\n\r\n".utf8)
+            + costly
         let requests = Array([[UInt8]](repeating: post, count: 16).joined())
         var flags = fcntl(handle, F_GETFL)
         flags |= O_NONBLOCK
@@ -1097,7 +1161,9 @@ struct HostileUserTests {
         print("unread answers: \(sent) request bytes sent; write_timeout \(closedByDeadline)")
     }
 
-    @Test("r3 F3, r5 F2: a connection with a request in flight is never cut: over the total the oldest body in progress (1 s at least) is answered 408, every other request is answered; the per-address cap still closes a peer's one too many at once")
+    @Test(
+        "r3 F3, r5 F2: a connection with a request in flight is never cut: over the total the oldest body in progress (1 s at least) is answered 408, every other request is answered; the per-address cap still closes a peer's one too many at once"
+    )
     func busyConnectionsKept() async throws {
         let files = try TemporaryFiles()
         let service = try Service(
@@ -1149,8 +1215,8 @@ struct HostileUserTests {
             let answer = String(decoding: Self.readAll(handle, seconds: 2), as: UTF8.self)
             #expect(answer.hasPrefix("HTTP/1.1 4"), "\(answer.prefix(80))")
         }
-        busy.forEach { close($0) }
-        [idle, second].forEach { close($0) }
+        for handle in busy { close(handle) }
+        for handle in [idle, second] { close(handle) }
         let log = service.stop()
         #expect(log.contains("per-address connection limit"), "\(log.suffix(2000))")
     }
@@ -1241,7 +1307,9 @@ struct HostileUserTests {
         return answer
     }
 
-    @Test("r4 F1: a body trickled below the minimum body rate is answered 408 after the 1 s grace, long before the body timeout, so trickling clients from many addresses cannot keep every slot busy; a body above the rate is read whole")
+    @Test(
+        "r4 F1: a body trickled below the minimum body rate is answered 408 after the 1 s grace, long before the body timeout, so trickling clients from many addresses cannot keep every slot busy; a body above the rate is read whole"
+    )
     func slowBodiesRefused() async throws {
         let files = try TemporaryFiles()
         let service = try Service(
@@ -1385,7 +1453,9 @@ struct HostileUserTests {
         #expect(lines >= 1 && lines <= Int(elapsed) + 2 && Double(lines) < saturated, "\(lines) lines in \(elapsed) s, saturated \(saturated)")
     }
 
-    @Test("r4 F2, F3: churn of fresh connections from many addresses over the total never sheds a pooling client's keep-alive connections between their requests")
+    @Test(
+        "r4 F2, F3: churn of fresh connections from many addresses over the total never sheds a pooling client's keep-alive connections between their requests"
+    )
     func churnSparesKeepAlive() async throws {
         let files = try TemporaryFiles()
         let service = try Service(
@@ -1432,7 +1502,9 @@ struct HostileUserTests {
         #expect(lost == 0, "\(lost) of the pool's requests met a closed connection (served \(served))")
     }
 
-    @Test("r4 F4: refusals at the inspector's gate (a full queue, a wait past its bound) spend none of the caller's budget; its served inspections still do")
+    @Test(
+        "r4 F4: refusals at the inspector's gate (a full queue, a wait past its bound) spend none of the caller's budget; its served inspections still do"
+    )
     func inspectorRefusalsFree() async throws {
         let files = try TemporaryFiles()
         let service = try Service(
@@ -1480,7 +1552,9 @@ struct HostileUserTests {
         #expect(Array(after.dropLast()).allSatisfy { $0 == 200 } && after.last == 429, "after: \(after); during: \(during)")
     }
 
-    @Test("r4 F4: entry to the inspector's queue is fair: with 40 addresses keeping it full, each caller not served recently gets a place, and the next turn")
+    @Test(
+        "r4 F4: entry to the inspector's queue is fair: with 40 addresses keeping it full, each caller not served recently gets a place, and the next turn"
+    )
     func inspectorFairEntry() async throws {
         let files = try TemporaryFiles()
         let service = try Service(
@@ -1524,7 +1598,9 @@ struct HostileUserTests {
         #expect(newcomers == [Int](repeating: 200, count: 8), "\(newcomers)")
     }
 
-    @Test("r5 F1: a connection gets at most 16 pipelined requests served unanswered; 40 connections pipelining 3,000 requests each and reading nothing cannot keep other clients out, during or after")
+    @Test(
+        "r5 F1: a connection gets at most 16 pipelined requests served unanswered; 40 connections pipelining 3,000 requests each and reading nothing cannot keep other clients out, during or after"
+    )
     func pipelinedRequestsBounded() async throws {
         let files = try TemporaryFiles()
         let service = try Service(
@@ -1571,7 +1647,9 @@ struct HostileUserTests {
         let series = #"formattest_connections_refused_total{reason="pipelined"}"#
         let bounded = Self.metric(metrics, series) - Self.metric(before, series)
         let lines = log.split(separator: "\n").filter { $0.contains("pipelined more requests") }.count
-        print("pipelining: honest during \(during), after the attackers left \(left.status) in \(String(format: "%.2f", leftSeconds)) s; 8 pipelined: \(fewAnswers) answers, then \(stillOpen); bounded \(bounded), \(lines) log lines")
+        print(
+            "pipelining: honest during \(during), after the attackers left \(left.status) in \(String(format: "%.2f", leftSeconds)) s; 8 pipelined: \(fewAnswers) answers, then \(stillOpen); bounded \(bounded), \(lines) log lines"
+        )
         #expect(during.allSatisfy { $0.status == 200 && $0.seconds < 10 }, "\(during)")
         #expect(left.status == 200 && leftSeconds < 3, "\(left.status) \(leftSeconds)")
         #expect(fewAnswers == 8 && stillOpen == 200, "\(fewAnswers) \(stillOpen)")
@@ -1580,10 +1658,13 @@ struct HostileUserTests {
         #expect(lines >= 1 && Double(lines) < bounded, "\(lines) \(bounded)")
     }
 
-    @Test("r5 F6: over the total, connections that never sent a request go first and without the shedding cap: a churn of silent connections neither delays newcomers nor sheds an honest keep-alive connection")
+    @Test(
+        "r5 F6: over the total, connections that never sent a request go first and without the shedding cap: a churn of silent connections neither delays newcomers nor sheds an honest keep-alive connection"
+    )
     func silentChurnShedFirst() async throws {
         let files = try TemporaryFiles()
-        let service = try Service(["--store", "memory", "--insecure-no-caller-auth", "--max-connections", "32", "--log-level", "warning"], files: files)
+        let service = try Service(
+            ["--store", "memory", "--insecure-no-caller-auth", "--max-connections", "32", "--log-level", "warning"], files: files)
         let port = service.port
         // An honest keep-alive connection, a request every 3 s (the first as it opens).
         var keepAlive = try Self.dial(port, from: "127.0.0.3")
@@ -1632,7 +1713,9 @@ struct HostileUserTests {
         close(keepAlive)
         _ = service.stop()
         let slowest = fresh.map(\.seconds).max() ?? 0
-        print("silent churn (\(silent) connections): fresh clients \(fresh.count), slowest \(String(format: "%.2f", slowest)) s, statuses \(Set(fresh.map(\.status))); keep-alive \(keepAliveAnswered) answered, \(keepAliveLost) lost")
+        print(
+            "silent churn (\(silent) connections): fresh clients \(fresh.count), slowest \(String(format: "%.2f", slowest)) s, statuses \(Set(fresh.map(\.status))); keep-alive \(keepAliveAnswered) answered, \(keepAliveLost) lost"
+        )
         // Before: newcomers waited 8.5-9.6 s in the backlog and the keep-alive connection lost
         // requests as it was shed.
         #expect(fresh.count >= 8 && fresh.allSatisfy { $0.status == 200 } && slowest < 3, "\(fresh)")
@@ -1643,7 +1726,9 @@ struct HostileUserTests {
 
     /// One request on an open keep-alive connection: the status and the answer's head (lowercased),
     /// or (0, "") when no complete answer came within `seconds`.
-    static func request(on handle: Int32, _ text: String = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", seconds: Double = 5) -> (status: Int, head: String) {
+    static func request(on handle: Int32, _ text: String = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", seconds: Double = 5) -> (
+        status: Int, head: String
+    ) {
         let request = Array(text.utf8)
         _ = request.withUnsafeBytes { send(handle, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
         var timeout = timeval(tv_sec: 0, tv_usec: 100_000)
@@ -1658,7 +1743,8 @@ struct HostileUserTests {
             let text = String(decoding: answer, as: UTF8.self)
             guard let end = text.range(of: "\r\n\r\n") else { continue }
             let head = String(text[..<end.lowerBound]).lowercased()
-            let length = head.split(separator: "\r\n").first { $0.hasPrefix("content-length:") }
+            let length =
+                head.split(separator: "\r\n").first { $0.hasPrefix("content-length:") }
                 .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) } ?? 0
             if text.utf8.count - text[..<end.upperBound].utf8.count >= length {
                 let parts = head.split(separator: " ")
@@ -1711,11 +1797,16 @@ struct HostileUserTests {
             times.last ?? 0)
     }
 
-    @Test("r5 F3: a connection is served --max-requests-per-connection requests and for --max-connection-age; the answer that reaches a cap carries Connection: close, and the connection closes once it is written")
+    @Test(
+        "r5 F3: a connection is served --max-requests-per-connection requests and for --max-connection-age; the answer that reaches a cap carries Connection: close, and the connection closes once it is written"
+    )
     func connectionCaps() async throws {
         let files = try TemporaryFiles()
         let service = try Service(
-            ["--store", "memory", "--insecure-no-caller-auth", "--max-requests-per-connection", "5", "--max-connection-age", "3", "--log-level", "warning"],
+            [
+                "--store", "memory", "--insecure-no-caller-auth", "--max-requests-per-connection", "5", "--max-connection-age", "3", "--log-level",
+                "warning",
+            ],
             files: files)
         // The request cap: the first four answers keep the connection, the fifth closes it.
         let counted = try Self.dial(service.port, from: "127.0.0.2")
@@ -1735,7 +1826,9 @@ struct HostileUserTests {
         let metrics = try Self.exchange(service.port, "/metrics").body
         _ = service.stop()
         let closing = answers.map { $0.head.contains("connection: close") }
-        print("caps: request cap 5: \(answers.map(\.status)) close \(closing), closed after \(closedAfterFifth.map { String(format: "%.2f s", $0) } ?? "never"); age cap 3 s: close at 0 s \(young.head.contains("connection: close")), 1.5 s \(middle.head.contains("connection: close")), 3.3 s \(old.head.contains("connection: close"))")
+        print(
+            "caps: request cap 5: \(answers.map(\.status)) close \(closing), closed after \(closedAfterFifth.map { String(format: "%.2f s", $0) } ?? "never"); age cap 3 s: close at 0 s \(young.head.contains("connection: close")), 1.5 s \(middle.head.contains("connection: close")), 3.3 s \(old.head.contains("connection: close"))"
+        )
         #expect(answers.allSatisfy { $0.status == 200 }, "\(answers.map(\.status))")
         #expect(closing == [false, false, false, false, true], "\(closing)")
         #expect(closedAfterFifth != nil, "the connection stayed open after its fifth answer")
@@ -1747,10 +1840,13 @@ struct HostileUserTests {
         #expect(Self.metric(metrics, #"formattest_connections_refused_total{reason="max_age"}"#) == 1)
     }
 
-    @Test("r5 F3: 40 keep-alive connections from their own addresses, each active every 0.9 s, cannot keep newcomers out: at the ceiling the connection served most is retired (its answer carries Connection: close), and a fresh client is answered in bounded time")
+    @Test(
+        "r5 F3: 40 keep-alive connections from their own addresses, each active every 0.9 s, cannot keep newcomers out: at the ceiling the connection served most is retired (its answer carries Connection: close), and a fresh client is answered in bounded time"
+    )
     func busyKeepAliveRetired() async throws {
         let files = try TemporaryFiles()
-        let service = try Service(["--store", "memory", "--insecure-no-caller-auth", "--max-connections", "32", "--log-level", "warning"], files: files)
+        let service = try Service(
+            ["--store", "memory", "--insecure-no-caller-auth", "--max-connections", "32", "--log-level", "warning"], files: files)
         let port = service.port
         // ka09.py's attacker: 40 connections, each from its own address, a GET /healthz every
         // 0.9 s (never idle 1 s), reconnecting from a fresh address once closed; it ignores
@@ -1808,15 +1904,20 @@ struct HostileUserTests {
         let metrics = try Self.exchange(port, "/metrics").body
         _ = service.stop()
         let retired = Self.metric(metrics, #"formattest_connections_refused_total{reason="shed_busy"}"#)
-        print("r5 F3 (40 keep-alive connections every 0.9 s, 32 slots): honest newcomers \(Self.summary(honest)); attacker \(attack_.requests) requests, \(attack_.answered) answered, \(attack_.reconnections - 40) reconnections; shed_busy \(retired)")
+        print(
+            "r5 F3 (40 keep-alive connections every 0.9 s, 32 slots): honest newcomers \(Self.summary(honest)); attacker \(attack_.requests) requests, \(attack_.answered) answered, \(attack_.reconnections - 40) reconnections; shed_busy \(retired)"
+        )
         #expect(honest.count >= 10 && honest.allSatisfy { $0.status == 200 && $0.seconds < 5 }, "\(Self.summary(honest)): \(honest)")
         #expect(retired >= 1, "shed_busy \(retired)")
     }
 
-    @Test("r5 F2: bodies that meet the minimum rate cannot hold every slot: over the total the oldest body in progress (1 s at least) is refused 408, so a newcomer is answered in bounded time")
+    @Test(
+        "r5 F2: bodies that meet the minimum rate cannot hold every slot: over the total the oldest body in progress (1 s at least) is refused 408, so a newcomer is answered in bounded time"
+    )
     func steadyBodiesShed() async throws {
         let files = try TemporaryFiles()
-        let service = try Service(["--store", "memory", "--insecure-no-caller-auth", "--max-connections", "32", "--log-level", "warning"], files: files)
+        let service = try Service(
+            ["--store", "memory", "--insecure-no-caller-auth", "--max-connections", "32", "--log-level", "warning"], files: files)
         let port = service.port
         // slowbody5.py's `rate` attacker: 40 connections, each from its own address, a POST
         // announcing 60,000 bytes, then 1,100 B a second (above the 1,000 B/s minimum),
@@ -1870,12 +1971,16 @@ struct HostileUserTests {
         let metrics = try Self.exchange(port, "/metrics").body
         _ = service.stop()
         let shed = Self.metric(metrics, #"formattest_connections_refused_total{reason="shed_body"}"#)
-        print("r5 F2 (40 bodies at 1,100 B/s, 32 slots): honest newcomers \(Self.summary(honest)); attacker \(attack_.connections) connections, \(attack_.answered) answered (\(attack_.refused408) 408); shed_body \(shed)")
+        print(
+            "r5 F2 (40 bodies at 1,100 B/s, 32 slots): honest newcomers \(Self.summary(honest)); attacker \(attack_.connections) connections, \(attack_.answered) answered (\(attack_.refused408) 408); shed_body \(shed)"
+        )
         #expect(honest.count >= 10 && honest.allSatisfy { $0.status == 200 && $0.seconds < 3 }, "\(Self.summary(honest)): \(honest)")
         #expect(shed >= 1 && attack_.refused408 >= 1, "shed_body \(shed), 408 \(attack_.refused408)")
     }
 
-    @Test("r5 F2: the body rate counts over a sliding window: bytes sent with the head buy no time (refused within 3 s, not at the 10 s body timeout); the same bytes followed by 1,600 B/s are not refused; Expect: 100-continue is answered 100 at once and gets the normal grace")
+    @Test(
+        "r5 F2: the body rate counts over a sliding window: bytes sent with the head buy no time (refused within 3 s, not at the 10 s body timeout); the same bytes followed by 1,600 B/s are not refused; Expect: 100-continue is answered 100 at once and gets the normal grace"
+    )
     func slidingBodyRate() async throws {
         let files = try TemporaryFiles()
         let service = try Service(["--store", "memory", "--insecure-no-caller-auth", "--log-level", "warning"], files: files)
@@ -1924,7 +2029,9 @@ struct HostileUserTests {
         let expectAfter = Date().timeIntervalSince(expectStarted)
         _ = service.stop()
         let frontText = String(decoding: frontAnswer, as: UTF8.self)
-        print("sliding rate: front-loaded 10.5 KB answered \(frontText.prefix(12)) after \(String(format: "%.2f", frontAfter)) s; steady: \(steadyAnswer.isEmpty ? "still read after 4.5 s" : String(decoding: steadyAnswer.prefix(12), as: UTF8.self)); Expect: 100 after \(continueAfter.map { String(format: "%.2f s", $0) } ?? "never"), 408 after \(String(format: "%.2f", expectAfter)) s")
+        print(
+            "sliding rate: front-loaded 10.5 KB answered \(frontText.prefix(12)) after \(String(format: "%.2f", frontAfter)) s; steady: \(steadyAnswer.isEmpty ? "still read after 4.5 s" : String(decoding: steadyAnswer.prefix(12), as: UTF8.self)); Expect: 100 after \(continueAfter.map { String(format: "%.2f s", $0) } ?? "never"), 408 after \(String(format: "%.2f", expectAfter)) s"
+        )
         #expect(frontText.hasPrefix("HTTP/1.1 408") && frontAfter > 1.5 && frontAfter < 4.5, "\(frontText.prefix(40)) after \(frontAfter) s")
         #expect(steadyAnswer.isEmpty, "\(String(decoding: steadyAnswer, as: UTF8.self).prefix(40))")
         #expect((continueAfter ?? 9) < 0.5, "100 Continue after \(String(describing: continueAfter))")

@@ -20,7 +20,9 @@ struct PasskeySystemTests {
 
     static func object(_ bytes: [UInt8]) throws -> Any { try JSONSerialization.jsonObject(with: Data(bytes)) }
 
-    @Test("a transfer confirmed by App Attest and a passkey through the real service: accepted once, replay with either factor, refused without the passkey or over another form")
+    @Test(
+        "a transfer confirmed by App Attest and a passkey through the real service: accepted once, replay with either factor, refused without the passkey or over another form"
+    )
     func confirmWithBothFactors() async throws {
         let service = try HostileStateTests.Service([
             "--passkey-rp-id", PasskeyDevice.rpID, "--passkey-origin", PasskeyDevice.origin,
@@ -66,7 +68,9 @@ struct PasskeySystemTests {
         let keyAlone: [String: Any] = ["username": "alice", "keyId": keyID, "assertion": again["assertion"] ?? "", "form": form]
         let (keyStatus, keyAnswer) = try await service.send("POST", "/api/appattest/assert", keyAlone)
         #expect(keyStatus == 409 && service.code(keyAnswer) == "replay", "\(keyStatus) \(keyAnswer)")
-        let passkeyAlone: [String: Any] = ["username": "alice", "passkey": try Self.object(device.sign(challenge: try Self.hash(form))), "form": form]
+        let passkeyAlone: [String: Any] = [
+            "username": "alice", "passkey": try Self.object(device.sign(challenge: try Self.hash(form))), "form": form,
+        ]
         let (passkeyStatus, passkeyAnswer) = try await service.send("POST", "/api/appattest/assert", passkeyAlone)
         #expect(passkeyStatus == 409 && service.code(passkeyAnswer) == "replay", "\(passkeyStatus) \(passkeyAnswer)")
 

@@ -147,7 +147,9 @@ struct RevokedRetentionTests {
             let challengeText = try #require((options["challenge"] as? [String: Any])?["challenge"] as? String)
             let challenge = try #require(Base64URL.decode(challengeText))
             let credential = try JSONSerialization.jsonObject(with: Data(devices[index].register(challenge: challenge)))
-            var body: [String: Any] = ["username": "alice", "challenge": challengeText, "userHandle": options["userHandle"] ?? "", "credential": credential]
+            var body: [String: Any] = [
+                "username": "alice", "challenge": challengeText, "userHandle": options["userHandle"] ?? "", "credential": credential,
+            ]
             if index > 0 { body["approval"] = try JSONSerialization.jsonObject(with: Data(devices[index - 1].sign(challenge: challenge))) }
             let (status, answer) = try await service.send("POST", "/api/passkeys/register", body)
             try #require(status == 200, "\(answer)")

@@ -7,11 +7,11 @@ public import Foundation
 import RFC3339
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Pre-attested keys in a shared container directory, for app extensions (which cannot call App

@@ -137,4 +137,3 @@ public struct FactorPolicy: Sendable, Hashable, CustomStringConvertible {
             .joined(separator: ",")
     }
 }
-

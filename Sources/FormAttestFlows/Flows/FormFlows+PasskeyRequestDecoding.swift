@@ -59,6 +59,7 @@ extension FormFlows.PasskeyRegistrationRequest {
         guard let credential = try fields.optionalObject("credential") else {
             throw FormFlows.RequestFields.invalid("credential must be a JSON object (PublicKeyCredential.toJSON())")
         }
-        self.init(username: username, challenge: challenge, userHandle: userHandle, response: credential, approval: try fields.optionalObject("approval"))
+        self.init(
+            username: username, challenge: challenge, userHandle: userHandle, response: credential, approval: try fields.optionalObject("approval"))
     }
 }

@@ -165,7 +165,8 @@ extension FormFlows {
         let credentials = try await self.passkeyCredentials(of: request.username)
         let handle = credentials.userHandle ?? Self.firstUserHandle(challenge: request.challenge)
         guard constantTimeEquals(handle, request.userHandle) else {
-            throw FlowError(code: .invalidRequest, category: .malformedInput, reason: "userHandle is not this user's (fetch the registration options)")
+            throw FlowError(
+                code: .invalidRequest, category: .malformedInput, reason: "userHandle is not this user's (fetch the registration options)")
         }
         // A user with a passkey adds another only with one of them: the caller's credential (the
         // user's session or token, which code in the app holds too) does not prove the person.
@@ -208,7 +209,7 @@ extension FormFlows {
                     maximumActiveCredentials: self.configuration.maximumPasskeysPerUser
                 )
             )
-        } catch where error.code == .duplicateKey {
+        } catch  where error.code == .duplicateKey {
             throw FlowError(code: .passkeyAlreadyRegistered, category: .conflict, reason: "this credential id is registered already")
         } catch {
             throw FlowError(error)
@@ -223,12 +224,14 @@ extension FormFlows {
     /// form's one replay record.
     public func confirm(_ request: ConfirmRequest, now: Date) async throws(FlowError) -> ConfirmOutcome {
         try await self.rotating(username: request.username, now: now) { () async throws(FlowError) -> ConfirmOutcome in
-            let form = try self.acceptedForm(request.form, prepared: request.preparedForm, username: request.username, session: request.session, now: now)
+            let form = try self.acceptedForm(
+                request.form, prepared: request.preparedForm, username: request.username, session: request.session, now: now)
             let requirement = try await self.requireFactors(form, appAttest: request.appAttest != nil, passkey: request.passkey != nil, now: now)
             let claims = try self.formChallengeClaims(form, username: request.username)
             var signed: (key: StoredKey, assertion: VerifiedAssertion)?
             if let appAttest = request.appAttest {
-                signed = try await self.verifyKeyAssertion(appAttest.assertion, keyID: appAttest.keyID, username: request.username, form: form, now: now)
+                signed = try await self.verifyKeyAssertion(
+                    appAttest.assertion, keyID: appAttest.keyID, username: request.username, form: form, now: now)
             }
             var passkey: (stored: StoredPasskey, assertion: VerifiedAuthentication, response: AuthenticationResponse)?
             if let json = request.passkey {
@@ -285,11 +288,14 @@ extension FormFlows {
         let requirement = self.configuration.factorPolicy.requirement(for: form)
         var missing: FlowError?
         if requirement.appAttest && !appAttest {
-            missing = FlowError(code: .appAttestRequired, category: .factorMissing, reason: "this form needs an App Attest assertion (factor policy: \(requirement))")
+            missing = FlowError(
+                code: .appAttestRequired, category: .factorMissing, reason: "this form needs an App Attest assertion (factor policy: \(requirement))")
         } else if requirement.passkey && !passkey {
             missing = FlowError(
                 code: .passkeyRequired, category: .factorMissing,
-                reason: "this form needs a passkey assertion\(requirement.userVerification ? " with user verification" : "") (factor policy: \(requirement))")
+                reason:
+                    "this form needs a passkey assertion\(requirement.userVerification ? " with user verification" : "") (factor policy: \(requirement))"
+            )
         }
         guard let missing else { return requirement }
         let recorded: Bool
@@ -326,10 +332,13 @@ extension FormFlows {
             throw FlowError(error)
         }
         guard let stored = loaded, Array(stored.username.utf8) == Array(username.utf8) else {
-            throw FlowError(code: .passkeyMismatch, category: .keyMismatch, reason: "this credential is not registered to this user; register a passkey")
+            throw FlowError(
+                code: .passkeyMismatch, category: .keyMismatch, reason: "this credential is not registered to this user; register a passkey")
         }
         if let revokedAt = stored.revokedAt {
-            throw FlowError(code: .passkeyRevoked, category: .keyMismatch, reason: "this passkey was revoked at \(RFC3339UTC.format(revokedAt)); register a new one")
+            throw FlowError(
+                code: .passkeyRevoked, category: .keyMismatch,
+                reason: "this passkey was revoked at \(RFC3339UTC.format(revokedAt)); register a new one")
         }
         // With evidence records on, every form's record carries its passkey's registration (an
         // approval of a new passkey makes no record): a
@@ -344,7 +353,8 @@ extension FormFlows {
         do throws(WebAuthnError) {
             publicKey = try CredentialPublicKey(cborEncoded: stored.publicKey)
         } catch {
-            throw FlowError(code: .storeCorrupt, category: .storeUnavailable, reason: "the stored passkey's public key is not a COSE key FormAttest accepts")
+            throw FlowError(
+                code: .storeCorrupt, category: .storeUnavailable, reason: "the stored passkey's public key is not a COSE key FormAttest accepts")
         }
         let verified: VerifiedAuthentication
         do throws(WebAuthnError) {
@@ -352,7 +362,7 @@ extension FormFlows {
                 response, publicKey: publicKey, challenge: challenge, previousSignCount: stored.signCount,
                 credentialID: stored.credentialID, userHandle: stored.userHandle, backupEligible: stored.backupEligible
             )
-        } catch where error.code == .signCountNotIncreasing {
+        } catch  where error.code == .signCountNotIncreasing {
             // The signature verified first: the same form again is a replay, as for App Attest.
             if let formHash, (try? await self.store.isFormHashRecorded(formHash, now: now)) == true {
                 throw FlowError(code: .replay, category: .conflict, reason: "this form was accepted before")
@@ -372,7 +382,9 @@ extension FormFlows {
     /// The passkey verifier, or `passkeys_disabled` when the service has no passkey settings.
     private func passkeyVerifier() throws(FlowError) -> WebAuthnVerifier {
         guard let verifier = self.webAuthn else {
-            throw FlowError(code: .passkeysDisabled, category: .policy, reason: "this service accepts no passkeys (no relying party id and origins are configured)")
+            throw FlowError(
+                code: .passkeysDisabled, category: .policy,
+                reason: "this service accepts no passkeys (no relying party id and origins are configured)")
         }
         return verifier
     }

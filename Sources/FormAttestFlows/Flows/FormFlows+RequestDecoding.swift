@@ -30,7 +30,7 @@ extension FormFlows {
                 bytes,
                 limits: .init(maximumSize: maximumSize, maximumDepth: Self.maximumBodyDepth, exactNumbers: true)
             )
-        } catch where error.code == .inexactNumber {
+        } catch  where error.code == .inexactNumber {
             throw FlowError(code: .init(FormError.Code.inexactNumber), category: .malformedInput, reason: error.description)
         } catch {
             throw FlowError(code: .invalidJSON, category: .malformedInput, reason: error.description)

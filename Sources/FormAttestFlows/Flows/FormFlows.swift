@@ -62,7 +62,9 @@ public struct FormFlows: Sendable {
         /// canonical bytes are still ``form``'s, so the form is parsed once.
         var preparedForm: SignedForm? = nil
 
-        public init(username: String, keyID: [UInt8], attestationObject: [UInt8], form: [UInt8], claimedClientDataHash: [UInt8]? = nil, session: String? = nil) {
+        public init(
+            username: String, keyID: [UInt8], attestationObject: [UInt8], form: [UInt8], claimedClientDataHash: [UInt8]? = nil, session: String? = nil
+        ) {
             self.username = username
             self.keyID = keyID
             self.attestationObject = attestationObject
@@ -173,7 +175,8 @@ public struct FormFlows: Sendable {
     /// satisfies the form's factor policy: `passkey_required` otherwise, as in ``assert(_:now:admit:)``).
     public func attest(_ request: AttestRequest, now: Date) async throws(FlowError) -> AttestOutcome {
         try await self.rotating(username: request.username, now: now) { () async throws(FlowError) -> AttestOutcome in
-            let form = try self.acceptedForm(request.form, prepared: request.preparedForm, username: request.username, session: request.session, now: now)
+            let form = try self.acceptedForm(
+                request.form, prepared: request.preparedForm, username: request.username, session: request.session, now: now)
             // A registration accepts its form too: the factor policy holds here as in `assert`
             // (a form that needs a passkey is not accepted because a fresh key attested it).
             _ = try await self.requireFactors(form, appAttest: true, passkey: false, now: now)
@@ -187,7 +190,8 @@ public struct FormFlows: Sendable {
             let claims = try self.formChallengeClaims(form, username: request.username)
             // Whether the keyId is registered is said only after the attestation verified (the
             // commit refuses a duplicate): before, it would tell anyone who holds a keyId.
-            let attestation = try await self.verifyAttestation(request.attestationObject, keyID: request.keyID, clientDataHash: form.clientDataHash, now: now)
+            let attestation = try await self.verifyAttestation(
+                request.attestationObject, keyID: request.keyID, clientDataHash: form.clientDataHash, now: now)
             try await self.commit(
                 RegistrationCommit(
                     key: Self.storedKey(
@@ -219,10 +223,12 @@ public struct FormFlows: Sendable {
         _ request: AssertRequest, now: Date, admit: (@Sendable (StoredKey) async throws(FlowError) -> Void)? = nil
     ) async throws(FlowError) -> AssertOutcome {
         try await self.rotating(username: request.username, now: now) { () async throws(FlowError) -> AssertOutcome in
-            let form = try self.acceptedForm(request.form, prepared: request.preparedForm, username: request.username, session: request.session, now: now)
+            let form = try self.acceptedForm(
+                request.form, prepared: request.preparedForm, username: request.username, session: request.session, now: now)
             _ = try await self.requireFactors(form, appAttest: true, passkey: false, now: now)
             let claims = try self.formChallengeClaims(form, username: request.username)
-            let (key, verified) = try await self.verifyKeyAssertion(request.assertion, keyID: request.keyID, username: request.username, form: form, now: now, admit: admit)
+            let (key, verified) = try await self.verifyKeyAssertion(
+                request.assertion, keyID: request.keyID, username: request.username, form: form, now: now, admit: admit)
             // The assertion's signals, when it carries any, become the key's last ones with its counter.
             let signals = Self.signals(verified.extensions)
             try await self.commitSigned(
@@ -237,7 +243,8 @@ public struct FormFlows: Sendable {
                 form: form,
                 now: now
             )
-            return AssertOutcome(key: Self.advanced(key, to: verified.counter, form: form, signals: signals, now: now), assertion: verified, form: form)
+            return AssertOutcome(
+                key: Self.advanced(key, to: verified.counter, form: form, signals: signals, now: now), assertion: verified, form: form)
         } attach: { outcome, challenge in
             outcome.nextChallenge = challenge
         }
@@ -266,10 +273,12 @@ public struct FormFlows: Sendable {
             throw FlowError.keyMismatch("this keyId is not registered to this user; attest a key")
         }
         if let revokedAt = key.revokedAt {
-            throw FlowError(code: .keyRevoked, category: .keyMismatch, reason: "this key was revoked at \(RFC3339UTC.format(revokedAt)); attest a new key")
+            throw FlowError(
+                code: .keyRevoked, category: .keyMismatch, reason: "this key was revoked at \(RFC3339UTC.format(revokedAt)); attest a new key")
         }
         if key.reattestationRequired {
-            throw FlowError.requiresReattestation("this key's signed counter went backwards once (a cloned key or a restored device); attest a new key")
+            throw FlowError.requiresReattestation(
+                "this key's signed counter went backwards once (a cloned key or a restored device); attest a new key")
         }
         // The policy in force now, not the one at registration: a key attested in an
         // environment this deployment no longer accepts is refused.
@@ -298,7 +307,7 @@ public struct FormFlows: Sendable {
                 previousCounter: key.counter,
                 appID: key.appID
             )
-        } catch where error.code == .counterNotIncreasing {
+        } catch  where error.code == .counterNotIncreasing {
             // The signature verified (the verifier checks it before the counter), so the
             // key's holder signed this counter; the assertion parsed to get that far.
             let signed = (try? AssertionObject(cborEncoded: assertion))?.authenticatorData.signCount ?? 0
@@ -318,7 +327,7 @@ public struct FormFlows: Sendable {
     func commitSigned(_ commit: AssertionCommit, form: SignedForm, now: Date) async throws(FlowError) {
         do throws(FlowError) {
             try await self.commit(commit)
-        } catch where error.code == .counterNotIncreasing && self.configuration.counterRule == .tolerant {
+        } catch  where error.code == .counterNotIncreasing && self.configuration.counterRule == .tolerant {
             // Another request (on this instance or another) advanced the counter between the
             // read and the commit's compare-and-set. If it stored this very counter over
             // another form, the key signed one counter twice: the tolerant rule retires it.
@@ -331,17 +340,20 @@ public struct FormFlows: Sendable {
     /// Registers a pooled key and accepts the form it signed, in one atomic commit.
     public func registerPooled(_ request: PooledRequest, now: Date) async throws(FlowError) -> AttestOutcome {
         try await self.rotating(username: request.username, now: now) { () async throws(FlowError) -> AttestOutcome in
-            let form = try self.acceptedForm(request.form, prepared: request.preparedForm, username: request.username, session: request.session, now: now)
+            let form = try self.acceptedForm(
+                request.form, prepared: request.preparedForm, username: request.username, session: request.session, now: now)
             _ = try await self.requireFactors(form, appAttest: true, passkey: false, now: now)
             var claims = try self.formChallengeClaims(form, username: request.username)
             claims.append(ChallengeClaim(value: request.poolChallenge, purpose: .pool, username: request.username))
             // The main app attested the key over the pool challenge itself (32 random bytes).
-            let attestation = try await self.verifyAttestation(request.attestationObject, keyID: request.keyID, clientDataHash: request.poolChallenge, now: now)
+            let attestation = try await self.verifyAttestation(
+                request.attestationObject, keyID: request.keyID, clientDataHash: request.poolChallenge, now: now)
             let verified: VerifiedAssertion
             do throws(AppAttestError) {
                 // The attested key's own app id, as for every assertion: not any app id the policy accepts.
                 verified = try self.verifier.verifyAssertion(
-                    request.assertion, publicKey: attestation.publicKey, clientDataHash: form.clientDataHash, previousCounter: 0, appID: attestation.appID
+                    request.assertion, publicKey: attestation.publicKey, clientDataHash: form.clientDataHash, previousCounter: 0,
+                    appID: attestation.appID
                 )
             } catch {
                 throw FlowError(error)
@@ -360,7 +372,8 @@ public struct FormFlows: Sendable {
                     maximumActiveKeys: self.configuration.maximumKeysPerUser
                 )
             )
-            var outcome = AttestOutcome(attestation: attestation, attestedClientDataHash: request.poolChallenge, form: form, counter: verified.counter)
+            var outcome = AttestOutcome(
+                attestation: attestation, attestedClientDataHash: request.poolChallenge, form: form, counter: verified.counter)
             outcome.recentRegistrations = await self.recentRegistrations(of: request.username, now: now)
             return outcome
         } attach: { outcome, challenge in
@@ -468,14 +481,15 @@ public struct FormFlows: Sendable {
         }
     }
 
-    private func verifyAttestation(_ object: [UInt8], keyID: [UInt8], clientDataHash: [UInt8], now: Date) async throws(FlowError) -> VerifiedAttestation {
+    private func verifyAttestation(_ object: [UInt8], keyID: [UInt8], clientDataHash: [UInt8], now: Date) async throws(FlowError)
+        -> VerifiedAttestation
+    {
         do throws(AppAttestError) {
             return try await self.verifier.verifyAttestation(object, keyID: keyID, clientDataHash: clientDataHash, at: now)
         } catch {
             throw FlowError(error)
         }
     }
-
 
     private func commit(_ commit: RegistrationCommit) async throws(FlowError) {
         do {

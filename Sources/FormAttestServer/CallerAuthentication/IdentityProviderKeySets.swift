@@ -17,7 +17,8 @@ public enum IdentityProviderKeySets {
     /// A location given on the command line: `https://…`, `http://127.0.0.1…`, or a file path.
     public static func source(_ location: String, timeout: Duration = .seconds(10)) throws -> IdentityProviderVerifier.KeySetSource {
         if location.hasPrefix("https://") || location.hasPrefix("http://") {
-            guard let url = URL(string: location), let host = url.host, url.scheme == "https" || ["127.0.0.1", "localhost", "::1", "[::1]"].contains(host)
+            guard let url = URL(string: location), let host = url.host,
+                url.scheme == "https" || ["127.0.0.1", "localhost", "::1", "[::1]"].contains(host)
             else { throw KeySetError("--caller-jwks: only https:// (or http:// on a loopback address) is accepted: \(location)") }
             return { try await Self.fetch(url, timeout: timeout) }
         }

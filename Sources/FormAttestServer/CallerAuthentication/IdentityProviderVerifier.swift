@@ -4,8 +4,8 @@
 //===----------------------------------------------------------------------===//
 
 import CanonicalJSON
-import FormAttestForm
 import FormAttestFlows
+import FormAttestForm
 public import Foundation
 import JWTKit
 public import Logging
