@@ -125,6 +125,35 @@ public struct EvidenceRecord: Sendable, Hashable {
     public var format: Format
     /// The passkey that signed the form, when one did (the record is then version 3).
     public var passkey: PasskeyEvidence?
+    /// The id of the key's registration, when the caller already has it (``referencing(_:id:)``).
+    private var knownRegistration = KnownRegistration()
+
+    /// A registration and its id, known to the caller: not part of the record's value (it is
+    /// equal to every other), and used only while it is the record's own registration.
+    private struct KnownRegistration: Sendable, Hashable {
+        var registration: KeyRegistration?
+        var id: [UInt8] = []
+        static func == (_: Self, _: Self) -> Bool { true }
+        func hash(into hasher: inout Hasher) {}
+    }
+
+    /// This record as version 2, referencing `registration`, whose id the caller already has
+    /// (a service that stored it): the record's bytes then use `id` instead of encoding and
+    /// hashing the document again, as long as `registration` is the record's own (compared
+    /// whole, so a record changed since never carries a stale reference).
+    public func referencing(_ registration: KeyRegistration, id: [UInt8]) -> EvidenceRecord {
+        var record = self
+        record.format = .referencingRegistration
+        record.knownRegistration = KnownRegistration(registration: registration, id: id)
+        return record
+    }
+
+    /// The id of the key's registration this record references (version 2).
+    var registrationID: [UInt8] {
+        let registration = KeyRegistration(of: self)
+        if self.knownRegistration.registration == registration { return self.knownRegistration.id }
+        return registration.id
+    }
 
     public init(
         kind: Kind, verifiedAt: Date, username: String, form: [UInt8], keyID: [UInt8], appID: String,
@@ -182,7 +211,7 @@ public struct EvidenceRecord: Sendable, Hashable {
         let attestation: (name: String, value: JSONValue) =
             switch self.format {
             case .selfContained: ("keyAttestation", self.keyAttestation.json)
-            case .referencingRegistration: ("keyRegistration", binary(KeyRegistration(of: self).id))
+            case .referencingRegistration: ("keyRegistration", binary(self.registrationID))
             }
         var members: [(name: String, value: JSONValue)] = [
             ("type", text(Self.type)),

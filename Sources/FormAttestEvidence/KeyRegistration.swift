@@ -62,6 +62,28 @@ public struct KeyRegistration: Sendable, Hashable {
     /// SHA-256 of ``bytes``: the reference a version-2 record carries.
     public var id: [UInt8] { Self.id(of: self.bytes) }
 
+    /// SHA-256 of the document's fields, each length-prefixed (an injective encoding), without
+    /// building the document: two registrations have the same digest exactly when they are the
+    /// same registration. A cache of ids keyed by it (the service's) tells a key's registration
+    /// again without encoding it; it is never written anywhere.
+    public var contentDigest: [UInt8] {
+        var hasher = SHA256()
+        func field(_ bytes: some Collection<UInt8>) {
+            withUnsafeBytes(of: UInt64(bytes.count).bigEndian) { hasher.update(bufferPointer: $0) }
+            hasher.update(data: Array(bytes))
+        }
+        field(Array(Self.type.utf8))
+        field(self.keyID)
+        field(Array(self.appID.utf8))
+        field(Array(self.environment.rawValue.utf8))
+        field(self.attestation.object)
+        field(self.attestation.clientDataHash)
+        withUnsafeBytes(of: Int64((self.attestation.verifiedAt.timeIntervalSince1970 * 1000).rounded()).bigEndian) {
+            hasher.update(bufferPointer: $0)
+        }
+        return Array(hasher.finalize())
+    }
+
     /// SHA-256 of a document's bytes.
     public static func id(of bytes: some Collection<UInt8>) -> [UInt8] { Array(SHA256.hash(data: Array(bytes))) }
 

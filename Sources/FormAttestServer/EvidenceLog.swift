@@ -3,6 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
+package import FormAttestEvidence
 import Foundation
 import NIOConcurrencyHelpers
 import NIOPosix
@@ -69,6 +70,10 @@ package actor EvidenceLog {
     /// ``registrationCacheLimit`` (a key then costs one more check of its file).
     private var storedRegistrations: Set<[UInt8]> = []
     static let registrationCacheLimit = 100_000
+    /// The ids of the registrations stored, by key id, with each registration's
+    /// ``KeyRegistration/contentDigest``: a key's records after its first neither encode nor hash
+    /// its document (about 7.5 KB) again. Emptied with ``storedRegistrations``.
+    private var registrationIDs: [[UInt8]: (digest: [UInt8], id: [UInt8])] = [:]
     private var pending: [(leaf: [UInt8], continuation: CheckedContinuation<UInt64, any Error>)] = []
     private var draining = false
     private var lastCheckpointFile: ContinuousClock.Instant?
@@ -139,12 +144,29 @@ package actor EvidenceLog {
     /// on disk (a committed leaf never references a registration that is not). The group commit
     /// is untouched: this runs before ``append(_:)``, outside the drain.
     package func storeRegistration(_ document: [UInt8]) async throws {
+        _ = try await self.store(document: document)
+    }
+
+    /// Stores a key's registration as ``storeRegistration(_:)-([UInt8])`` does, and returns its
+    /// id; a registration this process stored before is told by its content digest, without
+    /// encoding or hashing its document.
+    package func storeRegistration(_ registration: KeyRegistration) async throws -> [UInt8] {
+        let digest = registration.contentDigest
+        if let known = self.registrationIDs[registration.keyID], known.digest == digest { return known.id }
+        let id = try await self.store(document: registration.bytes)
+        if self.registrationIDs.count >= Self.registrationCacheLimit { self.registrationIDs.removeAll(keepingCapacity: true) }
+        self.registrationIDs[registration.keyID] = (digest, id)
+        return id
+    }
+
+    private func store(document: [UInt8]) async throws -> [UInt8] {
         let id = ContentAddressedDirectory.id(of: document)
-        if self.storedRegistrations.contains(id) { return }
+        if self.storedRegistrations.contains(id) { return id }
         let registrations = self.registrations
         _ = try await NIOThreadPool.singleton.runIfActive { try registrations.store(document) }
         if self.storedRegistrations.count >= Self.registrationCacheLimit { self.storedRegistrations.removeAll(keepingCapacity: true) }
         self.storedRegistrations.insert(id)
+        return id
     }
 
     /// Appends one record's payload; returns its index once the log has it durably. A payload

@@ -95,8 +95,8 @@ struct EvidenceRecorder: Sendable {
             // A passkey alone has no App Attest key to register (its own registration is in the record).
             do {
                 if record.signedByAppAttest {
-                    try await log.storeRegistration(KeyRegistration(of: record).bytes)
-                    record.format = .referencingRegistration
+                    let registration = KeyRegistration(of: record)
+                    record = record.referencing(registration, id: try await log.storeRegistration(registration))
                 }
             } catch {
                 logger.error("key registration not stored: the record keeps the key's attestation", metadata: ["reason": "\(error)"])

@@ -65,7 +65,10 @@ public enum FormAttestApplication {
                     router: self.operatorRouter(configuration: configuration, store: store),
                     server: Self.http1(configuration, logger: logger),
                     configuration: Self.listener(host: admin.host, port: admin.port, configuration, logger: logger),
-                    onServerRunning: { await AcceptErrorObserver.install(on: $0, logger: logger) },
+                    onServerRunning: {
+                        await AcceptErrorObserver.install(on: $0, logger: logger)
+                        AcceptQueueWatch.install(on: $0, listener: "admin", logger: logger)
+                    },
                     logger: logger
                 )
             )
@@ -75,7 +78,10 @@ public enum FormAttestApplication {
             server: Self.http1(configuration, logger: logger),
             configuration: Self.listener(host: configuration.host, port: configuration.port, configuration, logger: logger),
             services: services,
-            onServerRunning: { await AcceptErrorObserver.install(on: $0, logger: logger) },
+            onServerRunning: {
+                await AcceptErrorObserver.install(on: $0, logger: logger)
+                AcceptQueueWatch.install(on: $0, listener: "api", logger: logger)
+            },
             logger: logger
         )
     }

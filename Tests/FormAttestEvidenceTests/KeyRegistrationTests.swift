@@ -154,6 +154,56 @@ struct KeyRegistrationTests {
         #expect(try await self.verify(bytes, registrations: { _ in registration }).record == record)
     }
 
+    @Test("a record referencing a registration whose id the caller has writes that id while the registration is its own, and computes it again once the record changes")
+    func knownRegistrationID() throws {
+        let original = try self.records.assertionRecord()
+        let registration = KeyRegistration(of: original)
+        // The same bytes as a record that encodes and hashes its document.
+        let known = original.referencing(registration, id: registration.id)
+        #expect(known.json.canonicalBytes == Self.referencing(original).record.json.canonicalBytes)
+        #expect(known == Self.referencing(original).record, "what the caller knows is not part of the record's value")
+        // A wrong id is written only while the registration is the record's own (so the test sees
+        // it is the one used), and never once the record's attestation changes.
+        let wrong = [UInt8](repeating: 7, count: KeyRegistration.idLength)
+        var record = original.referencing(registration, id: wrong)
+        #expect(record.json["keyRegistration"] == .string(JSONString(Base64URL.encode(wrong))))
+        record.keyAttestation.object[0] ^= 1
+        #expect(record.json["keyRegistration"] == .string(JSONString(Base64URL.encode(KeyRegistration(of: record).id))))
+        var otherKey = original.referencing(registration, id: wrong)
+        otherKey.keyID[0] ^= 1
+        #expect(otherKey.json["keyRegistration"] == .string(JSONString(Base64URL.encode(KeyRegistration(of: otherKey).id))))
+    }
+
+    @Test("a registration's content digest changes with each of its fields alone, and not otherwise")
+    func contentDigest() throws {
+        let record = try self.records.assertionRecord()
+        let registration = KeyRegistration(of: record)
+        #expect(registration.contentDigest == KeyRegistration(of: record).contentDigest)
+        var changes: [(String, KeyRegistration)] = []
+        func changed(_ name: String, _ change: (inout KeyRegistration) -> Void) {
+            var copy = registration
+            change(&copy)
+            changes.append((name, copy))
+        }
+        changed("keyId") { $0.keyID[0] ^= 1 }
+        changed("appId") { $0.appID += "x" }
+        changed("environment") { $0.environment = $0.environment == .production ? .development : .production }
+        changed("object") { $0.attestation.object[$0.attestation.object.count - 1] ^= 1 }
+        changed("clientDataHash") { $0.attestation.clientDataHash[0] ^= 1 }
+        changed("verifiedAt") { $0.attestation.verifiedAt = $0.attestation.verifiedAt.addingTimeInterval(0.001) }
+        for (name, copy) in changes {
+            #expect(copy.contentDigest != registration.contentDigest, "\(name)")
+            #expect(copy.bytes != registration.bytes, "\(name): the document itself differs too")
+        }
+        // A byte moved from one field to the next ("AB" + "C" against "A" + "BC"): the lengths
+        // keep them apart.
+        var left = registration
+        (left.keyID, left.appID) = (Array("AB".utf8), "C")
+        var right = registration
+        (right.keyID, right.appID) = (Array("A".utf8), "BC")
+        #expect(left.contentDigest != right.contentDigest)
+    }
+
     @Test("a version-2 record is read strictly: the reference's length and spelling, no keyAttestation beside it, none in version 1")
     func strictVersionTwo() async throws {
         let original = try self.records.assertionRecord()

@@ -1,0 +1,100 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+import FormAttestServer
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import Prometheus
+import Testing
+
+/// The accept-queue watch (``AcceptQueueWatch``, issue 31 r7 F7) on real listening sockets: the
+/// kernel's count of connections waiting to be accepted is what the gauge and the log say.
+struct AcceptQueueWatchTests {
+    /// The warning lines a logger received.
+    final class Lines: @unchecked Sendable {
+        private let lock = NSLock()
+        private var lines: [(message: String, metadata: Logger.Metadata)] = []
+        var all: [(message: String, metadata: Logger.Metadata)] { self.lock.withLock { self.lines } }
+        func add(_ message: String, _ metadata: Logger.Metadata) { self.lock.withLock { self.lines.append((message, metadata)) } }
+    }
+
+    struct Capture: LogHandler {
+        let lines: Lines
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .debug
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { self.metadata[key] }
+            set { self.metadata[key] = newValue }
+        }
+        func log(event: LogEvent) {
+            if event.level >= .warning { self.lines.add("\(event.message)", event.metadata ?? [:]) }
+        }
+    }
+
+    /// A listener on a free loopback port that accepts (`autoRead` on) or never does.
+    static func listener(accepting: Bool) async throws -> any Channel {
+        try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.backlog, value: 16)
+            .serverChannelOption(.autoRead, value: accepting)
+            .childChannelInitializer { $0.eventLoop.makeSucceededVoidFuture() }
+            .bind(host: "127.0.0.1", port: 0).get()
+    }
+
+    /// Three clients connected to `server` (the kernel completes the handshakes whether or not it accepts).
+    static func connectThree(_ server: any Channel) async throws -> [any Channel] {
+        let port = try #require(server.localAddress?.port)
+        var clients: [any Channel] = []
+        for _ in 0..<3 {
+            clients.append(
+                try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(host: "127.0.0.1", port: port).get())
+        }
+        return clients
+    }
+
+    static func gauge(_ listener: String) -> Double? {
+        let text = ServiceHarness.metrics.emitToString()
+        let prefix = "formattest_listener_accept_queue{listener=\"\(listener)\"} "
+        return text.split(separator: "\n").first { $0.hasPrefix(prefix) }.flatMap { Double($0.dropFirst(prefix.count)) }
+    }
+
+    @Test("connections the listener does not accept: the gauge reads 3 from the kernel, and after three readings one warning line says so")
+    func unacceptedConnectionsSeen() async throws {
+        _ = ServiceHarness.metrics
+        let lines = Lines()
+        let logger = Logger(label: "accept-queue-test") { _ in Capture(lines: lines) }
+        let stuck = try await Self.listener(accepting: false)
+        AcceptQueueWatch.install(on: stuck, listener: "stuck", logger: logger, interval: .milliseconds(100))
+        let clients = try await Self.connectThree(stuck)
+        let deadline = Date().addingTimeInterval(10)
+        while lines.all.isEmpty && Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        let line = try #require(lines.all.first, "no warning in 10 s")
+        #expect(line.message.contains("new connections are waiting to be accepted"), "\(line.message)")
+        #expect(line.metadata["queued"] == "3" && line.metadata["listener"] == "stuck", "\(line.metadata)")
+        #expect(Self.gauge("stuck") == 3, "\(Self.gauge("stuck").map { "\($0)" } ?? "no gauge")")
+        // One line for now: the next is due 10 s later, however many readings find the queue.
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(lines.all.count == 1, "\(lines.all.map(\.message))")
+        for client in clients { try? await client.close() }
+        try await stuck.close()
+    }
+
+    @Test("the one change: a listener that accepts the same three connections: the gauge reads 0 and nothing is logged")
+    func acceptedConnectionsQuiet() async throws {
+        _ = ServiceHarness.metrics
+        let lines = Lines()
+        let logger = Logger(label: "accept-queue-test") { _ in Capture(lines: lines) }
+        let accepting = try await Self.listener(accepting: true)
+        AcceptQueueWatch.install(on: accepting, listener: "accepting", logger: logger, interval: .milliseconds(100))
+        let clients = try await Self.connectThree(accepting)
+        // Ten readings and more.
+        try await Task.sleep(for: .milliseconds(1200))
+        #expect(lines.all.isEmpty, "\(lines.all.map(\.message))")
+        #expect(Self.gauge("accepting") == 0, "\(Self.gauge("accepting").map { "\($0)" } ?? "no gauge")")
+        for client in clients { try? await client.close() }
+        try await accepting.close()
+    }
+}
