@@ -9,7 +9,7 @@ import NIOConcurrencyHelpers
 package import NIOCore
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Watches a listener's accept queue: the connections the kernel has completed and the service
@@ -42,41 +42,41 @@ package enum AcceptQueueWatch {
     /// Starts watching `channel` (a listener's server channel) until it closes.
     package static func install(on channel: any Channel, listener: String, logger: Logger, interval: TimeAmount = .seconds(1)) {
         #if os(Linux)
-        guard let provider = channel as? any SocketOptionProvider else {
-            logger.warning("the accept queue will not be watched: the listener gives no socket options", metadata: ["listener": "\(listener)"])
-            return
-        }
-        let gauge = Gauge(label: "formattest_listener_accept_queue", dimensions: [("listener", listener)])
-        let waitingSeconds = Counter(label: "formattest_listener_accept_waiting_seconds_total", dimensions: [("listener", listener)])
-        let state = NIOLockedValueBox(State())
-        let task = channel.eventLoop.scheduleRepeatedAsyncTask(initialDelay: interval, delay: interval) { _ in
-            provider.getTCPInfo().map { info in
-                let queued = Int(info.tcpi_unacked)
-                gauge.record(queued)
-                let line: (seconds: Int, backlog: Int)? = state.withLockedValue { state in
-                    guard queued > 0 else {
-                        state.waiting = 0
-                        return nil
+            guard let provider = channel as? any SocketOptionProvider else {
+                logger.warning("the accept queue will not be watched: the listener gives no socket options", metadata: ["listener": "\(listener)"])
+                return
+            }
+            let gauge = Gauge(label: "formattest_listener_accept_queue", dimensions: [("listener", listener)])
+            let waitingSeconds = Counter(label: "formattest_listener_accept_waiting_seconds_total", dimensions: [("listener", listener)])
+            let state = NIOLockedValueBox(State())
+            let task = channel.eventLoop.scheduleRepeatedAsyncTask(initialDelay: interval, delay: interval) { _ in
+                provider.getTCPInfo().map { info in
+                    let queued = Int(info.tcpi_unacked)
+                    gauge.record(queued)
+                    let line: (seconds: Int, backlog: Int)? = state.withLockedValue { state in
+                        guard queued > 0 else {
+                            state.waiting = 0
+                            return nil
+                        }
+                        state.waiting += 1
+                        guard state.waiting >= Self.patience else { return nil }
+                        waitingSeconds.increment()
+                        let now = NIODeadline.now()
+                        guard state.lastLine.map({ now - $0 >= Self.logInterval }) ?? true else { return nil }
+                        state.lastLine = now
+                        return (state.waiting, Int(info.tcpi_sacked))
                     }
-                    state.waiting += 1
-                    guard state.waiting >= Self.patience else { return nil }
-                    waitingSeconds.increment()
-                    let now = NIODeadline.now()
-                    guard state.lastLine.map({ now - $0 >= Self.logInterval }) ?? true else { return nil }
-                    state.lastLine = now
-                    return (state.waiting, Int(info.tcpi_sacked))
-                }
-                if let line {
-                    logger.warning(
-                        "new connections are waiting to be accepted: the service is saturated or at its connection ceiling, and newcomers wait in the kernel's queue",
-                        metadata: [
-                            "listener": "\(listener)", "queued": "\(queued)", "backlog": "\(line.backlog)", "seconds": "\(line.seconds)",
-                            "metric": "formattest_listener_accept_queue",
-                        ])
-                }
-            }.recover { _ in () }
-        }
-        channel.closeFuture.whenComplete { _ in task.cancel() }
+                    if let line {
+                        logger.warning(
+                            "new connections are waiting to be accepted: the service is saturated or at its connection ceiling, and newcomers wait in the kernel's queue",
+                            metadata: [
+                                "listener": "\(listener)", "queued": "\(queued)", "backlog": "\(line.backlog)", "seconds": "\(line.seconds)",
+                                "metric": "formattest_listener_accept_queue",
+                            ])
+                    }
+                }.recover { _ in () }
+            }
+            channel.closeFuture.whenComplete { _ in task.cancel() }
         #endif
     }
 }

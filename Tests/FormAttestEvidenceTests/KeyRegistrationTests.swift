@@ -154,7 +154,9 @@ struct KeyRegistrationTests {
         #expect(try await self.verify(bytes, registrations: { _ in registration }).record == record)
     }
 
-    @Test("a record referencing a registration whose id the caller has writes that id while the registration is its own, and computes it again once the record changes")
+    @Test(
+        "a record referencing a registration whose id the caller has writes that id while the registration is its own, and computes it again once the record changes"
+    )
     func knownRegistrationID() throws {
         let original = try self.records.assertionRecord()
         let registration = KeyRegistration(of: original)
