@@ -336,18 +336,18 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
                 try self.insertKeyDocument(commit.key)
             }
             if let limit = commit.maximumActiveKeys {
-                try self.revokeBeyond(limit, username: commit.key.username, keeping: commit.key.keyID, at: commit.now)
+                try self.revokeBeyond(limit, username: commit.key.username, keeping: commit.key.keyID, at: commit.now, in: self.keys, kind: "key")
             }
         }
     }
 
     /// After a registration (the decisive write): revokes the user's least recently used active
-    /// keys beyond `limit`, the new key kept. Idempotent; a failure here leaves one key too many
-    /// active until the next registration, never a key revoked wrongly.
-    private func revokeBeyond(_ limit: Int, username: String, keeping keyID: [UInt8], at date: Date) throws {
+    /// keys (or passkeys: `collection`) beyond `limit`, the new one kept. Idempotent; a failure
+    /// here leaves one too many active until the next registration, never one revoked wrongly.
+    private func revokeBeyond(_ limit: Int, username: String, keeping keyID: [UInt8], at date: Date, in collection: String, kind: String) throws {
         let reply = try self.pool.command(
             .document([
-                ("find", .string(self.keys)),
+                ("find", .string(collection)),
                 (
                     "filter",
                     .document([
@@ -361,11 +361,11 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
                 ("limit", .int32(1000)),
             ])
         )
-        let ids = try CommandReply.firstBatch(reply).map { try self.id(of: $0, kind: "key", collection: self.keys) }
+        let ids = try CommandReply.firstBatch(reply).map { try self.id(of: $0, kind: kind, collection: collection) }
         guard !ids.isEmpty else { return }
         _ = try self.pool.command(
             .document([
-                ("update", .string(self.keys)),
+                ("update", .string(collection)),
                 (
                     "updates",
                     .array([
@@ -527,7 +527,9 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
                 throw error
             }
             if let limit = commit.maximumActiveCredentials {
-                try self.revokePasskeysBeyond(limit, username: commit.passkey.username, keeping: commit.passkey.credentialID, at: commit.now)
+                try self.revokeBeyond(
+                    limit, username: commit.passkey.username, keeping: commit.passkey.credentialID, at: commit.now, in: self.passkeys, kind: "passkey"
+                )
             }
         }
     }
@@ -634,50 +636,6 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
                                     ), ("$unset", .document([("commit", .string(""))])),
                                 ])
                             ),
-                        ])
-                    ])
-                ),
-            ])
-        )
-    }
-
-    /// After a registration: revokes the user's least recently used active passkeys beyond
-    /// `limit`, the new one kept (as ``revokeBeyond(_:username:keeping:at:)`` does for keys).
-    private func revokePasskeysBeyond(_ limit: Int, username: String, keeping credentialID: [UInt8], at date: Date) throws {
-        let reply = try self.pool.command(
-            .document([
-                ("find", .string(self.passkeys)),
-                (
-                    "filter",
-                    .document([
-                        ("username", .string(username)), ("revokedAt", .document([("$exists", .bool(false))])),
-                        ("_id", .document([("$ne", .binary(credentialID))])),
-                    ])
-                ),
-                ("sort", .document([("lastUsed", .int32(-1)), ("createdAt", .int32(-1)), ("_id", .int32(-1))])),
-                ("skip", .int32(Int32(clamping: max(limit - 1, 0)))),
-                ("projection", .document([("_id", .int32(1))])),
-                ("limit", .int32(1000)),
-            ])
-        )
-        let ids = try CommandReply.firstBatch(reply).map { try self.id(of: $0, kind: "passkey", collection: self.passkeys) }
-        guard !ids.isEmpty else { return }
-        _ = try self.pool.command(
-            .document([
-                ("update", .string(self.passkeys)),
-                (
-                    "updates",
-                    .array([
-                        .document([
-                            (
-                                "q",
-                                .document([
-                                    ("_id", .document([("$in", .array(ids.map { .binary($0) }))])),
-                                    ("revokedAt", .document([("$exists", .bool(false))])),
-                                ])
-                            ),
-                            ("u", .document([("$set", .document([("revokedAt", .date(date))]))])),
-                            ("multi", .bool(true)),
                         ])
                     ])
                 ),

@@ -61,40 +61,44 @@ struct AcceptQueueWatchTests {
         return text.split(separator: "\n").first { $0.hasPrefix(prefix) }.flatMap { Double($0.dropFirst(prefix.count)) }
     }
 
-    @Test("connections the listener does not accept: the gauge reads 3 from the kernel, and after three readings one warning line says so")
-    func unacceptedConnectionsSeen() async throws {
+    /// A listener (accepting or not) watched every 100 ms, three clients connected to it, and the
+    /// warning lines the watch logged.
+    static func watched(accepting: Bool, name: String) async throws -> (listener: any Channel, clients: [any Channel], lines: Lines) {
         _ = ServiceHarness.metrics
         let lines = Lines()
         let logger = Logger(label: "accept-queue-test") { _ in Capture(lines: lines) }
-        let stuck = try await Self.listener(accepting: false)
-        AcceptQueueWatch.install(on: stuck, listener: "stuck", logger: logger, interval: .milliseconds(100))
-        let clients = try await Self.connectThree(stuck)
+        let listener = try await Self.listener(accepting: accepting)
+        AcceptQueueWatch.install(on: listener, listener: name, logger: logger, interval: .milliseconds(100))
+        return (listener, try await Self.connectThree(listener), lines)
+    }
+
+    static func close(_ watched: (listener: any Channel, clients: [any Channel], lines: Lines)) async throws {
+        for client in watched.clients { try? await client.close() }
+        try await watched.listener.close()
+    }
+
+    @Test("connections the listener does not accept: the gauge reads 3 from the kernel, and after three readings one warning line says so")
+    func unacceptedConnectionsSeen() async throws {
+        let stuck = try await Self.watched(accepting: false, name: "stuck")
         let deadline = Date().addingTimeInterval(10)
-        while lines.all.isEmpty && Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
-        let line = try #require(lines.all.first, "no warning in 10 s")
+        while stuck.lines.all.isEmpty && Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        let line = try #require(stuck.lines.all.first, "no warning in 10 s")
         #expect(line.message.contains("new connections are waiting to be accepted"), "\(line.message)")
         #expect(line.metadata["queued"] == "3" && line.metadata["listener"] == "stuck", "\(line.metadata)")
         #expect(Self.gauge("stuck") == 3, "\(Self.gauge("stuck").map { "\($0)" } ?? "no gauge")")
         // One line for now: the next is due 10 s later, however many readings find the queue.
         try await Task.sleep(for: .milliseconds(500))
-        #expect(lines.all.count == 1, "\(lines.all.map(\.message))")
-        for client in clients { try? await client.close() }
-        try await stuck.close()
+        #expect(stuck.lines.all.count == 1, "\(stuck.lines.all.map(\.message))")
+        try await Self.close(stuck)
     }
 
     @Test("the one change: a listener that accepts the same three connections: the gauge reads 0 and nothing is logged")
     func acceptedConnectionsQuiet() async throws {
-        _ = ServiceHarness.metrics
-        let lines = Lines()
-        let logger = Logger(label: "accept-queue-test") { _ in Capture(lines: lines) }
-        let accepting = try await Self.listener(accepting: true)
-        AcceptQueueWatch.install(on: accepting, listener: "accepting", logger: logger, interval: .milliseconds(100))
-        let clients = try await Self.connectThree(accepting)
+        let accepting = try await Self.watched(accepting: true, name: "accepting")
         // Ten readings and more.
         try await Task.sleep(for: .milliseconds(1200))
-        #expect(lines.all.isEmpty, "\(lines.all.map(\.message))")
+        #expect(accepting.lines.all.isEmpty, "\(accepting.lines.all.map(\.message))")
         #expect(Self.gauge("accepting") == 0, "\(Self.gauge("accepting").map { "\($0)" } ?? "no gauge")")
-        for client in clients { try? await client.close() }
-        try await accepting.close()
+        try await Self.close(accepting)
     }
 }

@@ -72,11 +72,12 @@ struct HostileBudgetTests {
     }
 
     /// A service trusting one backend, with small registration and pool budgets (4 a window of an
-    /// hour, 2 of them for one user) and nothing else in the way.
-    static func budgetedBackend() throws -> HostileStateTests.Service {
+    /// hour, 2 of them for one user) and nothing else in the way, listening, and the hour's
+    /// window far enough from its end for a test.
+    static func budgetedBackend() async throws -> HostileStateTests.Service {
         let files = try TemporaryFiles()
         let secretFile = try files.writeSecret(HostileUserTests.secret, named: "backend-secret")
-        return try HostileStateTests.Service(
+        let service = try HostileStateTests.Service(
             [
                 "--caller-secret-file", secretFile, "--rate-limit-per-backend", "1000", "--rate-limit-per-user", "1000",
                 "--rate-limit-registrations-per-backend", "4", "--rate-limit-pool", "4", "--rate-limit-backend-user-share", "50",
@@ -84,6 +85,11 @@ struct HostileBudgetTests {
             ],
             files: files
         )
+        let listening = Formattest.waitForListener(port: service.port, process: service.server.process)
+        if !listening { service.stop() }
+        try #require(listening, "the service did not start listening")
+        try await Formattest.awayFromWindowEdge(3600, margin: 120)
+        return service
     }
 
     /// Registers a simulated device's new key for `user` through the backend; the status.
@@ -99,10 +105,8 @@ struct HostileBudgetTests {
         "r5 F10, r7 F5: a backend's registrations budget is spent by the registrations it stores, whatever user they name; refused junk gives it back, and one user spends at most its share"
     )
     func registrationsPerBackend() async throws {
-        let service = try Self.budgetedBackend()
+        let service = try await Self.budgetedBackend()
         defer { service.stop() }
-        try #require(Formattest.waitForListener(port: service.port, process: service.server.process))
-        try await Formattest.awayFromWindowEdge(3600, margin: 120)
         let secret = HostileUserTests.secret
         // Hostile accounts' junk, each far within its own budget: refused for what it is, never
         // for the backend's budget (before r7: the fifth of these was 429 for everyone).
@@ -133,10 +137,8 @@ struct HostileBudgetTests {
 
     @Test("r7 F6: junk register-pooled gives back the backend's pool budget; one user spends at most its share of it")
     func poolBudgetPerBackend() async throws {
-        let service = try Self.budgetedBackend()
+        let service = try await Self.budgetedBackend()
         defer { service.stop() }
-        try #require(Formattest.waitForListener(port: service.port, process: service.server.process))
-        try await Formattest.awayFromWindowEdge(3600, margin: 120)
         let secret = HostileUserTests.secret
         var junk: [Int] = []
         for index in 0..<8 {
