@@ -262,18 +262,22 @@ struct AppAttestController {
         assertRequest.session = context.identity?.sessionID
         let now = self.now()
         try await self.checkStorage(context)
-        // Whoever vouches for the request pays for it at once: the backend's total, or the
-        // client address without caller authentication.
-        try await self.rateLimiter.checkCaller(endpoint: "assert", request: request, context: context, now: now)
-        let tokenUser = context.identity?.kind == .identityProvider
+        // A user vouched for (by an identity provider's token, or by a trusted backend that names
+        // its logged-in user) pays at once, before the backend's total: a user over its budget
+        // then spends nothing every other user of the backend needs (red team r8 F1: one
+        // account's junk assertions spent the backend's total for everyone). Without caller
+        // authentication the client address pays at once, and the named user only once the key's
+        // signature verified, so that no stranger spends it.
+        let vouchedUser = context.identity?.kind == .identityProvider || context.identity?.kind == .trustedBackend
         let user = assertRequest.username
-        if tokenUser {
+        if vouchedUser {
             do {
                 try await self.chargeAssertion(user: assertRequest.username, now: now)
             } catch {
                 throw APIError(error)
             }
         }
+        try await self.rateLimiter.checkCaller(endpoint: "assert", request: request, context: context, now: now)
         if self.flows.configuration.rotateChallenges {
             // Every answer then issues a challenge (errors included): it counts against the
             // challenge budget like a GET /challenge, or /assert would be an unlimited issuer.
@@ -281,7 +285,7 @@ struct AppAttestController {
         }
         let result = try await self.outcome("assert", context: context) { () async throws(FlowError) in
             try await self.flows.assert(assertRequest, now: now) { (_: StoredKey) async throws(FlowError) in
-                if !tokenUser { try await self.chargeAssertion(user: user, now: now) }
+                if !vouchedUser { try await self.chargeAssertion(user: user, now: now) }
             }
         }
         let credential = AttestedCredential(result.key, verifiedWith: result.assertion.publicKey)
@@ -341,14 +345,17 @@ struct AppAttestController {
         confirmRequest.session = context.identity?.sessionID
         let now = self.now()
         try await self.checkStorage(context)
-        try await self.rateLimiter.checkCaller(endpoint: "assert", request: request, context: context, now: now)
         // The user's budget is charged before the flow here (the confirmation flow has no admit
         // step yet): without caller authentication a stranger can spend it (docs/threat-model.md).
+        // A vouched user pays before the backend's total, as in `assert` (r8 F1).
+        let vouchedUser = context.identity?.kind == .identityProvider || context.identity?.kind == .trustedBackend
+        if !vouchedUser { try await self.rateLimiter.checkCaller(endpoint: "assert", request: request, context: context, now: now) }
         do {
             try await self.chargeAssertion(user: confirmRequest.username, now: now)
         } catch {
             throw APIError(error)
         }
+        if vouchedUser { try await self.rateLimiter.checkCaller(endpoint: "assert", request: request, context: context, now: now) }
         if self.flows.configuration.rotateChallenges {
             try await self.rateLimiter.check(endpoint: "challenge", user: confirmRequest.username, request: request, context: context, now: now)
         }

@@ -39,9 +39,10 @@ import NIOCore
 ///   lifetime (`poolPerUserWindow`), so that no one user, whoever vouches for it, holds more
 ///   than twice that many at once (two consecutive windows);
 /// - a registration (an App Attest key, a pooled key or a passkey, each kept with its
-///   registration) by a trusted backend also spends the backend's `registrationsPerBackend`,
-///   whatever user it names: a backend naming a fresh user each time (software passkeys need no
-///   device) would otherwise fill the store at its total's rate.
+///   registration) spends its user's `registrationsPerUser` over a day, whoever asks, and by a
+///   trusted backend also the backend's `registrationsPerBackend`, whatever user it names: a
+///   backend naming a fresh user each time (software passkeys need no device) would otherwise
+///   fill the store at its total's rate.
 ///
 /// Those two backend budgets bound what is stored, so no caller may spend them for another
 /// (red team r7 F5, F6):
@@ -85,16 +86,24 @@ public struct RateLimits: Sendable, Hashable {
     /// The percent of ``pool`` and ``registrationsPerBackend`` one user a backend names may
     /// spend in a window (1-100; at least one request each).
     public var backendUserSharePercent: Int
+    /// Registrations (App Attest keys, pooled keys, passkeys) per user per
+    /// ``registrationsPerUserWindow``, whoever asks.
+    public var registrationsPerUser: Int
+    /// The window of ``registrationsPerUser``, in seconds (a day).
+    public var registrationsPerUserWindow: TimeInterval
 
     /// Defaults: 30 a minute per user and per address, 3000 per backend (30 naming no user),
     /// IPv6 by /64, 60 inspections, 60 pool requests per backend, 100 pool challenges per user in
-    /// 30 days, 600 registrations a minute per backend, a tenth of those two for one user, no
-    /// proxy.
+    /// 30 days, 600 registrations a minute per backend, a tenth of those two for one user, 20
+    /// registrations per user a day, no proxy.
     public init(
         perUser: Int = 30, perAddress: Int = 30, window: TimeInterval = 60, trustedProxyHops: Int = 0, perBackend: Int = 3000,
         perBackendUnnamed: Int = 30, ipv6Prefix: Int = 64, inspect: Int = 60, pool: Int = 60, poolPerUser: Int = 100,
-        poolPerUserWindow: TimeInterval = 30 * 86_400, registrationsPerBackend: Int = 600, backendUserSharePercent: Int = 10
+        poolPerUserWindow: TimeInterval = 30 * 86_400, registrationsPerBackend: Int = 600, backendUserSharePercent: Int = 10,
+        registrationsPerUser: Int = 20, registrationsPerUserWindow: TimeInterval = 86_400
     ) {
+        self.registrationsPerUser = registrationsPerUser
+        self.registrationsPerUserWindow = registrationsPerUserWindow
         self.backendUserSharePercent = min(max(backendUserSharePercent, 1), 100)
         self.pool = pool
         self.poolPerUser = poolPerUser
@@ -166,10 +175,15 @@ struct RateLimiter: Sendable {
             // challenges' lifetime.
             backendBudget("pool", "pool", self.limits.pool)
             if let user { budgets.append(("pool", ("user-pool", user, self.limits.poolPerUser), self.limits.poolPerUserWindow)) }
-        case .pooledRegistration:
-            backendBudget("pool", "pool", self.limits.pool)
-            backendBudget("registration", "registrations", self.limits.registrationsPerBackend)
-        case .registration:
+        case .pooledRegistration, .registration:
+            // The user's registrations over a day first, whoever asks (r8 F2: 20 accounts
+            // registering 30 valid software passkeys a minute each spent a backend's registration
+            // budget every minute; at 20 a day each, that takes 30 fresh accounts a minute).
+            if let user {
+                budgets.append(
+                    ("registration", ("user-registrations", user, self.limits.registrationsPerUser), self.limits.registrationsPerUserWindow))
+            }
+            if lasting == .pooledRegistration { backendBudget("pool", "pool", self.limits.pool) }
             backendBudget("registration", "registrations", self.limits.registrationsPerBackend)
         }
         var spent = Spent()
@@ -259,14 +273,12 @@ struct RateLimiter: Sendable {
             // The token names the user: its budget alone, never one shared by its address.
             return [("user", context.identity?.username ?? user ?? "", self.limits.perUser)]
         case .trustedBackend?:
+            // The user it names (or its budget for requests naming none) first: a request over
+            // that smaller budget is refused before it spends the backend's total, which every
+            // user of the backend needs (red team r8 F1).
             let backend = context.identity?.backend ?? ""
-            var subjects: [Subject] = [("backend", backend, self.limits.perBackend)]
-            if let user {
-                subjects.append(("user", user, self.limits.perUser))
-            } else {
-                subjects.append(("backend-unnamed", backend, self.limits.perBackendUnnamed))
-            }
-            return subjects
+            let own: Subject = user.map { ("user", $0, self.limits.perUser) } ?? ("backend-unnamed", backend, self.limits.perBackendUnnamed)
+            return [own, ("backend", backend, self.limits.perBackend)]
         case .unauthenticated?, nil:
             var subjects: [Subject] = [("address", self.clientAddress(request, context), self.limits.perAddress)]
             if let user { subjects.append(("user", user, self.limits.perUser)) }

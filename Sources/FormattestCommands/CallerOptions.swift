@@ -75,6 +75,9 @@ struct CallerOptions: ParsableArguments {
         help: "Percent of a backend's pool and registration budgets one user may spend in a window (default 10).")
     var rateLimitBackendUserShare = 10
 
+    @Option(name: .customLong("rate-limit-registrations-per-user"), help: "Registrations per user in 24 hours, whoever asks (default 20).")
+    var rateLimitRegistrationsPerUser = 20
+
     func validate(devSimulator: Bool) throws {
         let chosen = [self.jwks != nil, self.secretFile != nil, self.insecureNoCallerAuth].filter { $0 }.count
         guard chosen <= 1 else {
@@ -111,6 +114,9 @@ struct CallerOptions: ParsableArguments {
             throw ValidationError("--rate-limit-registrations-per-backend must be 1-1000000.")
         }
         guard (1...100).contains(self.rateLimitBackendUserShare) else { throw ValidationError("--rate-limit-backend-user-share must be 1-100.") }
+        guard (1...1_000_000).contains(self.rateLimitRegistrationsPerUser) else {
+            throw ValidationError("--rate-limit-registrations-per-user must be 1-1000000.")
+        }
     }
 
     /// A secret file's text. One that starts with a UTF-8 byte order mark is refused: the mark
@@ -141,7 +147,8 @@ struct CallerOptions: ParsableArguments {
             trustedProxyHops: self.trustedProxyHops,
             perBackend: self.rateLimitPerBackend, perBackendUnnamed: self.rateLimitBackendUnnamed, ipv6Prefix: self.rateLimitIPv6Prefix,
             inspect: self.rateLimitInspect, pool: self.rateLimitPool, poolPerUser: self.rateLimitPoolPerUser,
-            registrationsPerBackend: self.rateLimitRegistrationsPerBackend, backendUserSharePercent: self.rateLimitBackendUserShare
+            registrationsPerBackend: self.rateLimitRegistrationsPerBackend, backendUserSharePercent: self.rateLimitBackendUserShare,
+            registrationsPerUser: self.rateLimitRegistrationsPerUser
         )
     }
 

@@ -121,6 +121,8 @@ public struct ServeOptions: ParsableArguments {
     var rateLimitRegistrationsPerBackend: String?
     @Option(name: .customLong("rate-limit-backend-user-share"), help: ServeSettings.help("rate-limit-backend-user-share"))
     var rateLimitBackendUserShare: String?
+    @Option(name: .customLong("rate-limit-registrations-per-user"), help: ServeSettings.help("rate-limit-registrations-per-user"))
+    var rateLimitRegistrationsPerUser: String?
     @Option(name: .customLong("max-connections"), help: ServeSettings.help("max-connections")) var maxConnections: String?
     @Option(name: .customLong("max-connections-per-address"), help: ServeSettings.help("max-connections-per-address")) var maxConnectionsPerAddress:
         String?
@@ -206,6 +208,7 @@ public struct ServeOptions: ParsableArguments {
             "rate-limit-pool-per-user": self.rateLimitPoolPerUser.map { [$0] } ?? [],
             "rate-limit-registrations-per-backend": self.rateLimitRegistrationsPerBackend.map { [$0] } ?? [],
             "rate-limit-backend-user-share": self.rateLimitBackendUserShare.map { [$0] } ?? [],
+            "rate-limit-registrations-per-user": self.rateLimitRegistrationsPerUser.map { [$0] } ?? [],
             "max-connections": self.maxConnections.map { [$0] } ?? [],
             "max-connections-per-address": self.maxConnectionsPerAddress.map { [$0] } ?? [],
             "header-timeout": self.headerTimeout.map { [$0] } ?? [],
@@ -554,6 +557,7 @@ struct ServePlan {
                 "trusted-proxy-hops",
                 "rate-limit-per-backend", "rate-limit-backend-unnamed", "rate-limit-ipv6-prefix", "rate-limit-inspect", "rate-limit-pool",
                 "rate-limit-pool-per-user", "rate-limit-registrations-per-backend", "rate-limit-backend-user-share",
+                "rate-limit-registrations-per-user",
             ])
         )
         try self.caller.validate(devSimulator: self.devSimulator)

@@ -316,6 +316,11 @@ enum ServeSettings {
                 "Registrations (attest, register-pooled, passkey register) per window per backend secret, whatever user they name; only requests that store something spend it (a refused one is given back)"
         ),
         .init(
+            "rate-limit-registrations-per-user", env: ["FORMATTEST_RATE_LIMIT_REGISTRATIONS_PER_USER"], .integer(1...1_000_000), default: "20",
+            help:
+                "Registrations (attest, register-pooled, passkey register) per user in 24 hours (a fixed window of a day), whoever asks; a refused one is given back"
+        ),
+        .init(
             "rate-limit-backend-user-share", env: ["FORMATTEST_RATE_LIMIT_BACKEND_USER_SHARE"], .integer(1...100), default: "10",
             help:
                 "The percent of a backend's rate-limit-pool and rate-limit-registrations-per-backend that one user it names may spend in a window (at least 1 each), so that a few hostile accounts cannot spend them for every other user"

@@ -94,11 +94,16 @@ struct HostileBudgetTests {
 
     /// Registers a simulated device's new key for `user` through the backend; the status.
     static func attest(_ service: HostileStateTests.Service, user: String) async throws -> Int {
+        try await Self.attestKey(service, user: user).status
+    }
+
+    /// Registers a simulated device's new key for `user` through the backend; the status and the keyId.
+    static func attestKey(_ service: HostileStateTests.Service, user: String) async throws -> (status: Int, keyID: String) {
         let form = HostileStateTests.Service.form("1.00", user: user, action: "device-registration")
         let (_, simulated) = try await service.send("POST", "/api/dev/simulate", ["action": "attest", "form": form])
         let keyID = try #require(simulated["keyId"] as? String)
         let body: [String: Any] = ["username": user, "keyId": keyID, "attestationObject": simulated["attestationObject"] ?? "", "form": form]
-        return try await service.send("POST", "/api/appattest/attest", body, bearer: HostileUserTests.secret).0
+        return (try await service.send("POST", "/api/appattest/attest", body, bearer: HostileUserTests.secret).0, keyID)
     }
 
     @Test(
@@ -157,5 +162,82 @@ struct HostileBudgetTests {
         #expect(greedy == [200, 200, 429], "one user spends at most its share of the backend's pool budget: \(greedy)")
         let honest = [try await pool("honest1"), try await pool("honest2"), try await pool("honest3")]
         #expect(honest == [200, 200, 429], "the backend's total still holds: \(honest)")
+    }
+
+    @Test(
+        "r8 F1: through a backend, a user's assertions spend its own budget before the backend's total: one account's junk assertions stop at its budget, and the backend's other users still sign"
+    )
+    func assertionsPerUserBeforeBackendTotal() async throws {
+        let files = try TemporaryFiles()
+        let secretFile = try files.writeSecret(HostileUserTests.secret, named: "backend-secret")
+        let service = try HostileStateTests.Service(
+            [
+                "--caller-secret-file", secretFile, "--rate-limit-per-backend", "10", "--rate-limit-assertions-per-user", "4",
+                "--rate-limit-per-user", "1000", "--rate-limit-window", "3600",
+            ],
+            files: files
+        )
+        defer { service.stop() }
+        try #require(Formattest.waitForListener(port: service.port, process: service.server.process))
+        try await Formattest.awayFromWindowEdge(3600, margin: 120)
+        let secret = HostileUserTests.secret
+        let (registered, keyID) = try await Self.attestKey(service, user: "alice")
+        #expect(registered == 200)
+        // mallory, through the bank's backend: 12 assertions by a key that is not hers, more than
+        // the backend's total of 10. Her budget (4) refuses the rest before they spend it.
+        var junk: [Int] = []
+        for index in 0..<12 {
+            let body: [String: Any] = [
+                "username": "mallory", "keyId": "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "assertion": "oA",
+                "form": HostileStateTests.Service.form("\(index).00", user: "mallory"),
+            ]
+            junk.append(try await service.send("POST", "/api/appattest/assert", body, bearer: secret).0)
+        }
+        #expect(junk.prefix(4).allSatisfy { $0 == 401 } && junk.dropFirst(4).allSatisfy { $0 == 429 }, "\(junk)")
+        // alice signs through the same backend: its total has room (before r8: 429 for the window).
+        let (status, answer) = try await service.send(
+            "POST", "/api/appattest/assert", try await service.signed(keyID, amount: "5.00"), bearer: secret)
+        #expect(status == 200, "\(answer)")
+    }
+
+    @Test(
+        "r8 F2: a user's registrations are budgeted over a day, whoever asks: refused ones give it back, the one over it is 429 for hours, another user still registers"
+    )
+    func registrationsPerUserPerDay() async throws {
+        let files = try TemporaryFiles()
+        let secretFile = try files.writeSecret(HostileUserTests.secret, named: "backend-secret")
+        let service = try HostileStateTests.Service(
+            [
+                "--caller-secret-file", secretFile, "--rate-limit-per-backend", "1000", "--rate-limit-per-user", "1000",
+                "--rate-limit-registrations-per-user", "2", "--rate-limit-backend-user-share", "100",
+            ],
+            files: files
+        )
+        defer { service.stop() }
+        try #require(Formattest.waitForListener(port: service.port, process: service.server.process))
+        try await Formattest.awayFromWindowEdge(86_400, margin: 120)
+        // Three refused registrations of alice's: none of them spends her day's budget.
+        var junk: [Int] = []
+        for _ in 0..<3 {
+            let body: [String: Any] = [
+                "username": "alice", "keyId": "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "attestationObject": "oA",
+                "form": HostileStateTests.Service.form("1.00", user: "alice", action: "device-registration"),
+            ]
+            junk.append(try await service.send("POST", "/api/appattest/attest", body, bearer: HostileUserTests.secret).0)
+        }
+        #expect(junk.allSatisfy { (400..<500).contains($0) && $0 != 429 }, "\(junk)")
+        let alice = [try await Self.attest(service, user: "alice"), try await Self.attest(service, user: "alice")]
+        #expect(alice == [200, 200], "\(alice)")
+        // The third stored registration of the day: refused, for the rest of the day.
+        let form = HostileStateTests.Service.form("1.00", user: "alice", action: "device-registration")
+        let (_, simulated) = try await service.send("POST", "/api/dev/simulate", ["action": "attest", "form": form])
+        let body: [String: Any] = [
+            "username": "alice", "keyId": simulated["keyId"] ?? "", "attestationObject": simulated["attestationObject"] ?? "", "form": form,
+        ]
+        let (status, answer) = try await service.send("POST", "/api/appattest/attest", body, bearer: HostileUserTests.secret)
+        let message = ((answer["error"] as? [String: Any])?["message"] as? String) ?? ""
+        #expect(status == 429 && message.contains("user-registrations"), "\(status) \(answer)")
+        #expect((Self.retryAfter(message) ?? 0) > 3_600, "\(message)")
+        #expect(try await Self.attest(service, user: "bob") == 200, "another user's budget is its own")
     }
 }
