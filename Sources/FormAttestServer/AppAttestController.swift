@@ -62,8 +62,9 @@ struct AppAttestController {
     /// Counts an assertion against its user's window: every assertion whose key is the user's
     /// and whose signature verified, accepted or not (each costs a signature check, and an
     /// accepted one a replay record and an evidence file). Called by the flow at that point, so
-    /// that no stranger spends a user's budget; with an identity provider's token, whose user is
-    /// proven by the token, before the flow. Over the limit: 429 `rate_limited`, nothing stored.
+    /// that no stranger spends a user's budget; for a user an identity provider's token proves or
+    /// a trusted backend vouches for, before the flow and before the backend's total (r8 F1). Over
+    /// the limit: 429 `rate_limited`, nothing stored.
     private func chargeAssertion(user: String, now: Date) async throws(FlowError) {
         guard let limit = self.assertionsPerUser else { return }
         let windowLength = self.rateLimiter.limits.window

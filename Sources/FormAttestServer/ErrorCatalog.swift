@@ -264,7 +264,7 @@ public enum ErrorCatalog {
 
     private static let flowMeanings: [String: String] = [
         "rate_limited":
-            "too many requests for this user, backend or client address in the window (an assertion counts against its user once the key's signature verified)",
+            "too many requests for this user, backend or client address in the window (without caller authentication an assertion counts against its user once the key's signature verified)",
         "key_already_registered": "this keyId is registered already",
         "key_mismatch": "the keyId is unknown, or another user's: no attested key signs for this user",
         "counter_not_increasing":

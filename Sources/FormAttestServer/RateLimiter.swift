@@ -254,7 +254,8 @@ struct RateLimiter: Sendable {
     /// the user it names is known: the backend's total (`perBackend`), or, without caller
     /// authentication, the client address (`perAddress`). An identity provider's token is
     /// counted against its user by the endpoint itself. (`/assert`: the named user's budget is
-    /// spent only once the key's signature verified, so no stranger spends it.)
+    /// spent before this when a token or a backend vouches for the user, else only once the key's
+    /// signature verified, so that no stranger spends it.)
     func checkCaller(endpoint: String, request: Request, context: AppRequestContext, now: Date) async throws {
         switch context.identity?.kind {
         case .identityProvider?:

@@ -274,7 +274,7 @@ enum ServeSettings {
         .init(
             "rate-limit-assertions-per-user", env: ["FORMATTEST_RATE_LIMIT_ASSERTIONS_PER_USER"], .integer(1...1_000_000), default: "60",
             help:
-                "Assertions per window per user, counted once the key's signature verified (every one writes a replay record, and with evidence a record file)"
+                "Assertions per window per user (every one writes a replay record, and with evidence a record file): counted before the flow for a user an identity provider's token or a trusted backend vouches for, and without caller authentication once the key's signature verified"
         ),
         .init(
             "rate-limit-window", env: ["FORMATTEST_RATE_LIMIT_WINDOW"], .seconds(1...86_400), default: "60",
