@@ -20,17 +20,18 @@ package import NIOCore
 /// also, under the ceiling, when the service is saturated: the accept loop then gets its turn
 /// only between the open connections' requests, and accepts a few connections a turn (red team
 /// r7 F7: with 1,000 connections polling, newcomers waited 24–29 s with 99–245 connections queued,
-/// and nothing said so). The length is the gauge `formattest_listener_accept_queue{listener}`; a
-/// queue still non-empty after ``patience`` consecutive readings is logged (a warning, at most
-/// one line every ``logInterval``), and every reading that finds one after that counts a second
-/// in `formattest_listener_accept_waiting_seconds_total{listener}`, which the alert
-/// `FormAttestNewcomersWaiting` watches.
+/// and nothing said so). The length is the gauge `formattest_listener_accept_queue{listener}`;
+/// every reading that finds the queue non-empty counts a second in
+/// `formattest_listener_accept_waiting_seconds_total{listener}`, which the alert
+/// `FormAttestNewcomersWaiting` watches over 5 minutes (so a queue that empties now and then
+/// between readings is still counted: red team r8); a queue still non-empty after ``patience``
+/// consecutive readings is logged (a warning, at most one line every ``logInterval``).
 ///
 /// What it reports is the kernel's own count, so a queue the service cannot see (it has not
 /// accepted those connections) is still seen. Elsewhere than Linux nothing is read.
 package enum AcceptQueueWatch {
-    /// Consecutive readings with a non-empty queue before it is logged and counted: a burst of
-    /// connections accepted within a second or two is routine.
+    /// Consecutive readings with a non-empty queue before it is logged: a burst of connections
+    /// accepted within a second or two is routine.
     static let patience = 3
     static let logInterval = TimeAmount.seconds(10)
 
@@ -59,8 +60,8 @@ package enum AcceptQueueWatch {
                             return nil
                         }
                         state.waiting += 1
-                        guard state.waiting >= Self.patience else { return nil }
                         waitingSeconds.increment()
+                        guard state.waiting >= Self.patience else { return nil }
                         let now = NIODeadline.now()
                         guard state.lastLine.map({ now - $0 >= Self.logInterval }) ?? true else { return nil }
                         state.lastLine = now

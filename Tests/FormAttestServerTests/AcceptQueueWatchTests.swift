@@ -55,11 +55,13 @@ struct AcceptQueueWatchTests {
         return clients
     }
 
-    static func gauge(_ listener: String) -> Double? {
+    static func gauge(_ listener: String, _ name: String = "formattest_listener_accept_queue") -> Double? {
         let text = ServiceHarness.metrics.emitToString()
-        let prefix = "formattest_listener_accept_queue{listener=\"\(listener)\"} "
+        let prefix = "\(name){listener=\"\(listener)\"} "
         return text.split(separator: "\n").first { $0.hasPrefix(prefix) }.flatMap { Double($0.dropFirst(prefix.count)) }
     }
+
+    static let waitingSeconds = "formattest_listener_accept_waiting_seconds_total"
 
     /// A listener (accepting or not) watched every 100 ms, three clients connected to it, and the
     /// warning lines the watch logged.
@@ -83,6 +85,10 @@ struct AcceptQueueWatchTests {
         let deadline = Date().addingTimeInterval(10)
         while stuck.lines.all.isEmpty && Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
         let line = try #require(stuck.lines.all.first, "no warning in 10 s")
+        // Every reading that found the queue counted, those before the line too (a queue that
+        // empties between readings still counts).
+        let counted = Self.gauge("stuck", Self.waitingSeconds) ?? 0
+        #expect(counted >= 3, "\(counted)")
         #expect(line.message.contains("new connections are waiting to be accepted"), "\(line.message)")
         #expect(line.metadata["queued"] == "3" && line.metadata["listener"] == "stuck", "\(line.metadata)")
         #expect(Self.gauge("stuck") == 3, "\(Self.gauge("stuck").map { "\($0)" } ?? "no gauge")")
@@ -98,6 +104,7 @@ struct AcceptQueueWatchTests {
         // Ten readings and more.
         try await Task.sleep(for: .milliseconds(1200))
         #expect(accepting.lines.all.isEmpty, "\(accepting.lines.all.map(\.message))")
+        #expect((Self.gauge("accepting", Self.waitingSeconds) ?? 0) == 0)
         #expect(Self.gauge("accepting") == 0, "\(Self.gauge("accepting").map { "\($0)" } ?? "no gauge")")
         try await Self.close(accepting)
     }
