@@ -63,7 +63,7 @@ public enum FormAttestApplication {
             services.append(
                 Application(
                     router: self.operatorRouter(configuration: configuration, store: store),
-                    server: Self.http1(configuration, logger: logger),
+                    server: Self.http1(configuration, listener: "admin", logger: logger),
                     configuration: Self.listener(host: admin.host, port: admin.port, configuration, logger: logger),
                     onServerRunning: {
                         await AcceptErrorObserver.install(on: $0, logger: logger)
@@ -75,7 +75,7 @@ public enum FormAttestApplication {
         }
         return Application(
             router: router,
-            server: Self.http1(configuration, logger: logger),
+            server: Self.http1(configuration, listener: "api", logger: logger),
             configuration: Self.listener(host: configuration.host, port: configuration.port, configuration, logger: logger),
             services: services,
             onServerRunning: {
@@ -98,8 +98,10 @@ public enum FormAttestApplication {
     /// (``ConnectionGuardHandler``: the per-address cap, the shedding over the total, the header
     /// deadline, and each connection's request and age caps) and the body
     /// deadline (``BodyDeadlineHandler``). Each listener counts its own connections.
-    static func http1(_ configuration: ServerConfiguration, logger: Logger) -> HTTPServerBuilder {
+    static func http1(_ configuration: ServerConfiguration, listener: String, logger: Logger) -> HTTPServerBuilder {
         let bodyTimeout = configuration.bodyTimeout
+        // Made once a listener, after the metrics system's bootstrap (not per request).
+        let timeToAnswer = Metrics.Timer(label: "formattest_time_to_answer_seconds", dimensions: [("listener", listener)])
         let limits = configuration.connectionLimits
         // Behind trusted proxies every peer is a proxy: no per-address cap then (shedding over the
         // total still closes the connection idle longest).
@@ -113,7 +115,7 @@ public enum FormAttestApplication {
                 additionalChannelHandlers: [
                     ConnectionGuardHandler(
                         registry: registry, ipv6Prefix: ipv6Prefix, headerTimeout: headerTimeout, writeTimeout: bodyTimeout,
-                        maximumRequests: limits.maximumRequests, maximumAge: limits.maximumAge, logger: logger),
+                        maximumRequests: limits.maximumRequests, maximumAge: limits.maximumAge, timeToAnswer: timeToAnswer, logger: logger),
                     BodyDeadlineHandler(timeout: bodyTimeout, minimumRate: minimumRate),
                 ],
                 idleTimeout: TimeAmount(configuration.idleTimeout)

@@ -1599,6 +1599,32 @@ struct HostileUserTests {
     }
 
     @Test(
+        "r8 F4: the time from a request's head read to its answer is measured per listener, pipelined waits included (formattest_time_to_answer_seconds)"
+    )
+    func timeToAnswerMeasured() async throws {
+        let files = try TemporaryFiles()
+        let adminPort = Formattest.freePort()
+        let service = try Service(["--store", "memory", "--insecure-no-caller-auth", "--admin-port", String(adminPort)], files: files)
+        let count = #"formattest_time_to_answer_seconds_count{listener="api"}"#
+        let sum = #"formattest_time_to_answer_seconds_sum{listener="api"}"#
+        let before = try Self.exchange(adminPort, "/metrics").body
+        // Eight requests pipelined on one connection: eight answers, each timed from its own
+        // head, the later ones waiting for the earlier.
+        let handle = try Self.dial(service.port, from: "127.0.0.2")
+        let eight = Array(String(repeating: "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", count: 8).utf8)
+        _ = eight.withUnsafeBytes { send(handle, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        let answers = String(decoding: Self.readAll(handle, seconds: 2), as: UTF8.self).components(separatedBy: "HTTP/1.1 200").count - 1
+        close(handle)
+        let after = try Self.exchange(adminPort, "/metrics").body
+        _ = service.stop()
+        #expect(answers == 8)
+        #expect(Self.metric(after, count) - Self.metric(before, count) == 8, "\(Self.metric(before, count)) -> \(Self.metric(after, count))")
+        #expect(Self.metric(after, sum) > Self.metric(before, sum))
+        // The operators' listener is timed apart: its scrapes are not the API's answers.
+        #expect(Self.metric(after, #"formattest_time_to_answer_seconds_count{listener="admin"}"#) >= 1)
+    }
+
+    @Test(
         "r5 F1: a connection gets at most 16 pipelined requests served unanswered; 40 connections pipelining 3,000 requests each and reading nothing cannot keep other clients out, during or after"
     )
     func pipelinedRequestsBounded() async throws {
