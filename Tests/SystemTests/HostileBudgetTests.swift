@@ -240,4 +240,29 @@ struct HostileBudgetTests {
         #expect((Self.retryAfter(message) ?? 0) > 3_600, "\(message)")
         #expect(try await Self.attest(service, user: "bob") == 200, "another user's budget is its own")
     }
+
+    @Test(
+        "r8 F1, every endpoint: requests a user's own budget refuses spend nothing of the backend's total, so the backend's other users are still served"
+    )
+    func userBudgetBeforeBackendTotal() async throws {
+        let files = try TemporaryFiles()
+        let secretFile = try files.writeSecret(HostileUserTests.secret, named: "backend-secret")
+        let service = try HostileStateTests.Service(
+            ["--caller-secret-file", secretFile, "--rate-limit-per-backend", "10", "--rate-limit-per-user", "3", "--rate-limit-window", "3600"],
+            files: files
+        )
+        defer { service.stop() }
+        try #require(Formattest.waitForListener(port: service.port, process: service.server.process))
+        try await Formattest.awayFromWindowEdge(3600, margin: 120)
+        func challenge(_ user: String) async throws -> Int {
+            try await service.send("GET", "/api/appattest/challenge?username=\(user)", bearer: HostileUserTests.secret).0
+        }
+        // mallory asks for 12 challenges, more than the backend's total: her own 3 are served.
+        var mallory: [Int] = []
+        for _ in 0..<12 { mallory.append(try await challenge("mallory")) }
+        #expect(mallory == [200, 200, 200] + Array(repeating: 429, count: 9), "\(mallory)")
+        // The backend's total spent 3 of 10 (before r8: all of it, and these were 429).
+        let others = [try await challenge("victim-p"), try await challenge("victim-q")]
+        #expect(others == [200, 200], "\(others)")
+    }
 }
