@@ -79,7 +79,8 @@ struct MonitoringTests {
         #expect(
             names == [
                 "FormAttestHighServerErrorRate", "FormAttestSlowRequests", "FormAttestStoreUnavailable", "FormAttestEvidenceFailures",
-                "FormAttestClockSkew", "FormAttestScrapeMissing", "FormAttestAcceptErrors",
+                "FormAttestClockSkew", "FormAttestScrapeMissing", "FormAttestAcceptErrors", "FormAttestNewcomersWaiting",
+                "FormAttestSlowAnswers",
             ],
             "\(names)"
         )
@@ -88,7 +89,7 @@ struct MonitoringTests {
         }
         // The series each rule reads exist in what was scraped (the outcome counter and the latency
         // histogram are registered at start-up or by the first request).
-        for series in ["http_server_request_duration_bucket", "formattest_flow_outcomes_total", "up"] {
+        for series in ["http_server_request_duration_bucket", "formattest_flow_outcomes_total", "formattest_time_to_answer_seconds_bucket", "up"] {
             let result = try await Self.api(prometheusPort, "/api/v1/query?query=\(series)%7Bjob%3D%22formattest%22%7D")["result"] as? [[String: Any]]
             #expect(!(result ?? []).isEmpty, "\(series) was not scraped")
         }
