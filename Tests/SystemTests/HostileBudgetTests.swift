@@ -71,25 +71,27 @@ struct HostileBudgetTests {
         _ = open.stop()
     }
 
-    /// A service trusting one backend, with small registration and pool budgets (4 a window of an
-    /// hour, 2 of them for one user) and nothing else in the way, listening, and the hour's
-    /// window far enough from its end for a test.
-    static func budgetedBackend() async throws -> HostileStateTests.Service {
+    /// A service trusting one backend (the secret `HostileUserTests.secret`) with `settings`,
+    /// listening, and the budgets' window of `window` seconds far enough from its end for a test.
+    static func backend(_ settings: [String], window: TimeInterval = 3600) async throws -> HostileStateTests.Service {
         let files = try TemporaryFiles()
         let secretFile = try files.writeSecret(HostileUserTests.secret, named: "backend-secret")
-        let service = try HostileStateTests.Service(
-            [
-                "--caller-secret-file", secretFile, "--rate-limit-per-backend", "1000", "--rate-limit-per-user", "1000",
-                "--rate-limit-registrations-per-backend", "4", "--rate-limit-pool", "4", "--rate-limit-backend-user-share", "50",
-                "--rate-limit-window", "3600", "--passkey-rp-id", PasskeyDevice.rpID, "--passkey-origin", PasskeyDevice.origin,
-            ],
-            files: files
-        )
+        let service = try HostileStateTests.Service(["--caller-secret-file", secretFile] + settings, files: files)
         let listening = Formattest.waitForListener(port: service.port, process: service.server.process)
         if !listening { service.stop() }
         try #require(listening, "the service did not start listening")
-        try await Formattest.awayFromWindowEdge(3600, margin: 120)
+        try await Formattest.awayFromWindowEdge(window, margin: 120)
         return service
+    }
+
+    /// A backend with small registration and pool budgets (4 a window of an hour, 2 of them for
+    /// one user) and nothing else in the way.
+    static func budgetedBackend() async throws -> HostileStateTests.Service {
+        try await Self.backend([
+            "--rate-limit-per-backend", "1000", "--rate-limit-per-user", "1000", "--rate-limit-registrations-per-backend", "4",
+            "--rate-limit-pool", "4", "--rate-limit-backend-user-share", "50", "--rate-limit-window", "3600", "--passkey-rp-id",
+            PasskeyDevice.rpID, "--passkey-origin", PasskeyDevice.origin,
+        ])
     }
 
     /// Registers a simulated device's new key for `user` through the backend; the status.
@@ -168,18 +170,13 @@ struct HostileBudgetTests {
         "r8 F1: through a backend, a user's assertions spend its own budget before the backend's total: one account's junk assertions stop at its budget, and the backend's other users still sign"
     )
     func assertionsPerUserBeforeBackendTotal() async throws {
-        let files = try TemporaryFiles()
-        let secretFile = try files.writeSecret(HostileUserTests.secret, named: "backend-secret")
-        let service = try HostileStateTests.Service(
+        let service = try await Self.backend(
             [
-                "--caller-secret-file", secretFile, "--rate-limit-per-backend", "10", "--rate-limit-assertions-per-user", "4",
+                "--rate-limit-per-backend", "10", "--rate-limit-assertions-per-user", "4",
                 "--rate-limit-per-user", "1000", "--rate-limit-window", "3600",
-            ],
-            files: files
+            ]
         )
         defer { service.stop() }
-        try #require(Formattest.waitForListener(port: service.port, process: service.server.process))
-        try await Formattest.awayFromWindowEdge(3600, margin: 120)
         let secret = HostileUserTests.secret
         let (registered, keyID) = try await Self.attestKey(service, user: "alice")
         #expect(registered == 200)
@@ -204,18 +201,13 @@ struct HostileBudgetTests {
         "r8 F2: a user's registrations are budgeted over a day, whoever asks: refused ones give it back, the one over it is 429 for hours, another user still registers"
     )
     func registrationsPerUserPerDay() async throws {
-        let files = try TemporaryFiles()
-        let secretFile = try files.writeSecret(HostileUserTests.secret, named: "backend-secret")
-        let service = try HostileStateTests.Service(
+        let service = try await Self.backend(
             [
-                "--caller-secret-file", secretFile, "--rate-limit-per-backend", "1000", "--rate-limit-per-user", "1000",
+                "--rate-limit-per-backend", "1000", "--rate-limit-per-user", "1000",
                 "--rate-limit-registrations-per-user", "2", "--rate-limit-backend-user-share", "100",
-            ],
-            files: files
+            ], window: 86_400
         )
         defer { service.stop() }
-        try #require(Formattest.waitForListener(port: service.port, process: service.server.process))
-        try await Formattest.awayFromWindowEdge(86_400, margin: 120)
         // Three refused registrations of alice's: none of them spends her day's budget.
         var junk: [Int] = []
         for _ in 0..<3 {
@@ -245,15 +237,10 @@ struct HostileBudgetTests {
         "r8 F1, every endpoint: requests a user's own budget refuses spend nothing of the backend's total, so the backend's other users are still served"
     )
     func userBudgetBeforeBackendTotal() async throws {
-        let files = try TemporaryFiles()
-        let secretFile = try files.writeSecret(HostileUserTests.secret, named: "backend-secret")
-        let service = try HostileStateTests.Service(
-            ["--caller-secret-file", secretFile, "--rate-limit-per-backend", "10", "--rate-limit-per-user", "3", "--rate-limit-window", "3600"],
-            files: files
+        let service = try await Self.backend(
+            ["--rate-limit-per-backend", "10", "--rate-limit-per-user", "3", "--rate-limit-window", "3600"]
         )
         defer { service.stop() }
-        try #require(Formattest.waitForListener(port: service.port, process: service.server.process))
-        try await Formattest.awayFromWindowEdge(3600, margin: 120)
         func challenge(_ user: String) async throws -> Int {
             try await service.send("GET", "/api/appattest/challenge?username=\(user)", bearer: HostileUserTests.secret).0
         }
