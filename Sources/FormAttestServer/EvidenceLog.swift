@@ -4,7 +4,9 @@
 //===----------------------------------------------------------------------===//
 
 package import FormAttestEvidence
+package import FormAttestFlows
 import Foundation
+import Metrics
 import NIOConcurrencyHelpers
 import NIOPosix
 public import TransparencyLog
@@ -33,6 +35,12 @@ public struct EvidenceLogConfiguration: Sendable {
 ///
 /// The leaf's data is the record's payload (its RFC 8785 bytes, what the server's JWS signs), so
 /// the leaf hash is SHA-256(0x00 ‖ payload): anyone holding a record can find its leaf.
+///
+/// With a ``SharedLogStore`` (MongoDB), many instances append to one log: the store sequences
+/// the batches (an index is claimed by a unique insert, and a batch never changes), and the
+/// directory is this instance's copy of the log, filled from the store in index order and
+/// checked against each batch's root. A form's index is answered once its batch is in the store;
+/// the copy follows. docs/architecture.md, "The evidence log across many instances".
 package actor EvidenceLog {
     /// The directory's log, used by one thread at a time (appends and reads take the lock on
     /// NIO's blocking-IO pool).
@@ -63,6 +71,12 @@ package actor EvidenceLog {
 
     package let configuration: EvidenceLogConfiguration
     private let files: Files
+    /// The store that sequences a log shared by many instances; nil: this directory is the log.
+    private let shared: (any SharedLogStore)?
+    /// The most leaves one batch holds (and one copy step reads).
+    static let batchLeaves = 256
+    /// The most bytes of leaves one batch holds (under a MongoDB document's 16 MB).
+    static let batchBytes = 1 << 20
     /// The key registrations version-2 records reference (`<directory>/registrations`).
     private let registrations: ContentAddressedDirectory
     /// The registrations this process stored or found stored with the same bytes: a key's
@@ -74,7 +88,7 @@ package actor EvidenceLog {
     /// ``KeyRegistration/contentDigest``: a key's records after its first neither encode nor hash
     /// its document (about 7.5 KB) again. Emptied with ``storedRegistrations``.
     private var registrationIDs: [[UInt8]: (digest: [UInt8], id: [UInt8])] = [:]
-    private var pending: [(leaf: [UInt8], continuation: CheckedContinuation<UInt64, any Error>)] = []
+    private var pending: [(leaf: [UInt8], registration: [UInt8]?, continuation: CheckedContinuation<UInt64, any Error>)] = []
     private var draining = false
     private var lastCheckpointFile: ContinuousClock.Instant?
     private var checkpointFileScheduled = false
@@ -89,7 +103,14 @@ package actor EvidenceLog {
     /// extend the last checkpoint it signed (`<directory>/checkpoint`, written before any
     /// checkpoint is served): a log cut back, rolled back to an older state, or signed by another
     /// key is refused, so that the service never signs a tree that forks from one it published.
-    package static func open(_ configuration: EvidenceLogConfiguration) async throws -> EvidenceLog {
+    ///
+    /// With `shared`, the directory is this instance's copy of the shared log: it must be a
+    /// prefix of what the store holds (checked against the root of the batch that ends where it
+    /// ends), and is then brought up to date. A copy that is not is refused; a copy that holds
+    /// leaves while the store holds none is the log moving into the store (an archive imported
+    /// into a directory, a log that ran on one instance): its leaves and their key registrations
+    /// are inserted first, in order.
+    package static func open(_ configuration: EvidenceLogConfiguration, shared: (any SharedLogStore)? = nil) async throws -> EvidenceLog {
         let directory = configuration.directory
         let path = directory + "/checkpoint"
         let last: Checkpoint? = try await NIOThreadPool.singleton.runIfActive { () throws -> Checkpoint? in
@@ -121,8 +142,9 @@ package actor EvidenceLog {
                 )
             }
         }
-        let log = EvidenceLog(configuration: configuration, files: files)
+        let log = EvidenceLog(configuration: configuration, files: files, shared: shared)
         if let last { await log.remember(last) }
+        if shared != nil { try await log.joinSharedLog() }
         return log
     }
 
@@ -130,9 +152,10 @@ package actor EvidenceLog {
         self.lastSigned = checkpoint.size
     }
 
-    private init(configuration: EvidenceLogConfiguration, files: Files) {
+    private init(configuration: EvidenceLogConfiguration, files: Files, shared: (any SharedLogStore)?) {
         self.configuration = configuration
         self.files = files
+        self.shared = shared
         self.registrations = ContentAddressedDirectory(directory: configuration.directory + "/" + Self.registrationsDirectory)
     }
 
@@ -164,6 +187,9 @@ package actor EvidenceLog {
         if self.storedRegistrations.contains(id) { return id }
         let registrations = self.registrations
         _ = try await NIOThreadPool.singleton.runIfActive { try registrations.store(document) }
+        // In the shared store too, before any record that references it is appended: every
+        // instance's copy of the log can then fetch it.
+        if let shared = self.shared { try await shared.storeLogRegistration(id: id, document: document) }
         if self.storedRegistrations.count >= Self.registrationCacheLimit { self.storedRegistrations.removeAll(keepingCapacity: true) }
         self.storedRegistrations.insert(id)
         return id
@@ -171,12 +197,13 @@ package actor EvidenceLog {
 
     /// Appends one record's payload; returns its index once the log has it durably. A payload
     /// the log cannot hold is refused alone, never with the group it would have joined.
-    func append(_ leaf: [UInt8]) async throws -> UInt64 {
+    /// `registration` is the id of the key registration the record references (stored first).
+    package func append(_ leaf: [UInt8], registration: [UInt8]? = nil) async throws -> UInt64 {
         guard leaf.count <= TileLayout.maximumEntryLength else {
             throw OpenError(description: "a record of \(leaf.count) bytes is over the log's \(TileLayout.maximumEntryLength)")
         }
         return try await withCheckedThrowingContinuation { continuation in
-            self.pending.append((leaf, continuation))
+            self.pending.append((leaf, registration, continuation))
             if !self.draining {
                 self.draining = true
                 Task { await self.drain() }
@@ -188,6 +215,7 @@ package actor EvidenceLog {
     /// for an import, which appends many records in order and needs no group commit (the
     /// directory's lock keeps a running service out).
     package func append(contentsOf leaves: [[UInt8]]) async throws -> UInt64 {
+        guard self.shared == nil else { throw OpenError(description: "an import appends to a log directory of its own, not to a shared log's copy") }
         for leaf in leaves where leaf.count > TileLayout.maximumEntryLength {
             throw OpenError(description: "a record of \(leaf.count) bytes is over the log's \(TileLayout.maximumEntryLength)")
         }
@@ -216,12 +244,32 @@ package actor EvidenceLog {
 
     private func drain() async {
         while !self.pending.isEmpty {
-            let batch = self.pending
-            self.pending = []
+            let batch: [(leaf: [UInt8], registration: [UInt8]?, continuation: CheckedContinuation<UInt64, any Error>)]
+            if self.shared == nil {
+                batch = self.pending
+                self.pending = []
+            } else {
+                // One store document: at most `batchLeaves` leaves and `batchBytes` bytes.
+                var count = 0
+                var bytes = 0
+                while count < self.pending.count, count < Self.batchLeaves, count == 0 || bytes + self.pending[count].leaf.count <= Self.batchBytes {
+                    bytes += self.pending[count].leaf.count
+                    count += 1
+                }
+                batch = Array(self.pending.prefix(count))
+                self.pending.removeFirst(count)
+            }
             let files = self.files
             let leaves = batch.map(\.leaf)
             do {
-                let first = try await NIOThreadPool.singleton.runIfActive { try files.with { try $0.append(leaves) } }
+                let first: UInt64
+                if let shared = self.shared {
+                    var registrations: [[UInt8]] = []
+                    for id in batch.compactMap(\.registration) where !registrations.contains(id) { registrations.append(id) }
+                    first = try await self.exclusive { try await self.appendShared(leaves, registrations: registrations, to: shared) }
+                } else {
+                    first = try await NIOThreadPool.singleton.runIfActive { try files.with { try $0.append(leaves) } }
+                }
                 for (offset, item) in batch.enumerated() { item.continuation.resume(returning: first + UInt64(offset)) }
             } catch {
                 for item in batch { item.continuation.resume(throwing: error) }
@@ -231,10 +279,182 @@ package actor EvidenceLog {
         self.draining = false
     }
 
+    // MARK: - A log shared by many instances
+
+    /// Whether a step that changes the copy (an append, a catch-up) is running: they run one at
+    /// a time, in arrival order.
+    private var copying = false
+    private var waitingToCopy: [CheckedContinuation<Void, Never>] = []
+    /// When the last catch-up began: a request that asked for one before that is served by it.
+    private var lastCatchUp: ContinuousClock.Instant?
+
+    private func exclusive<Result>(_ body: () async throws -> Result) async throws -> Result {
+        if self.copying { await withCheckedContinuation { self.waitingToCopy.append($0) } }
+        self.copying = true
+        defer {
+            if self.waitingToCopy.isEmpty { self.copying = false } else { self.waitingToCopy.removeFirst().resume() }
+        }
+        return try await body()
+    }
+
+    /// Inserts `leaves` as the next batch of the shared log and returns its first index: at the
+    /// copy's end, and when another instance's batch took that index, after copying what it
+    /// missed, again. The copy takes the batch once the store has it; if that fails the batch is
+    /// still the log's (the next catch-up copies it), and its index is answered.
+    private func appendShared(_ leaves: [[UInt8]], registrations: [[UInt8]], to shared: any SharedLogStore) async throws -> UInt64 {
+        let files = self.files
+        while true {
+            let (first, rootAfter) = try await NIOThreadPool.singleton.runIfActive { files.with { ($0.size, $0.root(appending: leaves)) } }
+            let batch = LogBatch(first: first, leaves: leaves, registrations: registrations, rootAfter: rootAfter, insertedAt: Date())
+            if try await shared.insertLogBatch(batch) {
+                _ = try? await NIOThreadPool.singleton.runIfActive { try files.with { try $0.append(leaves) } }
+                return first
+            }
+            // Another instance holds `first`: copy its batches, then try at the new end. Each
+            // round copies at least one batch, so this ends.
+            Counter(label: "formattest_evidence_log_index_taken_total").increment()
+            self.lastCatchUp = ContinuousClock.now
+            guard try await self.copyFromShared(shared) > 0 else {
+                throw OpenError(description: "the shared log refused a batch at \(first), and holds none there to copy")
+            }
+        }
+    }
+
+    /// Copies the shared log's batches past the copy's end, in order; returns how many leaves.
+    /// Each batch must start where the copy ends and its root must be the copy's after it, and
+    /// the key registrations it references are fetched (and checked against their ids) first:
+    /// a batch that does not fit is refused, and the copy stops there.
+    private func copyFromShared(_ shared: any SharedLogStore) async throws -> UInt64 {
+        let files = self.files
+        var copied: UInt64 = 0
+        while true {
+            let size = try await NIOThreadPool.singleton.runIfActive { files.with { $0.size } }
+            let batches = try await shared.logBatches(from: size, limit: 8)
+            var end = size
+            for batch in batches {
+                guard batch.first == end else {
+                    throw OpenError(description: "the shared log's batch at \(batch.first) does not start where the copy ends (\(end))")
+                }
+                for id in batch.registrations { try await self.fetchRegistration(id, from: shared) }
+                let leaves = batch.leaves
+                try await NIOThreadPool.singleton.runIfActive {
+                    try files.with { log in
+                        guard log.root(appending: leaves) == batch.rootAfter else {
+                            throw OpenError(
+                                description:
+                                    "the shared log's batch at \(batch.first) does not hash to the root it states: this copy and the store disagree")
+                        }
+                        _ = try log.append(leaves)
+                    }
+                }
+                end = batch.end
+                copied += UInt64(leaves.count)
+            }
+            if batches.count < 8 { return copied }
+        }
+    }
+
+    /// Stores in this copy a key registration another instance stored in the shared store.
+    private func fetchRegistration(_ id: [UInt8], from shared: any SharedLogStore) async throws {
+        if self.storedRegistrations.contains(id) { return }
+        let registrations = self.registrations
+        if try await NIOThreadPool.singleton.runIfActive({ try registrations.read(id) }) == nil {
+            guard let document = try await shared.logRegistration(id: id), ContentAddressedDirectory.id(of: document) == id else {
+                throw OpenError(description: "the shared log references a key registration the store does not hold intact")
+            }
+            _ = try await NIOThreadPool.singleton.runIfActive { try registrations.store(document) }
+        }
+        if self.storedRegistrations.count >= Self.registrationCacheLimit { self.storedRegistrations.removeAll(keepingCapacity: true) }
+        self.storedRegistrations.insert(id)
+    }
+
+    /// Brings the copy up to date with the shared log, unless a catch-up began after `asked`.
+    private func catchUp(askedAt asked: ContinuousClock.Instant) async throws {
+        guard let shared = self.shared else { return }
+        try await self.exclusive {
+            if let last = self.lastCatchUp, last >= asked { return }
+            self.lastCatchUp = ContinuousClock.now
+            _ = try await self.copyFromShared(shared)
+        }
+    }
+
+    /// At opening: checks that the copy is a prefix of the shared log (or moves it into an empty
+    /// one), then copies what it lacks.
+    private func joinSharedLog() async throws {
+        guard let shared = self.shared else { return }
+        let files = self.files
+        let (size, root) = try await NIOThreadPool.singleton.runIfActive { files.with { ($0.size, $0.root) } }
+        if size > 0 {
+            if let last = try await shared.logBatch(before: size) {
+                guard last.end == size, last.rootAfter == root else {
+                    throw OpenError(
+                        description:
+                            "the log in \(self.configuration.directory) (\(size) leaves) is not a copy of the shared log's first \(size) (its batch before \(size) ends at \(last.end)\(last.end == size ? " with another root" : "")): refusing to fork it; move the directory away to copy the shared log afresh"
+                    )
+                }
+            } else {
+                try await self.moveIntoShared(size: size, shared: shared)
+            }
+        }
+        self.lastCatchUp = ContinuousClock.now
+        _ = try await self.exclusive { try await self.copyFromShared(shared) }
+    }
+
+    /// Inserts the copy's `size` leaves into an empty shared log, in batches, each with the key
+    /// registrations its records reference. Another instance doing the same at once: the first
+    /// insert decides, and a copy that differs from the winner's is refused.
+    private func moveIntoShared(size: UInt64, shared: any SharedLogStore) async throws {
+        let files = self.files
+        let registrations = self.registrations
+        var first: UInt64 = 0
+        while first < size {
+            let count = min(UInt64(Self.batchLeaves), size - first)
+            let range = first..<(first + count)
+            let (leaves, rootAfter) = try await NIOThreadPool.singleton.runIfActive {
+                try files.with { log in
+                    let leaves = try range.map { try log.entry(at: $0) }
+                    return (leaves, try log.root(size: range.upperBound))
+                }
+            }
+            var ids: [[UInt8]] = []
+            for leaf in leaves {
+                guard let id = try EvidenceRecord.registrationID(inPayload: leaf), !ids.contains(id) else { continue }
+                guard let document = try await NIOThreadPool.singleton.runIfActive({ try registrations.read(id) }),
+                    ContentAddressedDirectory.id(of: document) == id
+                else {
+                    throw OpenError(
+                        description: "a record of the log in \(self.configuration.directory) references a key registration that is missing or altered"
+                    )
+                }
+                try await shared.storeLogRegistration(id: id, document: document)
+                ids.append(id)
+            }
+            let batch = LogBatch(first: first, leaves: leaves, registrations: ids, rootAfter: rootAfter, insertedAt: Date())
+            guard try await shared.insertLogBatch(batch) else {
+                guard let other = try await shared.logBatches(from: first, limit: 1).first,
+                    other
+                        == LogBatch(
+                            first: first, leaves: leaves, registrations: other.registrations, rootAfter: rootAfter, insertedAt: other.insertedAt)
+                else {
+                    throw OpenError(
+                        description:
+                            "another instance moved a different log into the shared store while this one moved \(self.configuration.directory): refusing to fork it"
+                    )
+                }
+                first = other.end
+                continue
+            }
+            first += count
+        }
+    }
+
     /// The signed checkpoint of the log's committed size (signed once per size). A checkpoint
     /// is written durably to `<directory>/checkpoint` before it is returned: opening the log
     /// checks that the log extends it.
-    package func checkpoint() async throws -> String {
+    /// With a shared log, the copy is first brought up to date (unless `catchingUp` is false: the
+    /// group commit's own checkpoints), so that the checkpoint covers every instance's records.
+    package func checkpoint(catchingUp: Bool = true) async throws -> String {
+        if catchingUp { try await self.catchUp(askedAt: ContinuousClock.now) }
         let files = self.files
         let (size, root) = try await NIOThreadPool.singleton.runIfActive { files.with { ($0.size, $0.root) } }
         if let signed = self.signedCheckpoint, signed.size == size { return signed.note }
@@ -251,21 +471,31 @@ package actor EvidenceLog {
     private var lastSigned: UInt64?
 
     /// The inclusion proof of leaf `index` in the tree of `size` leaves.
-    func inclusionProof(index: UInt64, size: UInt64) async throws -> [[UInt8]] {
+    package func inclusionProof(index: UInt64, size: UInt64) async throws -> [[UInt8]] {
         let files = self.files
         return try await NIOThreadPool.singleton.runIfActive { try files.with { try $0.inclusionProof(index: index, size: size) } }
     }
 
     /// The consistency proof from the tree of `first` leaves to the tree of `second`.
-    func consistencyProof(first: UInt64, second: UInt64) async throws -> [[UInt8]] {
+    package func consistencyProof(first: UInt64, second: UInt64) async throws -> [[UInt8]] {
         let files = self.files
         return try await NIOThreadPool.singleton.runIfActive { try files.with { try $0.consistencyProof(first: first, second: second) } }
     }
 
     /// The committed size.
-    func size() async throws -> UInt64 {
+    package func size() async throws -> UInt64 {
         let files = self.files
         return try await NIOThreadPool.singleton.runIfActive { files.with { $0.size } }
+    }
+
+    /// The committed size, brought up to date with the shared log first when it is below `wanted`
+    /// (a proof for a tree another instance's checkpoint names).
+    package func size(atLeast wanted: UInt64) async throws -> UInt64 {
+        let asked = ContinuousClock.now
+        let size = try await self.size()
+        guard size < wanted, self.shared != nil else { return size }
+        try await self.catchUp(askedAt: asked)
+        return try await self.size()
     }
 
     private func writeScheduledCheckpoint() async {
@@ -292,6 +522,6 @@ package actor EvidenceLog {
         self.lastCheckpointFile = now
         // Signing writes the checkpoint file; a failure leaves the last one in place (the next
         // batch or GET tries again).
-        _ = try? await self.checkpoint()
+        _ = try? await self.checkpoint(catchingUp: false)
     }
 }

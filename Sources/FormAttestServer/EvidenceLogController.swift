@@ -63,7 +63,7 @@ struct EvidenceLogController {
     /// Refuses a proof unless `ordered` and `size` is committed.
     private func checkRange(_ ordered: Bool, _ size: UInt64, _ message: String) async throws {
         let committed: UInt64
-        do { committed = try await self.log.size() } catch { throw APIError.internalError }
+        do { committed = try await self.log.size(atLeast: size) } catch { throw APIError.internalError }
         guard ordered, size <= committed else { throw APIError.evidenceLogRange(message) }
     }
 

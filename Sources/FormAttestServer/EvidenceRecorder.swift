@@ -87,6 +87,7 @@ struct EvidenceRecorder: Sendable {
     /// the record could not be signed (the form stays accepted).
     func answerFields(for record: EvidenceRecord, logger: Logger) async -> EvidenceFields? {
         var record = record
+        var registrationID: [UInt8]?
         if let log = self.log {
             // With the log on, the record references its key's registration (version 2), stored
             // once per key before the record's leaf is appended. If it cannot be stored, the
@@ -96,7 +97,9 @@ struct EvidenceRecorder: Sendable {
             do {
                 if record.signedByAppAttest {
                     let registration = KeyRegistration(of: record)
-                    record = record.referencing(registration, id: try await log.storeRegistration(registration))
+                    let id = try await log.storeRegistration(registration)
+                    record = record.referencing(registration, id: id)
+                    registrationID = id
                 }
             } catch {
                 logger.error("key registration not stored: the record keeps the key's attestation", metadata: ["reason": "\(error)"])
@@ -116,7 +119,7 @@ struct EvidenceRecorder: Sendable {
         var fields = EvidenceFields(id: signed.id, archived: nil, envelope: nil)
         if let log = self.log {
             do {
-                fields.logIndex = try await log.append(signed.payload)
+                fields.logIndex = try await log.append(signed.payload, registration: registrationID)
             } catch {
                 logger.error("evidence record not logged", metadata: ["id": "\(signed.id)", "reason": "\(error)"])
                 Counter(label: "formattest_evidence_failures_total", dimensions: [("step", "log")]).increment()

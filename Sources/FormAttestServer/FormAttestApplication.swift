@@ -163,6 +163,8 @@ public enum FormAttestApplication {
         // cannot support a verifiable one is refused (428 key_attestation_unverifiable).
         if configuration.evidence != nil { flowConfiguration.requireVerifiableKeyAttestation = true }
         // With tracing, each store call the flows and the rate limiter make is a span of its own.
+        // A store that sequences a shared evidence log (MongoDB), before any wrapper hides it.
+        let sharedLog = store as? any SharedLogStore
         let store: any OperationalAttestationStore = configuration.tracing ? TracedStore(base: store) : store
         let flows = FormFlows(
             verifier: verifier, store: store, configuration: flowConfiguration,
@@ -184,7 +186,11 @@ public enum FormAttestApplication {
         }
 
         var evidenceLog: EvidenceLog?
-        if let logConfiguration = configuration.evidence?.log { evidenceLog = try await EvidenceLog.open(logConfiguration) }
+        if let logConfiguration = configuration.evidence?.log {
+            // On a store that sequences a shared log (MongoDB), every instance appends to one log;
+            // the directory is this instance's copy of it.
+            evidenceLog = try await EvidenceLog.open(logConfiguration, shared: sharedLog)
+        }
         // The per-user pool budget is counted over as long as a pool challenge lives.
         var rateLimits = configuration.rateLimits
         rateLimits.poolPerUserWindow = configuration.flows.poolChallengeLifetime

@@ -30,12 +30,15 @@ import NIOPosix
 /// from the JSON files in schemas/mongodb/. Every blocking libmongoc call runs on NIO's thread
 /// pool, never on the caller's executor.
 public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
-    private let pool: MongoClientPool
+    let pool: MongoClientPool
     private let keys: String
     private let challenges: String
     private let formHashes: String
     private let rateLimits: String
     private let passkeys: String
+    /// The shared evidence log's batches and key registrations (``SharedLogStore``).
+    let evidenceLog: String
+    let evidenceRegistrations: String
 
     private init(pool: MongoClientPool, collectionPrefix: String) {
         self.pool = pool
@@ -44,6 +47,8 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
         self.formHashes = collectionPrefix + "form_hashes"
         self.rateLimits = collectionPrefix + "rate_limits"
         self.passkeys = collectionPrefix + "passkeys"
+        self.evidenceLog = collectionPrefix + "evidence_log"
+        self.evidenceRegistrations = collectionPrefix + "evidence_registrations"
     }
 
     /// Connects, checks that the server answers, and creates collections, validators and indexes.
@@ -1112,7 +1117,7 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
 
     /// Runs blocking work on NIO's thread pool: ``StoreError`` outcomes pass through, and any
     /// MongoDB or driver failure becomes ``StoreError/Code/unavailable``.
-    private func run<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws(StoreError) -> T {
+    func run<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws(StoreError) -> T {
         do {
             return try await NIOThreadPool.singleton.runIfActive { try work() }
         } catch let error as StoreError {

@@ -107,6 +107,23 @@ struct StoredDocument {
         }
     }
 
+    /// A leaf index: a 64-bit integer, 0 or more.
+    func index(_ name: String) throws(StoreError) -> UInt64? {
+        guard let integer = try self.integer(name) else { return nil }
+        guard let index = UInt64(exactly: integer) else { throw self.refuse(name, "is \(integer), not an index") }
+        return index
+    }
+
+    /// An array of binary data.
+    func binaries(_ name: String) throws(StoreError) -> [[UInt8]]? {
+        guard let value = try self.value(name) else { return nil }
+        guard case .array(let values) = value else { throw self.wrongType(name, value, "an array of binary data") }
+        return try values.map { element throws(StoreError) -> [UInt8] in
+            guard case .binary(let bytes) = element else { throw self.wrongType(name, element, "an array of binary data") }
+            return bytes
+        }
+    }
+
     /// An array of strings.
     func strings(_ name: String) throws(StoreError) -> [String]? {
         guard let value = try self.value(name) else { return nil }

@@ -266,6 +266,14 @@ public final class TileLogDirectory {
         return try ranges.map { (range: LeafRange) throws(Failure) -> [UInt8] in try MerkleProof.hash(of: range, subtreeHash: self.subtreeHash) }
     }
 
+    /// The root the tree would have with `entries` appended (nothing is written): what a batch
+    /// of a shared log says its tree is after it.
+    public func root(appending entries: [[UInt8]]) -> [UInt8] {
+        var range = self.range
+        for entry in entries { range.append(leafHash: MerkleHash.leaf(entry)) }
+        return range.root
+    }
+
     /// The root of the committed tree's first `size` leaves.
     public func root(size: UInt64) throws(Failure) -> [UInt8] {
         guard size <= self.size else { throw Failure("a tree of \(size) leaves is past the log's \(self.size)") }

@@ -46,6 +46,20 @@ struct EvidenceCommandTests {
         #expect(check.output.contains(" passed, 0 failed"), "\(check.output)")
     }
 
+    @Test(
+        "serve --evidence-log on MongoDB: two instances append to one log (one sequence, one tree), survive a kill -9 of either, and copy it whole; a directory that is no copy is refused"
+    )
+    func sharedEvidenceLog() async throws {
+        let interop = try PythonCheck(venv: ".venv-interop", overrideVariable: "FORMATTEST_INTEROP_PYTHON")
+        let files = try TemporaryFiles()
+        let check = try await interop.run(
+            "e2e/interop/evidence_log_shared.py",
+            [Formattest.developerExecutable.path, Formattest.executable.path, files.directory.path, try MongoTestServer.uri.get()]
+        )
+        #expect(check.status == 0, "\(check.output)")
+        #expect(check.output.contains(" passed, 0 failed"), "\(check.output)")
+    }
+
     @Test("serve refuses an evidence directory that does not exist, is a file, or a bad FORMATTEST_EVIDENCE_IN_ANSWER (exit 2, named)")
     func badSettings() async throws {
         let files = try TemporaryFiles()

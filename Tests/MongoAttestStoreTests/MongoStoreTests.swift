@@ -55,6 +55,42 @@ struct MongoStoreTests {
         }
     }
 
+    @Test("the shared evidence log: one batch per first index (a second insert there writes nothing), read in index order; registrations stored once")
+    func sharedLog() async throws {
+        let store = try await MongoTestServer.freshStore()
+        func batch(_ first: UInt64, _ leaves: [String], root: UInt8) -> LogBatch {
+            LogBatch(
+                first: first, leaves: leaves.map { Array($0.utf8) }, registrations: [[UInt8](repeating: root, count: 32)],
+                rootAfter: [UInt8](repeating: root, count: 32), insertedAt: Date(timeIntervalSince1970: 1_800_000_000))
+        }
+        let zero = batch(0, ["a", "b"], root: 1)
+        #expect(try await store.insertLogBatch(zero))
+        #expect(try await store.insertLogBatch(batch(0, ["x"], root: 9)) == false)
+        let two = batch(2, ["c"], root: 2)
+        #expect(try await store.insertLogBatch(two))
+        #expect(try await store.logBatches(from: 0, limit: 10) == [zero, two])
+        #expect(try await store.logBatches(from: 0, limit: 1) == [zero])
+        #expect(try await store.logBatches(from: 1, limit: 10) == [two])
+        #expect(try await store.logBatches(from: 3, limit: 10) == [])
+        #expect(try await store.logBatch(before: 0) == nil)
+        #expect(try await store.logBatch(before: 2) == zero)
+        #expect(try await store.logBatch(before: 100) == two)
+        // A batch over the bytes one document holds is refused before anything is written.
+        await #expect(throws: StoreError.self) {
+            try await store.insertLogBatch(
+                LogBatch(
+                    first: 3, leaves: [[UInt8](repeating: 0x41, count: MongoAttestationStore.maximumLogBatchBytes + 1)], registrations: [],
+                    rootAfter: [], insertedAt: Date()))
+        }
+        #expect(try await store.logBatches(from: 3, limit: 10) == [])
+        let document = Array("{\"type\":\"formattest-key-registration\"}".utf8)
+        let id = [UInt8](repeating: 5, count: 32)
+        try await store.storeLogRegistration(id: id, document: document)
+        try await store.storeLogRegistration(id: id, document: document)
+        #expect(try await store.logRegistration(id: id) == document)
+        #expect(try await store.logRegistration(id: [UInt8](repeating: 6, count: 32)) == nil)
+    }
+
     @Test("setup is idempotent: connecting twice to one database keeps its data")
     func idempotentSetup() async throws {
         let uri = try MongoTestServer.uri.get()

@@ -1,0 +1,62 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+public import Foundation
+
+/// A run of consecutive leaves of the evidence log, as the shared store holds it: the batch
+/// starting at leaf ``first``, never changed once inserted.
+public struct LogBatch: Sendable, Equatable {
+    /// The index of the batch's first leaf; the batch is the only one that starts there.
+    public var first: UInt64
+    /// The leaves' data (each record's payload), in order.
+    public var leaves: [[UInt8]]
+    /// The ids (SHA-256) of the key registrations the leaves reference, each once.
+    public var registrations: [[UInt8]]
+    /// The root of the tree of the first `first + leaves.count` leaves: what an instance that
+    /// copies the batch checks its own tree against.
+    public var rootAfter: [UInt8]
+    /// When the batch was inserted (for operators; not part of the log).
+    public var insertedAt: Date
+
+    /// The index just past the batch's last leaf.
+    public var end: UInt64 { self.first + UInt64(self.leaves.count) }
+
+    public init(first: UInt64, leaves: [[UInt8]], registrations: [[UInt8]], rootAfter: [UInt8], insertedAt: Date) {
+        self.first = first
+        self.leaves = leaves
+        self.registrations = registrations
+        self.rootAfter = rootAfter
+        self.insertedAt = insertedAt
+    }
+}
+
+/// A store that sequences one evidence log for many service instances (issue 34): the store
+/// decides which instance's batch gets which leaf indexes, by a unique insert.
+///
+/// An index exists only once the insert of the batch that holds it committed, and a batch is
+/// never updated or deleted, so every instance that reads the first N leaves reads the same N:
+/// the instances' trees cannot fork, and any two checkpoints signed over them extend one another.
+/// Each instance keeps a copy of the log in its own directory (the tiles its proofs are read from),
+/// filled from the store in index order.
+public protocol SharedLogStore: Sendable {
+    /// Inserts `batch`, unless a batch already starts at `batch.first`.
+    /// - Returns: false when another batch holds that index (nothing written): the caller reads
+    ///   the batches it missed and tries again at the new end.
+    /// - Throws: ``StoreError/Code/unavailable``: the batch may or may not be in the log.
+    func insertLogBatch(_ batch: LogBatch) async throws(StoreError) -> Bool
+
+    /// The batches that start at `first` or after, in index order, at most `limit`.
+    func logBatches(from first: UInt64, limit: Int) async throws(StoreError) -> [LogBatch]
+
+    /// The last batch that starts before `index`, or nil when none does.
+    func logBatch(before index: UInt64) async throws(StoreError) -> LogBatch?
+
+    /// Stores a key registration document under its id (SHA-256 of the bytes), once: a document
+    /// already stored under the id is kept.
+    func storeLogRegistration(id: [UInt8], document: [UInt8]) async throws(StoreError)
+
+    /// The registration document stored under `id`, or nil. The caller checks its hash.
+    func logRegistration(id: [UInt8]) async throws(StoreError) -> [UInt8]?
+}

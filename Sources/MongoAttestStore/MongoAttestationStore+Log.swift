@@ -1,0 +1,112 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+public import FormAttestFlows
+import Foundation
+
+/// The evidence log shared by every instance (``SharedLogStore``): a collection of batches, one
+/// document each, `_id` the index of the batch's first leaf, claimed by a plain insert (duplicate
+/// key 11000: another instance's batch holds it). Inserts wait for a majority of the replica set
+/// and reads see only what a majority holds, so a failover never takes back an index an instance
+/// was told it holds (which would let two instances' logs fork).
+extension MongoAttestationStore: SharedLogStore {
+    /// A batch is at most this many bytes of leaves, so that a find of ``logBatches(from:limit:)``'s
+    /// largest answer stays under MongoDB's 16 MB reply.
+    public static let maximumLogBatchBytes = 1 << 20
+
+    private static let majority: (String, BSONValue) = ("writeConcern", .document([("w", .string("majority"))]))
+    private static let readMajority: (String, BSONValue) = ("readConcern", .document([("level", .string("majority"))]))
+
+    public func insertLogBatch(_ batch: LogBatch) async throws(StoreError) -> Bool {
+        guard let first = Int64(exactly: batch.first), !batch.leaves.isEmpty,
+            batch.leaves.reduce(0, { $0 + $1.count }) <= Self.maximumLogBatchBytes
+        else {
+            throw StoreError(
+                code: .unavailable, reason: "MongoDB: a log batch must start below 2^63 and hold 1 to \(Self.maximumLogBatchBytes) bytes of leaves")
+        }
+        let command = BSONValue.document([
+            ("insert", .string(self.evidenceLog)),
+            (
+                "documents",
+                .array([
+                    .document([
+                        ("_id", .int64(first)), ("leaves", .array(batch.leaves.map(BSONValue.binary))),
+                        ("registrations", .array(batch.registrations.map(BSONValue.binary))), ("rootAfter", .binary(batch.rootAfter)),
+                        ("insertedAt", .date(batch.insertedAt)),
+                    ])
+                ])
+            ),
+            Self.majority,
+        ])
+        let pool = self.pool
+        return try await self.run { () throws -> Bool in
+            do {
+                _ = try pool.command(command)
+                return true
+            } catch let error as MongoError where error.isDuplicateKey {
+                return false
+            }
+        }
+    }
+
+    public func logBatches(from first: UInt64, limit: Int) async throws(StoreError) -> [LogBatch] {
+        let filter = BSONValue.document([("_id", .document([("$gte", .int64(Int64(clamping: first)))]))])
+        return try await self.findLogBatches(filter: filter, ascending: true, limit: max(1, limit))
+    }
+
+    public func logBatch(before index: UInt64) async throws(StoreError) -> LogBatch? {
+        let filter = BSONValue.document([("_id", .document([("$lt", .int64(Int64(clamping: index)))]))])
+        return try await self.findLogBatches(filter: filter, ascending: false, limit: 1).first
+    }
+
+    private func findLogBatches(filter: BSONValue, ascending: Bool, limit: Int) async throws(StoreError) -> [LogBatch] {
+        let collection = self.evidenceLog
+        let command = BSONValue.document([
+            ("find", .string(collection)), ("filter", filter), ("sort", .document([("_id", .int32(ascending ? 1 : -1))])),
+            ("limit", .int32(Int32(clamping: limit))), ("singleBatch", .bool(true)), Self.readMajority,
+        ])
+        let pool = self.pool
+        return try await self.run { () throws -> [LogBatch] in
+            try CommandReply.firstBatch(try pool.command(command)).map { value throws(StoreError) -> LogBatch in
+                let document = try StoredDocument(value, kind: "log batch", collection: collection)
+                let leaves = try document.required("leaves", document.binaries)
+                guard !leaves.isEmpty else { throw document.refuse("leaves", "is empty") }
+                return LogBatch(
+                    first: try document.required("_id", document.index), leaves: leaves,
+                    registrations: try document.required("registrations", document.binaries),
+                    rootAfter: try document.required("rootAfter", document.binary), insertedAt: try document.required("insertedAt", document.date))
+            }
+        }
+    }
+
+    public func storeLogRegistration(id: [UInt8], document: [UInt8]) async throws(StoreError) {
+        let command = BSONValue.document([
+            ("insert", .string(self.evidenceRegistrations)),
+            ("documents", .array([.document([("_id", .binary(id)), ("document", .binary(document))])])), Self.majority,
+        ])
+        let pool = self.pool
+        try await self.run { () throws in
+            do {
+                _ = try pool.command(command)
+            } catch let error as MongoError where error.isDuplicateKey {
+                // Stored before (by this instance or another): the id is the bytes' SHA-256.
+            }
+        }
+    }
+
+    public func logRegistration(id: [UInt8]) async throws(StoreError) -> [UInt8]? {
+        let collection = self.evidenceRegistrations
+        let command = BSONValue.document([
+            ("find", .string(collection)), ("filter", .document([("_id", .binary(id))])), ("limit", .int32(1)), ("singleBatch", .bool(true)),
+            Self.readMajority,
+        ])
+        let pool = self.pool
+        return try await self.run { () throws -> [UInt8]? in
+            guard let value = try CommandReply.firstBatch(try pool.command(command)).first else { return nil }
+            let document = try StoredDocument(value, kind: "key registration", collection: collection)
+            return try document.required("document", document.binary)
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+import FormAttestFlows
+import FormAttestServer
+import FormAttestTestSupport
+import Foundation
+import Testing
+import TransparencyLog
+import TransparencyLogFiles
+
+/// A ``SharedLogStore`` in memory, as MongoDB's behaves (a unique insert per first index, batches
+/// read in index order); `alterRegistrations` plays a store whose documents were changed.
+actor MemorySharedLog: SharedLogStore {
+    private var batches: [UInt64: LogBatch] = [:]
+    private var registrations: [[UInt8]: [UInt8]] = [:]
+    var alterRegistrations = false
+    private(set) var refusedInserts = 0
+
+    func insertLogBatch(_ batch: LogBatch) async throws(StoreError) -> Bool {
+        guard self.batches[batch.first] == nil else {
+            self.refusedInserts += 1
+            return false
+        }
+        self.batches[batch.first] = batch
+        return true
+    }
+
+    func logBatches(from first: UInt64, limit: Int) async throws(StoreError) -> [LogBatch] {
+        Array(self.batches.keys.filter { $0 >= first }.sorted().prefix(limit).map { self.batches[$0]! })
+    }
+
+    func logBatch(before index: UInt64) async throws(StoreError) -> LogBatch? {
+        self.batches.keys.filter { $0 < index }.max().map { self.batches[$0]! }
+    }
+
+    func storeLogRegistration(id: [UInt8], document: [UInt8]) async throws(StoreError) {
+        if self.registrations[id] == nil { self.registrations[id] = document }
+    }
+
+    func logRegistration(id: [UInt8]) async throws(StoreError) -> [UInt8]? {
+        guard let document = self.registrations[id] else { return nil }
+        return self.alterRegistrations ? document + [0x20] : document
+    }
+
+    func setAlterRegistrations(_ alter: Bool) { self.alterRegistrations = alter }
+}
+
+/// The evidence log shared by many instances (issue 34), on a store in memory: the sequencing,
+/// the copies and their checks. The same through two real services on MongoDB, with a kill -9:
+/// `EvidenceCommandTests` "serve --evidence-log on MongoDB: …".
+struct SharedEvidenceLogTests {
+    static func configuration(_ directory: URL) throws -> EvidenceLogConfiguration {
+        EvidenceLogConfiguration(
+            directory: directory.path, signer: try NoteSigner(name: "bank.example/evidence", seed: [UInt8](repeating: 7, count: 32)))
+    }
+
+    static func leaf(_ instance: String, _ n: Int) -> [UInt8] { Array("{\"instance\":\"\(instance)\",\"n\":\(n)}".utf8) }
+
+    @Test("two instances appending at once get one sequence of indexes, and each copy signs the same tree")
+    func oneSequence() async throws {
+        let files = try TemporaryFiles()
+        let shared = MemorySharedLog()
+        let a = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("a")), shared: shared)
+        let b = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("b")), shared: shared)
+        let indexes = try await withThrowingTaskGroup(of: UInt64.self) { group in
+            for n in 0..<40 {
+                group.addTask { try await a.append(Self.leaf("a", n)) }
+                group.addTask { try await b.append(Self.leaf("b", n)) }
+            }
+            return try await group.reduce(into: [UInt64]()) { $0.append($1) }
+        }
+        #expect(indexes.sorted() == Array(0..<80))
+        // The two instances raced for indexes: some inserts found the index taken and were retried.
+        #expect(await shared.refusedInserts > 0)
+        let noteA = try await a.checkpoint()
+        let noteB = try await b.checkpoint()
+        #expect(noteA == noteB)
+        let verifier = try NoteVerifier(keyString: try Self.configuration(files.directory).signer.verifierKey)
+        let checkpoint = try Checkpoint(body: Array(try SignedNote.open(Array(noteA.utf8), verifier: verifier).utf8))
+        #expect(checkpoint.size == 80)
+        // Each copy holds every leaf at the index its append was given.
+        let copyA = try TileLogDirectory(readingDirectory: files.directory.appendingPathComponent("a").path)
+        let copyB = try TileLogDirectory(readingDirectory: files.directory.appendingPathComponent("b").path)
+        for index in [UInt64(0), 41, 79] { #expect(try copyA.entry(at: index) == copyB.entry(at: index)) }
+        #expect(copyA.root == checkpoint.rootHash && copyB.root == checkpoint.rootHash)
+    }
+
+    @Test("a proof for a tree another instance signed is answered once the copy catches up; one never appended to copies at opening")
+    func catchUp() async throws {
+        let files = try TemporaryFiles()
+        let shared = MemorySharedLog()
+        let a = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("a")), shared: shared)
+        let b = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("b")), shared: shared)
+        for n in 0..<5 { #expect(try await a.append(Self.leaf("a", n)) == UInt64(n)) }
+        #expect(try await b.size() == 0)
+        #expect(try await b.size(atLeast: 5) == 5)
+        #expect(try await b.inclusionProof(index: 4, size: 5) == a.inclusionProof(index: 4, size: 5))
+        let c = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("c")), shared: shared)
+        #expect(try await c.size() == 5)
+    }
+
+    @Test("a batch whose stated root is not the copy's is refused: nothing of it is copied, and no index is given past it")
+    func forgedBatch() async throws {
+        let files = try TemporaryFiles()
+        let shared = MemorySharedLog()
+        let a = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("a")), shared: shared)
+        for n in 0..<2 { _ = try await a.append(Self.leaf("a", n)) }
+        // Another writer (a bug, an attacker with the database) inserts a batch with a wrong root.
+        let forged = LogBatch(
+            first: 2, leaves: [Self.leaf("x", 0)], registrations: [], rootAfter: [UInt8](repeating: 0, count: 32), insertedAt: Date())
+        #expect(try await shared.insertLogBatch(forged))
+        await #expect(throws: (any Error).self) {
+            try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("b")), shared: shared)
+        }
+        await #expect(throws: (any Error).self) { try await a.append(Self.leaf("a", 2)) }
+        #expect(try await a.size() == 2)
+        // The same batch with its true root is copied.
+        let honest = files.directory.appendingPathComponent("honest")
+        let reference = try TileLogDirectory(directory: honest.path)
+        _ = try reference.append([Self.leaf("a", 0), Self.leaf("a", 1), Self.leaf("x", 0)])
+        let other = MemorySharedLog()
+        let first = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("c")), shared: other)
+        for n in 0..<2 { _ = try await first.append(Self.leaf("a", n)) }
+        #expect(
+            try await other.insertLogBatch(
+                LogBatch(first: 2, leaves: [Self.leaf("x", 0)], registrations: [], rootAfter: reference.root, insertedAt: Date())))
+        #expect(try await first.size(atLeast: 3) == 3)
+    }
+
+    @Test("a directory that is not a copy of the shared log's first leaves is refused at opening, and left as it is")
+    func notACopy() async throws {
+        let files = try TemporaryFiles()
+        let shared = MemorySharedLog()
+        let a = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("a")), shared: shared)
+        for n in 0..<3 { _ = try await a.append(Self.leaf("a", n)) }
+        // A log of its own: the same size, other leaves.
+        let alone = files.directory.appendingPathComponent("alone")
+        do {
+            let log = try TileLogDirectory(directory: alone.path)
+            _ = try log.append([Self.leaf("z", 0), Self.leaf("z", 1), Self.leaf("z", 2)])
+        }
+        do {
+            _ = try await EvidenceLog.open(Self.configuration(alone), shared: shared)
+            Issue.record("a log that is not a copy was opened as one")
+        } catch {
+            #expect("\(error)".contains("not a copy of the shared log"), "\(error)")
+        }
+        #expect(try TileLogDirectory(readingDirectory: alone.path).size == 3)
+        // Shorter than the shared log, at a point no batch ends: refused too.
+        let short = files.directory.appendingPathComponent("short")
+        do {
+            let log = try TileLogDirectory(directory: short.path)
+            _ = try log.append([Self.leaf("a", 0), Self.leaf("a", 1)])
+        }
+        let batches = try await shared.logBatches(from: 0, limit: 10)
+        if batches.contains(where: { $0.end == 2 }) {
+            // The group commit put leaves 0 and 1 in batches of their own: a true prefix, copied.
+            #expect(try await EvidenceLog.open(Self.configuration(short), shared: shared).size() == 3)
+        } else {
+            await #expect(throws: (any Error).self) { try await EvidenceLog.open(Self.configuration(short), shared: shared) }
+        }
+    }
+
+    @Test("key registrations another instance stored are copied with its leaves, checked against their ids")
+    func registrations() async throws {
+        let files = try TemporaryFiles()
+        let shared = MemorySharedLog()
+        let a = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("a")), shared: shared)
+        let document = Array("{\"type\":\"formattest-key-registration\"}".utf8)
+        let id = ContentAddressedDirectory.id(of: document)
+        try await a.storeRegistration(document)
+        #expect(try await a.append(Self.leaf("a", 0), registration: id) == 0)
+        // A store whose document no longer hashes to its id: the copy refuses the batch.
+        await shared.setAlterRegistrations(true)
+        await #expect(throws: (any Error).self) {
+            try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("altered")), shared: shared)
+        }
+        #expect(try ContentAddressedDirectory(directory: files.directory.appendingPathComponent("altered/registrations").path).read(id) == nil)
+        await shared.setAlterRegistrations(false)
+        let b = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("b")), shared: shared)
+        #expect(try await b.size() == 1)
+        #expect(try ContentAddressedDirectory(directory: files.directory.appendingPathComponent("b/registrations").path).read(id) == document)
+    }
+}
