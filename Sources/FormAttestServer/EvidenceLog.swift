@@ -408,14 +408,24 @@ package actor EvidenceLog {
         let registrations = self.registrations
         var first: UInt64 = 0
         while first < size {
-            let count = min(UInt64(Self.batchLeaves), size - first)
-            let range = first..<(first + count)
+            // A batch as the group commit makes them: at most `batchLeaves` leaves and `batchBytes` bytes.
+            let start = first
             let (leaves, rootAfter) = try await NIOThreadPool.singleton.runIfActive {
                 try files.with { log in
-                    let leaves = try range.map { try log.entry(at: $0) }
-                    return (leaves, try log.root(size: range.upperBound))
+                    var leaves: [[UInt8]] = []
+                    var bytes = 0
+                    var index = start
+                    while index < size, leaves.count < Self.batchLeaves {
+                        let leaf = try log.entry(at: index)
+                        guard leaves.isEmpty || bytes + leaf.count <= Self.batchBytes else { break }
+                        leaves.append(leaf)
+                        bytes += leaf.count
+                        index += 1
+                    }
+                    return (leaves, try log.root(size: index))
                 }
             }
+            let count = UInt64(leaves.count)
             var ids: [[UInt8]] = []
             for leaf in leaves {
                 guard let id = try EvidenceRecord.registrationID(inPayload: leaf), !ids.contains(id) else { continue }

@@ -21,7 +21,8 @@
 #   FORMATTEST_PERF (a file: `perf record -g` samples the server over the load into it),
 #   FORMATTEST_FLOOR_SECONDS (default 5; 0 skips it: GET /healthz on the same server afterwards, the
 #   server's CPU per request of the HTTP stack alone, with wrk),
-#   FORMATTEST_GENERATOR (formattest, the default, or wrk).
+#   FORMATTEST_GENERATOR (formattest, the default, or wrk),
+#   FORMATTEST_SERVE_ARGS (more arguments for serve, split at spaces: the evidence log on, for one).
 # Prints progress on stderr and one JSON report on stdout.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -85,7 +86,8 @@ PY
 
 say "starting the server on port $port ..."
 "$binary" serve --port "$port" --store "$store" "${database[@]}" --root "$work/root.pem" --data-dir "$work/data" \
-    --log-level warning --form-max-age 3600 --insecure-no-caller-auth --rate-limit-assertions-per-user 1000000 --rate-limit-per-address 1000000 &
+    --log-level warning --form-max-age 3600 --insecure-no-caller-auth --rate-limit-assertions-per-user 1000000 --rate-limit-per-address 1000000 \
+    ${FORMATTEST_SERVE_ARGS:-} &
 server=$!
 ready=""
 for _ in $(seq 1 150); do
@@ -103,6 +105,10 @@ context_switches() { cat /proc/"$server"/task/*/status 2>/dev/null | awk '/_ctxt
 say "$generator: $connections connections for $seconds s ..."
 ticks_before=$(cpu_ticks)
 switches_before=$(context_switches)
+# Each thread's CPU (its name, then utime and stime in ticks), for the CPU by kind of thread: the
+# event loops, the cooperative pool, NIO's blocking-IO pool (SGLTN-TP: the evidence log's files).
+thread_stats() { for stat in /proc/"$server"/task/*/stat; do printf '%s %s\n' "$(basename "$(dirname "$stat")")" "$(cat "$stat" 2>/dev/null)"; done; }
+thread_stats > "$work/threads.before"
 profiler=""
 if [ -n "${FORMATTEST_PERF:-}" ]; then
     perf record -q -F 499 -g -p "$server" -o "$FORMATTEST_PERF" -- sleep "$seconds" 2>/dev/null &
@@ -124,6 +130,7 @@ sys.exit(status)
 PY
 ticks_after=$(cpu_ticks)
 switches_after=$(context_switches)
+thread_stats > "$work/threads.after"
 [ -n "$profiler" ] && wait "$profiler"
 
 # The floor: the same server and connections on GET /healthz (the HTTP stack, the middleware, a
@@ -142,9 +149,22 @@ load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
 python3 - "$work/load.out" "$work/bench.json" "$((ticks_after - ticks_before))" "$(getconf CLK_TCK)" "$connections" \
     "$load_before" "$load_after" "$store" "$work/load.cpu" "$floor_ticks" "${floor_requests:-0}" "$((switches_after - switches_before))" \
-    "$generator" <<'PY'
-import json, sys
-load_out, bench_path, ticks, hertz, connections, load_before, load_after, store, load_cpu, floor_ticks, floor_requests, switches, generator = sys.argv[1:]
+    "$generator" "$work/threads.before" "$work/threads.after" <<'PY'
+import json, re, sys
+load_out, bench_path, ticks, hertz, connections, load_before, load_after, store, load_cpu, floor_ticks, floor_requests, switches, generator, threads_before, threads_after = sys.argv[1:]
+
+
+def thread_ticks(path):
+    """{tid: (name with its number as #N, utime + stime)} from `tid <contents of /proc/PID/task/TID/stat>` lines."""
+    threads = {}
+    for line in open(path):
+        tid, _, stat = line.partition(" ")
+        if "(" not in stat:
+            continue
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2:].split()
+        threads[tid] = (re.sub(r"\d+$", "N", name), int(fields[11]) + int(fields[12]))
+    return threads
 result = next(json.loads(line) for line in open(load_out) if line.startswith('{"requests"'))
 # `formattest-dev load` reports its CPU over the window (reading and making the requests before it
 # are not the load's); wrk's is its whole run, from getrusage.
@@ -156,6 +176,11 @@ errors = sum(result["errors"].values())
 cpu_us = int(ticks) / int(hertz) / requests * 1e6 if requests else None
 budget = bench.get("cpuBudgetMicroseconds")
 connections = int(connections)
+before, after = thread_ticks(threads_before), thread_ticks(threads_after)
+by_thread = {}
+for tid, (name, used) in after.items():
+    by_thread[name] = by_thread.get(name, 0) + used - before.get(tid, (name, 0))[1]
+by_thread = {name: round(used / int(hertz) / requests * 1e6, 1) for name, used in sorted(by_thread.items()) if used} if requests else {}
 report = {
     "store": "mongodb" if store.startswith("mongodb") else "sqlite",
     "connections": connections,
@@ -177,6 +202,7 @@ report = {
     "generatorCpuMicrosecondsPerRequest": round(generator_seconds / requests * 1e6, 1) if requests else None,
     "floorServerCpuMicrosecondsPerRequest(GET /healthz)":
         round(int(floor_ticks) / int(hertz) / int(floor_requests) * 1e6, 1) if int(floor_requests) else None,
+    "serverCpuMicrosecondsPerRequestByThread": by_thread,
     "loadAverageBefore": load_before,
     "loadAverageAfter": load_after,
 }
