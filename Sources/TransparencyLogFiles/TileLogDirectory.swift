@@ -77,13 +77,32 @@ public final class TileLogDirectory {
         }
         self.range = state
         try self.recover()
+        try self.openStateForWriting()
+    }
+
+    /// Opens a two-slot `state` for the next commits' in-place writes (nothing to open for a
+    /// version-1 one, which the next commit replaces).
+    private func openStateForWriting() throws(Failure) {
+        if self.stateDescriptor >= 0 {
+            close(self.stateDescriptor)
+            self.stateDescriptor = -1
+        }
+        guard self.stateSlot != nil else { return }
+        self.stateDescriptor = open(self.path("state"), O_RDWR | O_CLOEXEC)
+        guard self.stateDescriptor >= 0 else { throw Failure("cannot open \(self.path("state")): \(Self.lastError())") }
     }
 
     deinit {
         if self.lock >= 0 { close(self.lock) }
+        if self.stateDescriptor >= 0 { close(self.stateDescriptor) }
     }
 
     private var lock: Int32 = -1
+    /// `state` open for writing its slots in place (a writer with a two-slot state), else -1.
+    private var stateDescriptor: Int32 = -1
+    /// The slot that holds the committed state (the next commit writes the other), or nil when
+    /// there is no two-slot `state` yet (a new log, or one whose `state` is version 1).
+    private var stateSlot: Int?
 
     /// Opens an existing log to read it (an audit, a copy): nothing is created, cut or renamed,
     /// and ``append(_:)`` refuses. Reads see the committed size; a full tile a crash left
@@ -115,6 +134,7 @@ public final class TileLogDirectory {
             do {
                 self.range = try self.readState() ?? CompactRange()
                 try self.recover()
+                try self.openStateForWriting()
             } catch let recovery {
                 self.broken = recovery.description
             }
@@ -305,7 +325,8 @@ public final class TileLogDirectory {
         guard descriptor >= 0 else { throw Failure("cannot open \(path): \(Self.lastError())") }
         defer { close(descriptor) }
         try FileIO.writeAll(bytes, to: descriptor, path: path)
-        guard fsync(descriptor) == 0 else { throw Failure("cannot sync \(path): \(Self.lastError())") }
+        // fdatasync: the bytes and the file's new size (what reading them needs), not its times.
+        guard fdatasync(descriptor) == 0 else { throw Failure("cannot sync \(path): \(Self.lastError())") }
         if created { try FileIO.syncDirectory(parent) }
     }
 
@@ -384,22 +405,62 @@ public final class TileLogDirectory {
         }
     }
 
-    // The state: "formattest-tlog-state v1", the size, the right edge, and SHA-256 over them.
-    private static let stateMagic = Array("formattest-tlog-state v1\n".utf8)
+    // The state, version 2: two slots of `stateSlotSize` bytes, each "formattest-tlog-state v2\n",
+    // the size (8 bytes, big-endian), the right edge (a hash per bit set in the size), SHA-256 over
+    // them, then zeros. A commit writes the slot that does not hold the committed state, in place,
+    // and syncs it: a torn write leaves that slot failing its checksum and the other one, the
+    // previous commit, in force. The valid slot with the larger size is the committed state.
+    // Version 1 (one record, "formattest-tlog-state v1\n", replaced by a rename) is still read;
+    // the first commit rewrites it as version 2.
+    private static let stateMagic = Array("formattest-tlog-state v2\n".utf8)
+    private static let legacyStateMagic = Array("formattest-tlog-state v1\n".utf8)
+    static let stateSlotSize = 4096
 
+    /// The committed state, or nil when there is no `state` file; sets ``stateSlot``.
     private func readState() throws(Failure) -> CompactRange? {
-        guard let bytes = try FileIO.read(self.path("state")) else { return nil }
-        let header = Self.stateMagic.count
-        guard bytes.count >= header + 8 + 32, bytes.starts(with: Self.stateMagic) else {
+        guard let bytes = try FileIO.read(self.path("state")) else {
+            self.stateSlot = nil
+            return nil
+        }
+        if bytes.starts(with: Self.legacyStateMagic) {
+            self.stateSlot = nil
+            return try self.stateRecord(bytes[...], magic: Self.legacyStateMagic, padded: false)
+        }
+        guard bytes.count == 2 * Self.stateSlotSize else { throw Failure("\(self.path("state")) is not a log state") }
+        var best: (slot: Int, range: CompactRange)?
+        var problems: [String] = []
+        for slot in 0..<2 {
+            do {
+                let range = try self.stateRecord(
+                    bytes[(slot * Self.stateSlotSize)..<((slot + 1) * Self.stateSlotSize)], magic: Self.stateMagic, padded: true)
+                if best == nil || range.size > best!.range.size { best = (slot, range) }
+            } catch {
+                problems.append(error.description)
+            }
+        }
+        guard let best else { throw Failure("\(self.path("state")): neither slot holds a state (\(problems.joined(separator: "; ")))") }
+        self.stateSlot = best.slot
+        return best.range
+    }
+
+    /// One state record: the magic, the size, the right edge, SHA-256 over them (then zeros, in a slot).
+    private func stateRecord(_ bytes: ArraySlice<UInt8>, magic: [UInt8], padded: Bool) throws(Failure) -> CompactRange {
+        let bytes = Array(bytes)
+        let header = magic.count
+        guard bytes.count >= header + 8 + 32, bytes.starts(with: magic) else {
             throw Failure("\(self.path("state")) is not a log state")
         }
-        let body = Array(bytes[..<(bytes.count - 32)])
-        guard Array(SHA256.hash(data: body)) == Array(bytes.suffix(32)) else {
+        let size = bytes[header..<(header + 8)].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        let edgeLength = padded ? size.nonzeroBitCount * MerkleHash.size : bytes.count - header - 8 - 32
+        guard edgeLength >= 0, edgeLength % 32 == 0, header + 8 + edgeLength + 32 <= bytes.count else {
+            throw Failure("\(self.path("state")) has a torn right edge")
+        }
+        let bodyEnd = header + 8 + edgeLength
+        guard Array(SHA256.hash(data: bytes[..<bodyEnd])) == Array(bytes[bodyEnd..<(bodyEnd + 32)]) else {
             throw Failure("\(self.path("state")) fails its checksum")
         }
-        let size = body[header..<(header + 8)].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-        let edge = Array(body[(header + 8)...])
-        guard edge.count % 32 == 0 else { throw Failure("\(self.path("state")) has a torn right edge") }
+        guard !padded || bytes[(bodyEnd + 32)...].allSatisfy({ $0 == 0 }) else { throw Failure("\(self.path("state")) has bytes past its checksum") }
+        let edge = Array(bytes[(header + 8)..<bodyEnd])
         let hashes = stride(from: 0, to: edge.count, by: 32).map { Array(edge[$0..<($0 + 32)]) }
         do {
             return try CompactRange(size: size, hashes: hashes)
@@ -408,12 +469,41 @@ public final class TileLogDirectory {
         }
     }
 
-    private func writeState(_ range: CompactRange) throws(Failure) {
+    /// The slot's bytes for `range`.
+    private static func stateSlotBytes(_ range: CompactRange) -> [UInt8] {
         var body = Self.stateMagic
         body += (0..<8).map { UInt8(truncatingIfNeeded: range.size >> UInt64(56 - 8 * $0)) }
         for hash in range.hashes { body += hash }
         body += Array(SHA256.hash(data: body))
-        try self.replaceFile("state", with: body)
+        return body + [UInt8](repeating: 0, count: Self.stateSlotSize - body.count)
+    }
+
+    /// Commits `range`: its slot written in place and synced (one write and one `fdatasync`), or,
+    /// with no two-slot `state` yet, a new one (the range in slot 0) replacing the file by a rename.
+    private func writeState(_ range: CompactRange) throws(Failure) {
+        let slot = Self.stateSlotBytes(range)
+        guard let current = self.stateSlot, self.stateDescriptor >= 0 else {
+            try self.replaceFile("state", with: slot + [UInt8](repeating: 0, count: Self.stateSlotSize))
+            if self.stateDescriptor >= 0 { close(self.stateDescriptor) }
+            self.stateDescriptor = open(self.path("state"), O_RDWR | O_CLOEXEC)
+            guard self.stateDescriptor >= 0 else { throw Failure("cannot open \(self.path("state")): \(Self.lastError())") }
+            self.stateSlot = 0
+            return
+        }
+        let next = 1 - current
+        var written = 0
+        while written < slot.count {
+            let count = slot.withUnsafeBytes {
+                pwrite(self.stateDescriptor, $0.baseAddress! + written, $0.count - written, off_t(next * Self.stateSlotSize + written))
+            }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw Failure("cannot write \(self.path("state")): \(Self.lastError())")
+            }
+            written += count
+        }
+        guard fdatasync(self.stateDescriptor) == 0 else { throw Failure("cannot sync \(self.path("state")): \(Self.lastError())") }
+        self.stateSlot = next
     }
 
     /// Replaces `<directory>/<name>` durably: a new file (0600) written and synced, renamed over

@@ -3,6 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
+import Crypto
 import Foundation
 import Testing
 import TransparencyLog
@@ -140,12 +141,18 @@ struct TileLogDirectoryTests {
         #expect(log.root == fixture.expectedRoot)
     }
 
-    @Test("a state that fails its checksum, or tiles shorter than it commits, refuse to open")
+    @Test("a state whose slots both fail their checksums, or tiles shorter than it commits, refuse to open")
     func damaged() throws {
         let fixture = LogFixture()
-        _ = try fixture.open().append(fixture.entries(40))
+        do {
+            let log = try fixture.open()
+            _ = try log.append(fixture.entries(40))
+            _ = try log.append(fixture.entries(3))
+        }
         var state = try [UInt8](Data(contentsOf: URL(fileURLWithPath: fixture.path("state"))))
+        #expect(state.count == 8192)
         state[30] ^= 1
+        state[4096 + 30] ^= 1
         try Data(state).write(to: URL(fileURLWithPath: fixture.path("state")))
         #expect(throws: TileLogDirectory.Failure.self) { try fixture.open() }
 
@@ -154,6 +161,50 @@ struct TileLogDirectoryTests {
         let tile = other.path(TileLayout.hashTilePath(level: 0, index: 0) + ".partial")
         try FileManager.default.removeItem(atPath: tile)
         #expect(throws: TileLogDirectory.Failure.self) { try other.open() }
+    }
+
+    @Test("a commit torn in its slot leaves the previous commit in force: the log opens at it, cuts the rest, and appends on")
+    func tornSlot() throws {
+        let fixture = LogFixture()
+        do {
+            let log = try fixture.open()
+            _ = try log.append(fixture.entries(300))
+            _ = try log.append(fixture.entries(5))
+        }
+        let committedAt300 = referenceRoot(fixture.leaves.prefix(300).map { MerkleHash.leaf($0) }[...])
+        // The second commit went to the second slot (the first commit made the file, in slot 0);
+        // a crash while writing it tears that slot (its tiles are written, nothing was promoted
+        // after it: promotion follows the commit).
+        var state = try [UInt8](Data(contentsOf: URL(fileURLWithPath: fixture.path("state"))))
+        state[4096 + 40] ^= 1
+        try Data(state).write(to: URL(fileURLWithPath: fixture.path("state")))
+        fixture.leaves.removeLast(5)
+        let log = try fixture.open()
+        #expect(log.size == 300)
+        #expect(log.root == committedAt300)
+        _ = try log.append(fixture.entries(7))
+        #expect(log.root == fixture.expectedRoot)
+        #expect(try TileLogDirectory(readingDirectory: fixture.directory).root == fixture.expectedRoot)
+    }
+
+    @Test("a version-1 state (one record, replaced by a rename) is read, and the next commit rewrites it as two slots")
+    func legacyState() throws {
+        let fixture = LogFixture()
+        _ = try fixture.open().append(fixture.entries(21))
+        var range = CompactRange()
+        for leaf in fixture.leaves { range.append(leafHash: MerkleHash.leaf(leaf)) }
+        var body = Array("formattest-tlog-state v1\n".utf8)
+        body += (0..<8).map { UInt8(truncatingIfNeeded: range.size >> UInt64(56 - 8 * $0)) }
+        for hash in range.hashes { body += hash }
+        body += Array(SHA256.hash(data: body))
+        try Data(body).write(to: URL(fileURLWithPath: fixture.path("state")))
+        let log = try fixture.open()
+        #expect(log.size == 21)
+        #expect(log.root == fixture.expectedRoot)
+        _ = try log.append(fixture.entries(2))
+        #expect(try Data(contentsOf: URL(fileURLWithPath: fixture.path("state"))).count == 8192)
+        _ = try log.append(fixture.entries(2))
+        #expect(try TileLogDirectory(readingDirectory: fixture.directory).root == fixture.expectedRoot)
     }
 
     @Test("an entry over 65,535 bytes is refused and appends nothing")
