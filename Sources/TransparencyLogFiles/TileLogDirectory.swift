@@ -15,9 +15,10 @@ public import TransparencyLog
 ///
 /// Full tiles and full entry bundles are written once and never change. The tiles still filling
 /// are append-only files beside them (`<path>.partial`). A small `state` file — the tree size and
-/// its right edge, with a checksum — is the commit point: an append writes and syncs the partial
-/// files, then replaces `state` atomically (write, sync, rename, sync the directory), and only
-/// then returns, so an index it returned survives a crash. On opening, bytes past what `state`
+/// its right edge, with a checksum, in one of two slots — is the commit point: an append writes
+/// and syncs the partial files, then writes the slot that does not hold the committed state in
+/// place and syncs it, and only then returns, so an index it returned survives a crash (a torn
+/// slot leaves the other, the previous commit, in force). On opening, bytes past what `state`
 /// commits are cut off, and a tile that `state` says is full but was not yet renamed is renamed
 /// (roll forward): a crash at any point leaves the log at its last committed size.
 ///
