@@ -332,9 +332,9 @@ package actor EvidenceLog {
             let batches = try await shared.logBatches(from: size, limit: 8)
             var end = size
             for batch in batches {
-                guard batch.first == end else {
-                    throw OpenError(description: "the shared log's batch at \(batch.first) does not start where the copy ends (\(end))")
-                }
+                // The log is the batches that follow one another from index 0: a batch past a gap
+                // (a stray document far ahead) is not part of it, and the copy ends before it.
+                guard batch.first == end else { return copied }
                 for id in batch.registrations { try await self.fetchRegistration(id, from: shared) }
                 let leaves = batch.leaves
                 try await NIOThreadPool.singleton.runIfActive {
@@ -378,39 +378,77 @@ package actor EvidenceLog {
         }
     }
 
-    /// At opening: checks that the copy is a prefix of the shared log (or moves it into an empty
-    /// one), then copies what it lacks.
+    /// At opening: checks that the copy is a prefix of the shared log (or moves it into a shared
+    /// log no instance has claimed), then copies what it lacks.
+    ///
+    /// The first instance to join claims the log (``SharedLogStatus``): `ready` when its directory
+    /// is empty; `moving` when it holds leaves, which it then inserts in order before the log
+    /// becomes `ready`. While a log is moving no other instance starts on it (its directory is not
+    /// that log), so nothing is appended in the middle of a move; an instance holding the same log
+    /// (the same size and root: the mover restarted after a crash, or a copy of its directory) takes
+    /// the move over where it stopped.
     private func joinSharedLog() async throws {
         guard let shared = self.shared else { return }
         let files = self.files
         let (size, root) = try await NIOThreadPool.singleton.runIfActive { files.with { ($0.size, $0.root) } }
-        if size > 0 {
-            if let last = try await shared.logBatch(before: size) {
-                guard last.end == size, last.rootAfter == root else {
-                    throw OpenError(
-                        description:
-                            "the log in \(self.configuration.directory) (\(size) leaves) is not a copy of the shared log's first \(size) (its batch before \(size) ends at \(last.end)\(last.end == size ? " with another root" : "")): refusing to fork it; move the directory away to copy the shared log afresh"
-                    )
-                }
+        var status = try await shared.sharedLogStatus()
+        // A directory about to claim the log is read whole first: a damaged one never claims it.
+        if status == nil, size > 0 { try await self.moveIntoShared(size: size, shared: shared, inserting: false) }
+        while status == nil {
+            if try await shared.claimSharedLog(size == 0 ? .ready : .moving(size: size, root: root)) {
+                status = size == 0 ? .ready : .moving(size: size, root: root)
             } else {
-                try await self.moveIntoShared(size: size, shared: shared)
+                status = try await shared.sharedLogStatus()
+            }
+        }
+        if case .moving(let movingSize, let movingRoot) = status {
+            guard movingSize == size, movingRoot == root else {
+                throw OpenError(
+                    description:
+                        "another instance is moving a log of \(movingSize) leaves into the shared store, and the log in \(self.configuration.directory) (\(size) leaves) is not that log: start this instance again once the move is done"
+                )
+            }
+            try await self.moveIntoShared(size: size, shared: shared, inserting: true)
+            try await shared.markSharedLogReady()
+        } else if size > 0 {
+            let last = try await shared.logBatch(before: size)
+            guard let last, last.end == size, last.rootAfter == root else {
+                throw OpenError(
+                    description:
+                        "the log in \(self.configuration.directory) (\(size) leaves) is not a copy of the shared log's first \(size) (\(last.map { "its batch before \(size) ends at \($0.end)\($0.end == size ? " with another root" : "")" } ?? "it has no batch before \(size)")): refusing to fork it; move the directory away to copy the shared log afresh"
+                )
             }
         }
         self.lastCatchUp = ContinuousClock.now
         _ = try await self.exclusive { try await self.copyFromShared(shared) }
     }
 
-    /// Inserts the copy's `size` leaves into an empty shared log, in batches, each with the key
-    /// registrations its records reference. Another instance doing the same at once: the first
-    /// insert decides, and a copy that differs from the winner's is refused.
-    private func moveIntoShared(size: UInt64, shared: any SharedLogStore) async throws {
+    /// Inserts the copy's `size` leaves into the shared log, in batches, each with the key
+    /// registrations its records reference, from where an earlier move stopped. Every batch's
+    /// leaves are hashed and checked against the directory's tree (its tiles) before it is
+    /// inserted: a damaged entry is refused here, never handed to the other instances. Without
+    /// `inserting`, it only reads and checks.
+    private func moveIntoShared(size: UInt64, shared: any SharedLogStore, inserting: Bool) async throws {
         let files = self.files
         let registrations = self.registrations
+        // Where an earlier move of this log stopped: its last batch, which must end inside the log
+        // with this log's root there.
+        var resumeAt: UInt64 = inserting ? 0 : size
+        if inserting, let last = try await shared.logBatch(before: UInt64(Int64.max)) {
+            let rootThere = try await NIOThreadPool.singleton.runIfActive { try files.with { try $0.root(size: min(last.end, size)) } }
+            guard last.end <= size, last.rootAfter == rootThere else {
+                throw OpenError(
+                    description:
+                        "the shared log holds batches that are not the log being moved from \(self.configuration.directory): refusing to fork it")
+            }
+            resumeAt = last.end
+        }
+        var moved = CompactRange()
         var first: UInt64 = 0
         while first < size {
             // A batch as the group commit makes them: at most `batchLeaves` leaves and `batchBytes` bytes.
             let start = first
-            let (leaves, rootAfter) = try await NIOThreadPool.singleton.runIfActive {
+            let (leaves, tilesRoot) = try await NIOThreadPool.singleton.runIfActive {
                 try files.with { log in
                     var leaves: [[UInt8]] = []
                     var bytes = 0
@@ -425,7 +463,16 @@ package actor EvidenceLog {
                     return (leaves, try log.root(size: index))
                 }
             }
+            for leaf in leaves { moved.append(leafHash: MerkleHash.leaf(leaf)) }
+            guard moved.root == tilesRoot else {
+                throw OpenError(
+                    description:
+                        "the log in \(self.configuration.directory) is damaged: its entries \(first)..<\(moved.size) do not hash to its tree ('formattest evidence audit' names the leaf): refusing to move it"
+                )
+            }
             let count = UInt64(leaves.count)
+            defer { first += count }
+            guard first + count > resumeAt else { continue }
             var ids: [[UInt8]] = []
             for leaf in leaves {
                 guard let id = try EvidenceRecord.registrationID(inPayload: leaf), !ids.contains(id) else { continue }
@@ -439,22 +486,17 @@ package actor EvidenceLog {
                 try await shared.storeLogRegistration(id: id, document: document)
                 ids.append(id)
             }
-            let batch = LogBatch(first: first, leaves: leaves, registrations: ids, rootAfter: rootAfter, insertedAt: Date())
-            guard try await shared.insertLogBatch(batch) else {
-                guard let other = try await shared.logBatches(from: first, limit: 1).first,
-                    other
-                        == LogBatch(
-                            first: first, leaves: leaves, registrations: other.registrations, rootAfter: rootAfter, insertedAt: other.insertedAt)
-                else {
-                    throw OpenError(
-                        description:
-                            "another instance moved a different log into the shared store while this one moved \(self.configuration.directory): refusing to fork it"
-                    )
-                }
-                first = other.end
-                continue
+            let batch = LogBatch(first: first, leaves: leaves, registrations: ids, rootAfter: moved.root, insertedAt: Date())
+            if try await shared.insertLogBatch(batch) { continue }
+            // Another instance holding this log took the move over at the same time: its batch
+            // there must be this one.
+            guard let other = try await shared.logBatches(from: first, limit: 1).first, other.first == first, other.leaves == leaves,
+                other.rootAfter == moved.root
+            else {
+                throw OpenError(
+                    description:
+                        "the shared log's batch at \(first) is not the log being moved from \(self.configuration.directory): refusing to fork it")
             }
-            first += count
         }
     }
 

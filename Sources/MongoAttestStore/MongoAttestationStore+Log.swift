@@ -81,6 +81,67 @@ extension MongoAttestationStore: SharedLogStore {
         }
     }
 
+    public func sharedLogStatus() async throws(StoreError) -> SharedLogStatus? {
+        let collection = self.evidenceLogStatus
+        let command = BSONValue.document([
+            ("find", .string(collection)), ("filter", .document([("_id", .string("log"))])), ("limit", .int32(1)),
+            ("singleBatch", .bool(true)), Self.readMajority,
+        ])
+        let pool = self.pool
+        return try await self.run { () throws -> SharedLogStatus? in
+            guard let value = try CommandReply.firstBatch(try pool.command(command)).first else { return nil }
+            let document = try StoredDocument(value, kind: "log status", collection: collection)
+            if try document.required("ready", document.bool) { return .ready }
+            return .moving(size: try document.required("movingSize", document.index), root: try document.required("movingRoot", document.binary))
+        }
+    }
+
+    public func claimSharedLog(_ status: SharedLogStatus) async throws(StoreError) -> Bool {
+        var fields: BSONFields = [("_id", .string("log"))]
+        switch status {
+        case .ready: fields.append(("ready", .bool(true)))
+        case .moving(let size, let root):
+            guard let size = Int64(exactly: size) else { throw StoreError(code: .unavailable, reason: "MongoDB: a log of 2^63 leaves or more") }
+            fields += [("ready", .bool(false)), ("movingSize", .int64(size)), ("movingRoot", .binary(root))]
+        }
+        let command = BSONValue.document([
+            ("insert", .string(self.evidenceLogStatus)), ("documents", .array([.document(fields)])), Self.majority,
+        ])
+        let pool = self.pool
+        return try await self.run { () throws -> Bool in
+            do {
+                _ = try pool.command(command)
+                return true
+            } catch let error as MongoError where error.isDuplicateKey {
+                return false
+            }
+        }
+    }
+
+    public func markSharedLogReady() async throws(StoreError) {
+        let command = BSONValue.document([
+            ("update", .string(self.evidenceLogStatus)),
+            (
+                "updates",
+                .array([
+                    .document([
+                        ("q", .document([("_id", .string("log"))])),
+                        (
+                            "u",
+                            .document([
+                                ("$set", .document([("ready", .bool(true))])),
+                                ("$unset", .document([("movingSize", .string("")), ("movingRoot", .string(""))])),
+                            ])
+                        ),
+                    ])
+                ])
+            ),
+            Self.majority,
+        ])
+        let pool = self.pool
+        try await self.run { () throws in _ = try pool.command(command) }
+    }
+
     public func storeLogRegistration(id: [UInt8], document: [UInt8]) async throws(StoreError) {
         let command = BSONValue.document([
             ("insert", .string(self.evidenceRegistrations)),

@@ -39,6 +39,7 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
     /// The shared evidence log's batches and key registrations (``SharedLogStore``).
     let evidenceLog: String
     let evidenceRegistrations: String
+    let evidenceLogStatus: String
 
     private init(pool: MongoClientPool, collectionPrefix: String) {
         self.pool = pool
@@ -49,6 +50,7 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
         self.passkeys = collectionPrefix + "passkeys"
         self.evidenceLog = collectionPrefix + "evidence_log"
         self.evidenceRegistrations = collectionPrefix + "evidence_registrations"
+        self.evidenceLogStatus = collectionPrefix + "evidence_log_status"
     }
 
     /// Connects, checks that the server answers, and creates collections, validators and indexes.

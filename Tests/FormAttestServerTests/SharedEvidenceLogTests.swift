@@ -16,6 +16,7 @@ import TransparencyLogFiles
 actor MemorySharedLog: SharedLogStore {
     private var batches: [UInt64: LogBatch] = [:]
     private var registrations: [[UInt8]: [UInt8]] = [:]
+    private var status: SharedLogStatus?
     var alterRegistrations = false
     private(set) var refusedInserts = 0
 
@@ -34,6 +35,18 @@ actor MemorySharedLog: SharedLogStore {
 
     func logBatch(before index: UInt64) async throws(StoreError) -> LogBatch? {
         self.batches.keys.filter { $0 < index }.max().map { self.batches[$0]! }
+    }
+
+    func sharedLogStatus() async throws(StoreError) -> SharedLogStatus? { self.status }
+
+    func claimSharedLog(_ status: SharedLogStatus) async throws(StoreError) -> Bool {
+        guard self.status == nil else { return false }
+        self.status = status
+        return true
+    }
+
+    func markSharedLogReady() async throws(StoreError) {
+        if case .moving = self.status { self.status = .ready }
     }
 
     func storeLogRegistration(id: [UInt8], document: [UInt8]) async throws(StoreError) {
@@ -57,7 +70,15 @@ struct SharedEvidenceLogTests {
             directory: directory.path, signer: try NoteSigner(name: "bank.example/evidence", seed: [UInt8](repeating: 7, count: 32)))
     }
 
-    static func leaf(_ instance: String, _ n: Int) -> [UInt8] { Array("{\"instance\":\"\(instance)\",\"n\":\(n)}".utf8) }
+    /// A leaf as a version-1 record's payload looks to the log (canonical JSON, `version` 1).
+    static func leaf(_ instance: String, _ n: Int) -> [UInt8] { Array("{\"instance\":\"\(instance)\",\"n\":\(n),\"version\":1}".utf8) }
+
+    /// A log of `count` leaves in `directory`, written alone (no shared store).
+    static func aloneLog(_ directory: URL, _ count: Int) throws -> TileLogDirectory {
+        let log = try TileLogDirectory(directory: directory.path)
+        _ = try log.append((0..<count).map { Self.leaf("alone", $0) })
+        return log
+    }
 
     @Test("two instances appending at once get one sequence of indexes, and each copy signs the same tree")
     func oneSequence() async throws {
@@ -162,6 +183,82 @@ struct SharedEvidenceLogTests {
         } else {
             await #expect(throws: (any Error).self) { try await EvidenceLog.open(Self.configuration(short), shared: shared) }
         }
+    }
+
+    @Test(
+        "a log moving into the store: no other instance starts while it moves, and the same log takes a move that stopped over where it stopped (r9 F1, F2)"
+    )
+    func moveResumes() async throws {
+        let files = try TemporaryFiles()
+        let shared = MemorySharedLog()
+        let alone = files.directory.appendingPathComponent("alone")
+        let (size, root, rootAt256) = try {
+            let log = try Self.aloneLog(alone, 600)
+            return (log.size, log.root, try log.root(size: 256))
+        }()
+        // A mover that claimed the log and died after its first batch.
+        #expect(try await shared.claimSharedLog(.moving(size: size, root: root)))
+        let firstBatch = LogBatch(
+            first: 0, leaves: (0..<256).map { Self.leaf("alone", $0) }, registrations: [], rootAfter: rootAt256, insertedAt: Date())
+        #expect(try await shared.insertLogBatch(firstBatch))
+        // An instance with another log (here: none) may not start in the middle of the move.
+        do {
+            _ = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("b")), shared: shared)
+            Issue.record("an instance started while another log was moving in")
+        } catch {
+            #expect("\(error)".contains("is moving a log of 600 leaves"), "\(error)")
+        }
+        // The same log takes the move over from leaf 256.
+        let mover = try await EvidenceLog.open(Self.configuration(alone), shared: shared)
+        #expect(try await shared.sharedLogStatus() == .ready)
+        #expect(try await shared.logBatches(from: 0, limit: 10).map(\.first) == [0, 256, 512])
+        #expect(try await mover.append(Self.leaf("a", 600)) == 600)
+        let b = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("b")), shared: shared)
+        #expect(try await b.size() == 601)
+        #expect(try await b.checkpoint() == mover.checkpoint())
+    }
+
+    @Test("a directory whose entries do not hash to its tree is refused before it claims the shared log (r9 F3)")
+    func damagedMove() async throws {
+        let files = try TemporaryFiles()
+        let shared = MemorySharedLog()
+        let alone = files.directory.appendingPathComponent("alone")
+        _ = try Self.aloneLog(alone, 300)
+        // One digit of leaf 5's entry changed, its length kept: the tiles still hold the true hash.
+        let bundle = alone.appendingPathComponent(TileLayout.entryBundlePath(index: 0)).path
+        var bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: bundle)))
+        let original = Self.leaf("alone", 5)
+        let at = try #require((0...(bytes.count - original.count)).first { Array(bytes[$0..<($0 + original.count)]) == original })
+        bytes[at + original.count - 14] = UInt8(ascii: "7")
+        try Data(bytes).write(to: URL(fileURLWithPath: bundle))
+        do {
+            _ = try await EvidenceLog.open(Self.configuration(alone), shared: shared)
+            Issue.record("a damaged log was moved into the store")
+        } catch {
+            #expect("\(error)".contains("is damaged"), "\(error)")
+        }
+        #expect(try await shared.sharedLogStatus() == nil)
+        #expect(try await shared.logBatches(from: 0, limit: 10).isEmpty)
+        // The shared log is still free: an instance with an empty directory starts it.
+        let b = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("b")), shared: shared)
+        #expect(try await b.append(Self.leaf("b", 0)) == 0)
+    }
+
+    @Test("a stray batch past the log's end (not the next one) is not part of the log: appends and copies go on before it (r9 F5)")
+    func strayBatch() async throws {
+        let files = try TemporaryFiles()
+        let shared = MemorySharedLog()
+        let a = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("a")), shared: shared)
+        let b = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("b")), shared: shared)
+        _ = try await a.append(Self.leaf("a", 0))
+        #expect(
+            try await shared.insertLogBatch(
+                LogBatch(first: 1 << 40, leaves: [[0x78]], registrations: [], rootAfter: [UInt8](repeating: 0, count: 32), insertedAt: Date())))
+        #expect(try await b.append(Self.leaf("b", 0)) == 1)
+        #expect(try await a.append(Self.leaf("a", 1)) == 2)
+        #expect(try await a.checkpoint() == b.checkpoint())
+        let c = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("c")), shared: shared)
+        #expect(try await c.size() == 3)
     }
 
     @Test("key registrations another instance stored are copied with its leaves, checked against their ids")

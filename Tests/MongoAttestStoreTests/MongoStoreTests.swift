@@ -89,6 +89,14 @@ struct MongoStoreTests {
         try await store.storeLogRegistration(id: id, document: document)
         #expect(try await store.logRegistration(id: id) == document)
         #expect(try await store.logRegistration(id: [UInt8](repeating: 6, count: 32)) == nil)
+        // The log's status: claimed once, a move ended once.
+        #expect(try await store.sharedLogStatus() == nil)
+        #expect(try await store.claimSharedLog(.moving(size: 600, root: [UInt8](repeating: 3, count: 32))))
+        #expect(try await store.claimSharedLog(.ready) == false)
+        #expect(try await store.sharedLogStatus() == .moving(size: 600, root: [UInt8](repeating: 3, count: 32)))
+        try await store.markSharedLogReady()
+        try await store.markSharedLogReady()
+        #expect(try await store.sharedLogStatus() == .ready)
     }
 
     @Test("setup is idempotent: connecting twice to one database keeps its data")

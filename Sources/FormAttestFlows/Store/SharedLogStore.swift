@@ -32,6 +32,16 @@ public struct LogBatch: Sendable, Equatable {
     }
 }
 
+/// Whether a shared log takes appends, or is being filled from one instance's directory.
+public enum SharedLogStatus: Sendable, Equatable {
+    /// Instances append and copy.
+    case ready
+    /// An instance is moving the log of its directory (`size` leaves, whose root is `root`) into
+    /// the store: no instance appends until it is done; only an instance holding the same log may
+    /// take the move over (after the first one died).
+    case moving(size: UInt64, root: [UInt8])
+}
+
 /// A store that sequences one evidence log for many service instances (issue 34): the store
 /// decides which instance's batch gets which leaf indexes, by a unique insert.
 ///
@@ -52,6 +62,16 @@ public protocol SharedLogStore: Sendable {
 
     /// The last batch that starts before `index`, or nil when none does.
     func logBatch(before index: UInt64) async throws(StoreError) -> LogBatch?
+
+    /// The log's status, or nil when no instance has claimed it yet.
+    func sharedLogStatus() async throws(StoreError) -> SharedLogStatus?
+
+    /// Sets the log's status to `status` unless it has one.
+    /// - Returns: false when the log already has a status (nothing written).
+    func claimSharedLog(_ status: SharedLogStatus) async throws(StoreError) -> Bool
+
+    /// Ends a move: the log becomes ``SharedLogStatus/ready``, if it is `moving` (idempotent).
+    func markSharedLogReady() async throws(StoreError)
 
     /// Stores a key registration document under its id (SHA-256 of the bytes), once: a document
     /// already stored under the id is kept.
