@@ -119,6 +119,12 @@ public struct APIError: HTTPResponseError, Sendable {
         APIError(status: .badRequest, code: "evidence_log_range", message: message)
     }
 
+    /// The evidence log cannot answer: its copy of a shared log stopped at a batch it refused, or
+    /// its files failed (the reason is logged).
+    static let evidenceLogUnavailable = APIError(
+        status: .serviceUnavailable, code: "evidence_log_unavailable",
+        message: "the evidence log cannot answer now (the service's log names the reason); retry later")
+
     /// A query string that is not strictly percent-encoded UTF-8, or names a parameter twice.
     static func invalidQuery(_ message: String) -> APIError {
         APIError(status: .badRequest, code: "invalid_query", message: message)

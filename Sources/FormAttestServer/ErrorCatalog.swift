@@ -117,6 +117,11 @@ public enum ErrorCatalog {
                 "Ask for sizes up to the latest checkpoint's."
             ),
             Self.http(
+                APIError.evidenceLogUnavailable,
+                "the evidence log cannot answer a checkpoint or proof: its copy of a shared log stopped at a batch it refused (another writer's, with a root that is not the log's), or its files failed; the service's log line says which",
+                "Retry later; operators: docs/deployment.md, \"The evidence log with many instances\"."
+            ),
+            Self.http(
                 APIError.malformedRequest(""), "the request is not valid HTTP/1.1 (bad chunked encoding, ...)",
                 "Fix the client's HTTP; do not retry unchanged."),
             Self.http(

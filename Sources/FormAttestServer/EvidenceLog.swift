@@ -21,11 +21,15 @@ public struct EvidenceLogConfiguration: Sendable {
     /// How often a checkpoint is written beside the log (`<directory>/checkpoint`) while records
     /// arrive.
     public var checkpointInterval: Duration
+    /// With a shared log: the least time between two reads of the store that checkpoint and proof
+    /// requests ask for (a checkpoint may miss the other instances' records of that long).
+    public var catchUpInterval: Duration
 
-    public init(directory: String, signer: NoteSigner, checkpointInterval: Duration = .seconds(1)) {
+    public init(directory: String, signer: NoteSigner, checkpointInterval: Duration = .seconds(1), catchUpInterval: Duration = .milliseconds(100)) {
         self.directory = directory
         self.signer = signer
         self.checkpointInterval = checkpointInterval
+        self.catchUpInterval = catchUpInterval
     }
 }
 
@@ -372,7 +376,10 @@ package actor EvidenceLog {
     private func catchUp(askedAt asked: ContinuousClock.Instant) async throws {
         guard let shared = self.shared else { return }
         try await self.exclusive {
-            if let last = self.lastCatchUp, last >= asked { return }
+            // One read of the store serves every request that arrived before it began, and at most
+            // one begins each ``EvidenceLogConfiguration/catchUpInterval``: a flood of proof requests for trees the copy has
+            // not reached costs the store ten reads a second, not one a request.
+            if let last = self.lastCatchUp, last >= asked || ContinuousClock.now - last < self.configuration.catchUpInterval { return }
             self.lastCatchUp = ContinuousClock.now
             _ = try await self.copyFromShared(shared)
         }
@@ -381,9 +388,9 @@ package actor EvidenceLog {
     /// At opening: checks that the copy is a prefix of the shared log (or moves it into a shared
     /// log no instance has claimed), then copies what it lacks.
     ///
-    /// The first instance to join claims the log (``SharedLogStatus``): `ready` when its directory
-    /// is empty; `moving` when it holds leaves, which it then inserts in order before the log
-    /// becomes `ready`. While a log is moving no other instance starts on it (its directory is not
+    /// The first instance to join claims the log (``SharedLogStatus``) with its checkpoint key
+    /// (an instance with another key is refused): ready when its directory is empty; moving when it
+    /// holds leaves, which it then inserts in order before the log takes appends. While a log is moving no other instance starts on it (its directory is not
     /// that log), so nothing is appended in the middle of a move; an instance holding the same log
     /// (the same size and root: the mover restarted after a crash, or a copy of its directory) takes
     /// the move over where it stopped.
@@ -391,37 +398,62 @@ package actor EvidenceLog {
         guard let shared = self.shared else { return }
         let files = self.files
         let (size, root) = try await NIOThreadPool.singleton.runIfActive { files.with { ($0.size, $0.root) } }
+        let verifierKey = self.configuration.signer.verifierKey
         var status = try await shared.sharedLogStatus()
         // A directory about to claim the log is read whole first: a damaged one never claims it.
         if status == nil, size > 0 { try await self.moveIntoShared(size: size, shared: shared, inserting: false) }
         while status == nil {
-            if try await shared.claimSharedLog(size == 0 ? .ready : .moving(size: size, root: root)) {
-                status = size == 0 ? .ready : .moving(size: size, root: root)
-            } else {
-                status = try await shared.sharedLogStatus()
-            }
+            let claim = SharedLogStatus(verifierKey: verifierKey, moving: size == 0 ? nil : .init(size: size, root: root))
+            status = try await shared.claimSharedLog(claim) ? claim : try await shared.sharedLogStatus()
         }
-        if case .moving(let movingSize, let movingRoot) = status {
-            guard movingSize == size, movingRoot == root else {
+        guard let status, status.verifierKey == verifierKey else {
+            throw OpenError(
+                description:
+                    "the shared log in this database is signed with another key (\(status?.verifierKey ?? "?")), not \(verifierKey): every instance of a log loads the same --evidence-log-key; is this the right database?"
+            )
+        }
+        if let move = status.moving {
+            guard move.size == size, move.root == root else {
                 throw OpenError(
                     description:
-                        "another instance is moving a log of \(movingSize) leaves into the shared store, and the log in \(self.configuration.directory) (\(size) leaves) is not that log: start this instance again once the move is done"
+                        "another instance is moving a log of \(move.size) leaves into the shared store, and the log in \(self.configuration.directory) (\(size) leaves) is not that log: start this instance again once the move is done"
                 )
             }
             try await self.moveIntoShared(size: size, shared: shared, inserting: true)
             try await shared.markSharedLogReady()
         } else if size > 0 {
             let last = try await shared.logBatch(before: size)
-            guard let last, last.end == size, last.rootAfter == root else {
+            if last == nil || last!.end < size {
+                // The store holds less than this copy (a database restored from an older backup):
+                // if what it holds is this copy's beginning, the copy puts the rest back.
+                do {
+                    try await self.moveIntoShared(size: size, shared: shared, inserting: true)
+                } catch {
+                    throw OpenError(
+                        description:
+                            "the log in \(self.configuration.directory) (\(size) leaves) is not a copy of the shared log's first \(size) (\(error)): refusing to fork it; move the directory away to copy the shared log afresh"
+                    )
+                }
+            } else if let last, last.end != size || last.rootAfter != root {
                 throw OpenError(
                     description:
-                        "the log in \(self.configuration.directory) (\(size) leaves) is not a copy of the shared log's first \(size) (\(last.map { "its batch before \(size) ends at \($0.end)\($0.end == size ? " with another root" : "")" } ?? "it has no batch before \(size)")): refusing to fork it; move the directory away to copy the shared log afresh"
+                        "the log in \(self.configuration.directory) (\(size) leaves) is not a copy of the shared log's first \(size) (its batch before \(size) ends at \(last.end)\(last.end == size ? " with another root" : "")): refusing to fork it; move the directory away to copy the shared log afresh"
                 )
             }
         }
         self.lastCatchUp = ContinuousClock.now
-        _ = try await self.exclusive { try await self.copyFromShared(shared) }
+        // A batch this copy refuses (another writer's) stops the log, not the service: it starts,
+        // as the instances already running go on, with every append refused and counted, and says
+        // why (``stopped``).
+        do {
+            _ = try await self.exclusive { try await self.copyFromShared(shared) }
+        } catch {
+            self.stopped = "\(error)"
+        }
     }
+
+    /// Why the copy stopped at opening (a batch it refused), or nil.
+    package private(set) var stopped: String?
 
     /// Inserts the copy's `size` leaves into the shared log, in batches, each with the key
     /// registrations its records reference, from where an earlier move stopped. Every batch's
@@ -437,9 +469,7 @@ package actor EvidenceLog {
         if inserting, let last = try await shared.logBatch(before: UInt64(Int64.max)) {
             let rootThere = try await NIOThreadPool.singleton.runIfActive { try files.with { try $0.root(size: min(last.end, size)) } }
             guard last.end <= size, last.rootAfter == rootThere else {
-                throw OpenError(
-                    description:
-                        "the shared log holds batches that are not the log being moved from \(self.configuration.directory): refusing to fork it")
+                throw OpenError(description: "the shared log's batches up to \(last.end) are not the log in \(self.configuration.directory)")
             }
             resumeAt = last.end
         }
@@ -447,13 +477,15 @@ package actor EvidenceLog {
         var first: UInt64 = 0
         while first < size {
             // A batch as the group commit makes them: at most `batchLeaves` leaves and `batchBytes` bytes.
+            // Leaves the store holds already are read (and hashed) up to where it stops, not inserted.
             let start = first
+            let end = first < resumeAt ? resumeAt : size
             let (leaves, tilesRoot) = try await NIOThreadPool.singleton.runIfActive {
                 try files.with { log in
                     var leaves: [[UInt8]] = []
                     var bytes = 0
                     var index = start
-                    while index < size, leaves.count < Self.batchLeaves {
+                    while index < end, leaves.count < Self.batchLeaves {
                         let leaf = try log.entry(at: index)
                         guard leaves.isEmpty || bytes + leaf.count <= Self.batchBytes else { break }
                         leaves.append(leaf)

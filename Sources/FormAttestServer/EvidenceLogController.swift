@@ -34,7 +34,7 @@ struct EvidenceLogController {
             note = try await self.log.checkpoint()
         } catch {
             context.logger.error("evidence checkpoint not signed", metadata: ["reason": "\(error)"])
-            throw APIError.internalError
+            throw APIError.evidenceLogUnavailable
         }
         var headers = HTTPFields()
         headers[.contentType] = "text/plain; charset=utf-8"
@@ -46,8 +46,8 @@ struct EvidenceLogController {
         let query = try QueryParameters(request)
         let index = try Self.number(query, "index")
         let size = try Self.number(query, "size")
-        try await self.checkRange(index < size, size, "leaf \(index) is not in a committed tree of \(size) leaves")
-        let proof = try await self.proof { try await self.log.inclusionProof(index: index, size: size) }
+        try await self.checkRange(index < size, size, "leaf \(index) is not in a committed tree of \(size) leaves", context: context)
+        let proof = try await self.proof({ try await self.log.inclusionProof(index: index, size: size) }, context: context)
         return Self.answer([("index", index), ("size", size)], proof)
     }
 
@@ -55,20 +55,30 @@ struct EvidenceLogController {
         let query = try QueryParameters(request)
         let first = try Self.number(query, "first")
         let second = try Self.number(query, "second")
-        try await self.checkRange(first <= second, second, "no committed tree of \(second) leaves extends one of \(first)")
-        let proof = try await self.proof { try await self.log.consistencyProof(first: first, second: second) }
+        try await self.checkRange(first <= second, second, "no committed tree of \(second) leaves extends one of \(first)", context: context)
+        let proof = try await self.proof({ try await self.log.consistencyProof(first: first, second: second) }, context: context)
         return Self.answer([("first", first), ("second", second)], proof)
     }
 
     /// Refuses a proof unless `ordered` and `size` is committed.
-    private func checkRange(_ ordered: Bool, _ size: UInt64, _ message: String) async throws {
+    private func checkRange(_ ordered: Bool, _ size: UInt64, _ message: String, context: AppRequestContext) async throws {
         let committed: UInt64
-        do { committed = try await self.log.size(atLeast: size) } catch { throw APIError.internalError }
+        do {
+            committed = try await self.log.size(atLeast: size)
+        } catch {
+            context.logger.error("evidence log not brought up to date", metadata: ["reason": "\(error)"])
+            throw APIError.evidenceLogUnavailable
+        }
         guard ordered, size <= committed else { throw APIError.evidenceLogRange(message) }
     }
 
-    private func proof(_ make: () async throws -> [[UInt8]]) async throws -> [[UInt8]] {
-        do { return try await make() } catch { throw APIError.internalError }
+    private func proof(_ make: () async throws -> [[UInt8]], context: AppRequestContext) async throws -> [[UInt8]] {
+        do {
+            return try await make()
+        } catch {
+            context.logger.error("evidence proof not made", metadata: ["reason": "\(error)"])
+            throw APIError.evidenceLogUnavailable
+        }
     }
 
     /// A decimal parameter without sign or leading zero, at most 2⁶³ − 1.

@@ -189,7 +189,13 @@ public enum FormAttestApplication {
         if let logConfiguration = configuration.evidence?.log {
             // On a store that sequences a shared log (MongoDB), every instance appends to one log;
             // the directory is this instance's copy of it.
-            evidenceLog = try await EvidenceLog.open(logConfiguration, shared: sharedLog)
+            let log = try await EvidenceLog.open(logConfiguration, shared: sharedLog)
+            if let stopped = await log.stopped {
+                Logger(label: "formattest.evidence").error(
+                    "the shared evidence log stopped at a batch this copy refuses: forms are accepted but not logged until an operator removes it (docs/deployment.md)",
+                    metadata: ["reason": "\(stopped)"])
+            }
+            evidenceLog = log
         }
         // The per-user pool budget is counted over as long as a pool challenge lives.
         var rateLimits = configuration.rateLimits

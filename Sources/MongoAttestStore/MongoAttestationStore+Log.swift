@@ -91,18 +91,21 @@ extension MongoAttestationStore: SharedLogStore {
         return try await self.run { () throws -> SharedLogStatus? in
             guard let value = try CommandReply.firstBatch(try pool.command(command)).first else { return nil }
             let document = try StoredDocument(value, kind: "log status", collection: collection)
-            if try document.required("ready", document.bool) { return .ready }
-            return .moving(size: try document.required("movingSize", document.index), root: try document.required("movingRoot", document.binary))
+            let verifierKey = try document.required("verifierKey", document.string)
+            if try document.required("ready", document.bool) { return SharedLogStatus(verifierKey: verifierKey) }
+            return SharedLogStatus(
+                verifierKey: verifierKey,
+                moving: .init(size: try document.required("movingSize", document.index), root: try document.required("movingRoot", document.binary)))
         }
     }
 
     public func claimSharedLog(_ status: SharedLogStatus) async throws(StoreError) -> Bool {
-        var fields: BSONFields = [("_id", .string("log"))]
-        switch status {
-        case .ready: fields.append(("ready", .bool(true)))
-        case .moving(let size, let root):
-            guard let size = Int64(exactly: size) else { throw StoreError(code: .unavailable, reason: "MongoDB: a log of 2^63 leaves or more") }
-            fields += [("ready", .bool(false)), ("movingSize", .int64(size)), ("movingRoot", .binary(root))]
+        var fields: BSONFields = [("_id", .string("log")), ("verifierKey", .string(status.verifierKey))]
+        if let move = status.moving {
+            guard let size = Int64(exactly: move.size) else { throw StoreError(code: .unavailable, reason: "MongoDB: a log of 2^63 leaves or more") }
+            fields += [("ready", .bool(false)), ("movingSize", .int64(size)), ("movingRoot", .binary(move.root))]
+        } else {
+            fields.append(("ready", .bool(true)))
         }
         let command = BSONValue.document([
             ("insert", .string(self.evidenceLogStatus)), ("documents", .array([.document(fields)])), Self.majority,

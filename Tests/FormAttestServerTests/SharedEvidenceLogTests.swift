@@ -46,7 +46,7 @@ actor MemorySharedLog: SharedLogStore {
     }
 
     func markSharedLogReady() async throws(StoreError) {
-        if case .moving = self.status { self.status = .ready }
+        self.status?.moving = nil
     }
 
     func storeLogRegistration(id: [UInt8], document: [UInt8]) async throws(StoreError) {
@@ -59,6 +59,9 @@ actor MemorySharedLog: SharedLogStore {
     }
 
     func setAlterRegistrations(_ alter: Bool) { self.alterRegistrations = alter }
+
+    /// A batch lost (a database restored from an older backup).
+    func deleteBatch(first: UInt64) { self.batches[first] = nil }
 }
 
 /// The evidence log shared by many instances (issue 34), on a store in memory: the sequencing,
@@ -66,8 +69,10 @@ actor MemorySharedLog: SharedLogStore {
 /// `EvidenceCommandTests` "serve --evidence-log on MongoDB: …".
 struct SharedEvidenceLogTests {
     static func configuration(_ directory: URL) throws -> EvidenceLogConfiguration {
+        // Catch-ups as often as asked: these tests read the store right after writing it.
         EvidenceLogConfiguration(
-            directory: directory.path, signer: try NoteSigner(name: "bank.example/evidence", seed: [UInt8](repeating: 7, count: 32)))
+            directory: directory.path, signer: try NoteSigner(name: "bank.example/evidence", seed: [UInt8](repeating: 7, count: 32)),
+            catchUpInterval: .zero)
     }
 
     /// A leaf as a version-1 record's payload looks to the log (canonical JSON, `version` 1).
@@ -133,9 +138,11 @@ struct SharedEvidenceLogTests {
         let forged = LogBatch(
             first: 2, leaves: [Self.leaf("x", 0)], registrations: [], rootAfter: [UInt8](repeating: 0, count: 32), insertedAt: Date())
         #expect(try await shared.insertLogBatch(forged))
-        await #expect(throws: (any Error).self) {
-            try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("b")), shared: shared)
-        }
+        // A new instance starts (the log stops, not the service), says why, and appends nothing.
+        let b = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("b")), shared: shared)
+        #expect(await b.stopped?.contains("does not hash to the root it states") == true)
+        #expect(try await b.size() == 2)
+        await #expect(throws: (any Error).self) { try await b.append(Self.leaf("b", 0)) }
         await #expect(throws: (any Error).self) { try await a.append(Self.leaf("a", 2)) }
         #expect(try await a.size() == 2)
         // The same batch with its true root is copied.
@@ -197,7 +204,8 @@ struct SharedEvidenceLogTests {
             return (log.size, log.root, try log.root(size: 256))
         }()
         // A mover that claimed the log and died after its first batch.
-        #expect(try await shared.claimSharedLog(.moving(size: size, root: root)))
+        let key = try Self.configuration(files.directory).signer.verifierKey
+        #expect(try await shared.claimSharedLog(SharedLogStatus(verifierKey: key, moving: .init(size: size, root: root))))
         let firstBatch = LogBatch(
             first: 0, leaves: (0..<256).map { Self.leaf("alone", $0) }, registrations: [], rootAfter: rootAt256, insertedAt: Date())
         #expect(try await shared.insertLogBatch(firstBatch))
@@ -210,7 +218,7 @@ struct SharedEvidenceLogTests {
         }
         // The same log takes the move over from leaf 256.
         let mover = try await EvidenceLog.open(Self.configuration(alone), shared: shared)
-        #expect(try await shared.sharedLogStatus() == .ready)
+        #expect(try await shared.sharedLogStatus() == SharedLogStatus(verifierKey: key))
         #expect(try await shared.logBatches(from: 0, limit: 10).map(\.first) == [0, 256, 512])
         #expect(try await mover.append(Self.leaf("a", 600)) == 600)
         let b = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("b")), shared: shared)
@@ -261,6 +269,33 @@ struct SharedEvidenceLogTests {
         #expect(try await c.size() == 3)
     }
 
+    @Test("a store that lost its last batches (restored from an older backup) gets them back from a copy that holds them")
+    func restoreFromCopy() async throws {
+        let files = try TemporaryFiles()
+        let shared = MemorySharedLog()
+        let a = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("a")), shared: shared)
+        for n in 0..<3 { #expect(try await a.append(Self.leaf("a", n)) == UInt64(n)) }
+        let copy = files.directory.appendingPathComponent("copy")
+        do {
+            let log = try TileLogDirectory(directory: copy.path)
+            _ = try log.append((0..<3).map { Self.leaf("a", $0) })
+        }
+        let lost = try #require(try await shared.logBatches(from: 2, limit: 1).first)
+        await shared.deleteBatch(first: 2)
+        let restored = try await EvidenceLog.open(Self.configuration(copy), shared: shared)
+        #expect(await restored.stopped == nil)
+        #expect(try await shared.logBatches(from: 2, limit: 1).first?.rootAfter == lost.rootAfter)
+        #expect(try await a.append(Self.leaf("a", 3)) == 3)
+        #expect(try await restored.size(atLeast: 4) == 4)
+        // A copy that differs from what the store holds is still refused.
+        let other = files.directory.appendingPathComponent("other")
+        do {
+            let log = try TileLogDirectory(directory: other.path)
+            _ = try log.append((0..<6).map { Self.leaf("z", $0) })
+        }
+        await #expect(throws: (any Error).self) { try await EvidenceLog.open(Self.configuration(other), shared: shared) }
+    }
+
     @Test("key registrations another instance stored are copied with its leaves, checked against their ids")
     func registrations() async throws {
         let files = try TemporaryFiles()
@@ -272,9 +307,9 @@ struct SharedEvidenceLogTests {
         #expect(try await a.append(Self.leaf("a", 0), registration: id) == 0)
         // A store whose document no longer hashes to its id: the copy refuses the batch.
         await shared.setAlterRegistrations(true)
-        await #expect(throws: (any Error).self) {
-            try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("altered")), shared: shared)
-        }
+        let altered = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("altered")), shared: shared)
+        #expect(await altered.stopped?.contains("does not hold intact") == true)
+        #expect(try await altered.size() == 0)
         #expect(try ContentAddressedDirectory(directory: files.directory.appendingPathComponent("altered/registrations").path).read(id) == nil)
         await shared.setAlterRegistrations(false)
         let b = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("b")), shared: shared)

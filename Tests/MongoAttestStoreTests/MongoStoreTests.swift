@@ -91,12 +91,14 @@ struct MongoStoreTests {
         #expect(try await store.logRegistration(id: [UInt8](repeating: 6, count: 32)) == nil)
         // The log's status: claimed once, a move ended once.
         #expect(try await store.sharedLogStatus() == nil)
-        #expect(try await store.claimSharedLog(.moving(size: 600, root: [UInt8](repeating: 3, count: 32))))
-        #expect(try await store.claimSharedLog(.ready) == false)
-        #expect(try await store.sharedLogStatus() == .moving(size: 600, root: [UInt8](repeating: 3, count: 32)))
+        let moving = SharedLogStatus(
+            verifierKey: "bank.example/evidence+01020304+AQ", moving: .init(size: 600, root: [UInt8](repeating: 3, count: 32)))
+        #expect(try await store.claimSharedLog(moving))
+        #expect(try await store.claimSharedLog(SharedLogStatus(verifierKey: "other+01020304+AQ")) == false)
+        #expect(try await store.sharedLogStatus() == moving)
         try await store.markSharedLogReady()
         try await store.markSharedLogReady()
-        #expect(try await store.sharedLogStatus() == .ready)
+        #expect(try await store.sharedLogStatus() == SharedLogStatus(verifierKey: "bank.example/evidence+01020304+AQ"))
     }
 
     @Test("setup is idempotent: connecting twice to one database keeps its data")

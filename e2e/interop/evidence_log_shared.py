@@ -11,8 +11,9 @@ verification algorithms and the signed-note format transcribed in evidence_log_e
   extends the last one published (a consistency proof);
 - each instance's directory is a complete copy (`formattest evidence audit` over it, with the
   key registrations the other instance stored, fetched from the store);
-- a directory that is not a copy of the shared log is refused at start; a log that ran alone
-  moves into an empty shared log, in order, and a new instance copies it.
+- a directory that is not a copy of the shared log, or an instance with another checkpoint key, is
+  refused at start; a log that ran alone moves into an empty shared log, in order, and a new
+  instance copies it.
 
 Usage: evidence_log_shared.py FORMATTEST_DEV_BINARY FORMATTEST_BINARY WORK_DIR MONGODB_URI
 Prints `N passed, M failed` last and exits non-zero on any failure.
@@ -160,6 +161,9 @@ def main():
     indexes = sorted(index for index, _ in records)
     check("one sequence of indexes across both instances: 0..47, none twice", indexes == list(range(48)), indexes)
 
+    # An instance reads the store for a checkpoint at most every 100 ms (a flood of requests must not
+    # become a flood of reads): a checkpoint may miss the other instance's last 100 ms.
+    time.sleep(0.2)
     first_a, first_b = checkpoint(a.base, verifier_key), checkpoint(b.base, verifier_key)
     check("both instances sign a checkpoint of the whole log: 48 leaves, one root",
           first_a["size"] == first_b["size"] == 48 and first_a["root"] == first_b["root"], (first_a, first_b))
@@ -179,6 +183,7 @@ def main():
     check("instance b answered all its forms while a was killed", not lost, lost[:3])
     check("some forms were answered before the kill, and a's devices then saw it gone",
           len(during) >= 12 and any(e[0] in ("alice", "carol") for e in during_errors), (len(during), during_errors[:2]))
+    time.sleep(0.2)
     after_kill = checkpoint(b.base, verifier_key)
     answered = records + during
     indexes = [index for index, _ in answered]
@@ -191,6 +196,7 @@ def main():
 
     # a restarts on its directory: it copies what it missed and extends the last checkpoint.
     check("instance a restarts after kill -9", a.start())
+    time.sleep(0.2)
     restarted = checkpoint(a.base, verifier_key)
     check("a's first checkpoint after the restart is b's tree (same size, same root)",
           restarted["size"] == after_kill["size"] and restarted["root"] == after_kill["root"], (restarted, after_kill))
@@ -203,6 +209,7 @@ def main():
         thread.join()
     check("12 more forms accepted after the restart", len(more) == 12 and not more_errors, more_errors[:3])
     answered += more
+    time.sleep(0.2)
     final_a, final_b = checkpoint(a.base, verifier_key), checkpoint(b.base, verifier_key)
     indexes = sorted(index for index, _ in answered)
     check("the log has no gap: every leaf below the size is a record, the answered ones at their indexes",
@@ -232,6 +239,14 @@ def main():
         check(f"evidence audit of {instance.name}'s copy: exit 0, {final_a['size']} leaves",
               audit.returncode == 0 and f"audited {final_a['size']} leaves" in output, output[-600:])
 
+    # An instance with another checkpoint key (or pointed at another deployment's database) is
+    # refused: the log's status names the key every instance signs with.
+    other_key = os.path.join(work, "other.key")
+    result = subprocess.run([binary, "evidence", "log-key", "--name", "bank.example/evidence", "--out", other_key], capture_output=True, timeout=60)
+    status, message = Instance("otherkey", dev_binary, work, uri, database, other_key).refused_start()
+    check("an instance with another log key is refused at start, named", status != 0 and "signed with another key" in message,
+          (status, message[-400:]))
+
     # A log that ran alone (SQLite store) is not a copy of the shared one: refused at start.
     alone = Instance("alone", dev_binary, work, uri, database, key_path, store="sqlite:" + os.path.join(work, "alone.sqlite"))
     check("a single instance with a log of its own starts", alone.start())
@@ -251,6 +266,7 @@ def main():
     check("on an empty shared log the log moves in: the instance starts", moving.start())
     copier = Instance("copier", dev_binary, work, uri, fresh, key_path)
     check("a new instance with an empty directory starts on it", copier.start())
+    time.sleep(0.2)
     moved, copied = checkpoint(moving.base, verifier_key), checkpoint(copier.base, verifier_key)
     check("both sign the log that ran alone: 3 leaves, its root", moved["size"] == copied["size"] == 3
           and moved["root"] == copied["root"] == alone_checkpoint["root"], (moved, copied, alone_checkpoint))

@@ -32,14 +32,32 @@ public struct LogBatch: Sendable, Equatable {
     }
 }
 
-/// Whether a shared log takes appends, or is being filled from one instance's directory.
-public enum SharedLogStatus: Sendable, Equatable {
-    /// Instances append and copy.
-    case ready
-    /// An instance is moving the log of its directory (`size` leaves, whose root is `root`) into
-    /// the store: no instance appends until it is done; only an instance holding the same log may
-    /// take the move over (after the first one died).
-    case moving(size: UInt64, root: [UInt8])
+/// A shared log's identity and state, set by the first instance that joins it.
+public struct SharedLogStatus: Sendable, Equatable {
+    /// A log being filled from one instance's directory.
+    public struct Move: Sendable, Equatable {
+        /// The moving log's leaves and its tree's root.
+        public var size: UInt64
+        public var root: [UInt8]
+
+        public init(size: UInt64, root: [UInt8]) {
+            self.size = size
+            self.root = root
+        }
+    }
+
+    /// The verifier key of the log's checkpoints (C2SP signed-note `name+hash+key`): an instance
+    /// with another key (or pointed at another deployment's database) refuses to join.
+    public var verifierKey: String
+    /// nil: instances append and copy. Otherwise an instance is moving the log of its directory
+    /// into the store: no instance appends until it is done, and only an instance holding the
+    /// same log may take the move over (after the first one died).
+    public var moving: Move?
+
+    public init(verifierKey: String, moving: Move? = nil) {
+        self.verifierKey = verifierKey
+        self.moving = moving
+    }
 }
 
 /// A store that sequences one evidence log for many service instances (issue 34): the store
@@ -70,7 +88,7 @@ public protocol SharedLogStore: Sendable {
     /// - Returns: false when the log already has a status (nothing written).
     func claimSharedLog(_ status: SharedLogStatus) async throws(StoreError) -> Bool
 
-    /// Ends a move: the log becomes ``SharedLogStatus/ready``, if it is `moving` (idempotent).
+    /// Ends a move: the log takes appends (idempotent).
     func markSharedLogReady() async throws(StoreError)
 
     /// Stores a key registration document under its id (SHA-256 of the bytes), once: a document
