@@ -164,6 +164,9 @@ struct ReceiptExchangeTests {
                 httpClient: .shared,
                 credentials: .init(teamID: "ABCDE12345", keyID: "KEY1234567", privateKey: P256.Signing.PrivateKey()),
                 endpoints: [.production: url],
+                // The same generous deadline as `Setup.client`'s: under the full suite's load the
+                // product's 10 s passed once before the local fake answered (unavailable, not 401).
+                timeout: .seconds(30),
                 now: { Self.now }
             )
             await Self.expectExchangeError(.unauthorized) { _ = try await impostor.exchange(key.receipt, environment: .production) }
