@@ -315,7 +315,11 @@ package actor EvidenceLog {
                 return first
             }
             // Another instance holds `first`: copy its batches, then try at the new end. Each
-            // round copies at least one batch, so this ends.
+            // round copies at least one batch, so this ends. A log moving into the store (its
+            // batches take the indexes) is waited for: nothing is appended in the middle of it.
+            if let status = try await shared.sharedLogStatus(), status.moving != nil {
+                throw OpenError(description: "a log is moving into the shared store: appends wait until it is done")
+            }
             Counter(label: "formattest_evidence_log_index_taken_total").increment()
             self.lastCatchUp = ContinuousClock.now
             guard try await self.copyFromShared(shared) > 0 else {
@@ -364,7 +368,10 @@ package actor EvidenceLog {
         let registrations = self.registrations
         if try await NIOThreadPool.singleton.runIfActive({ try registrations.read(id) }) == nil {
             guard let document = try await shared.logRegistration(id: id), ContentAddressedDirectory.id(of: document) == id else {
-                throw OpenError(description: "the shared log references a key registration the store does not hold intact")
+                throw OpenError(
+                    description:
+                        "the shared log references a key registration the store does not hold intact (\(ContentAddressedDirectory(directory: "").relativePath(of: id))): put it back from any instance's registrations directory (docs/deployment.md)"
+                )
             }
             _ = try await NIOThreadPool.singleton.runIfActive { try registrations.store(document) }
         }
@@ -399,40 +406,72 @@ package actor EvidenceLog {
         let files = self.files
         let (size, root) = try await NIOThreadPool.singleton.runIfActive { files.with { ($0.size, $0.root) } }
         let verifierKey = self.configuration.signer.verifierKey
+        let mine = SharedLogStatus(verifierKey: verifierKey, moving: size == 0 ? nil : .init(size: size, root: root))
         var status = try await shared.sharedLogStatus()
-        // A directory about to claim the log is read whole first: a damaged one never claims it.
-        if status == nil, size > 0 { try await self.moveIntoShared(size: size, shared: shared, inserting: false) }
-        while status == nil {
-            let claim = SharedLogStatus(verifierKey: verifierKey, moving: size == 0 ? nil : .init(size: size, root: root))
-            status = try await shared.claimSharedLog(claim) ? claim : try await shared.sharedLogStatus()
+        if status == nil {
+            // A store that holds batches but no status lost it (or was written by hand): putting
+            // it back is an operator's decision, not the first instance's to guess.
+            if try await shared.logBatch(before: UInt64(Int64.max)) != nil {
+                throw OpenError(
+                    description:
+                        "the shared store holds evidence log batches but no log status (the evidence_log_status collection): it was removed or lost; put it back (docs/deployment.md) before starting"
+                )
+            }
+            // Claim first, then read the directory: no other instance starts meanwhile. A damaged
+            // directory gives its claim back.
+            if try await shared.replaceSharedLogStatus(nil, with: mine) {
+                status = mine
+                if size > 0 {
+                    do {
+                        try await self.moveIntoShared(size: size, shared: shared, inserting: false)
+                    } catch {
+                        _ = try? await shared.replaceSharedLogStatus(mine, with: nil)
+                        throw error
+                    }
+                }
+            } else {
+                status = try await shared.sharedLogStatus()
+            }
         }
         guard let status, status.verifierKey == verifierKey else {
             throw OpenError(
                 description:
-                    "the shared log in this database is signed with another key (\(status?.verifierKey ?? "?")), not \(verifierKey): every instance of a log loads the same --evidence-log-key; is this the right database?"
+                    "the shared log in this database is signed with another key (\(status?.verifierKey ?? "none")), not \(verifierKey): every instance of a log loads the same --evidence-log-key; is this the right database?"
             )
         }
+        let ready = SharedLogStatus(verifierKey: verifierKey)
         if let move = status.moving {
-            guard move.size == size, move.root == root else {
+            guard move == mine.moving else {
                 throw OpenError(
                     description:
                         "another instance is moving a log of \(move.size) leaves into the shared store, and the log in \(self.configuration.directory) (\(size) leaves) is not that log: start this instance again once the move is done"
                 )
             }
             try await self.moveIntoShared(size: size, shared: shared, inserting: true)
-            try await shared.markSharedLogReady()
+            guard try await shared.replaceSharedLogStatus(status, with: ready) else {
+                throw OpenError(description: "the shared log's status changed while this instance moved its log in")
+            }
         } else if size > 0 {
             let last = try await shared.logBatch(before: size)
             if last == nil || last!.end < size {
                 // The store holds less than this copy (a database restored from an older backup):
-                // if what it holds is this copy's beginning, the copy puts the rest back.
+                // if what it holds is this copy's beginning, the copy puts the rest back, with the
+                // log claimed as moving meanwhile so that no other instance starts in the middle.
+                let restoring = SharedLogStatus(verifierKey: verifierKey, moving: .init(size: size, root: root))
+                guard try await shared.replaceSharedLogStatus(status, with: restoring) else {
+                    throw OpenError(description: "the shared log's status changed while this instance joined: start it again")
+                }
                 do {
                     try await self.moveIntoShared(size: size, shared: shared, inserting: true)
                 } catch {
+                    _ = try? await shared.replaceSharedLogStatus(restoring, with: status)
                     throw OpenError(
                         description:
                             "the log in \(self.configuration.directory) (\(size) leaves) is not a copy of the shared log's first \(size) (\(error)): refusing to fork it; move the directory away to copy the shared log afresh"
                     )
+                }
+                guard try await shared.replaceSharedLogStatus(restoring, with: status) else {
+                    throw OpenError(description: "the shared log's status changed while this instance put its batches back")
                 }
             } else if let last, last.end != size || last.rootAfter != root {
                 throw OpenError(
@@ -579,6 +618,12 @@ package actor EvidenceLog {
         let size = try await self.size()
         guard size < wanted, self.shared != nil else { return size }
         try await self.catchUp(askedAt: asked)
+        let caughtUp = try await self.size()
+        // A catch-up the interval held back: wait for the next one (at most the interval), so that
+        // a tree another instance signed is not called uncommitted for 100 ms.
+        guard caughtUp < wanted, let last = self.lastCatchUp, last < asked else { return caughtUp }
+        try await Task.sleep(until: last + self.configuration.catchUpInterval, clock: .continuous)
+        try await self.catchUp(askedAt: ContinuousClock.now)
         return try await self.size()
     }
 

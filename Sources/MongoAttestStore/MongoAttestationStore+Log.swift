@@ -99,7 +99,41 @@ extension MongoAttestationStore: SharedLogStore {
         }
     }
 
-    public func claimSharedLog(_ status: SharedLogStatus) async throws(StoreError) -> Bool {
+    public func replaceSharedLogStatus(_ old: SharedLogStatus?, with new: SharedLogStatus?) async throws(StoreError) -> Bool {
+        let command: BSONValue
+        switch (old, new) {
+        case (nil, nil): return try await self.sharedLogStatus() == nil
+        case (nil, let new?):
+            command = .document([
+                ("insert", .string(self.evidenceLogStatus)), ("documents", .array([.document(try Self.statusFields(new))])), Self.majority,
+            ])
+        case (let old?, nil):
+            command = .document([
+                ("delete", .string(self.evidenceLogStatus)),
+                ("deletes", .array([.document([("q", .document(try Self.statusFields(old))), ("limit", .int32(1))])])), Self.majority,
+            ])
+        case (let old?, let new?):
+            // The whole document replaced, matched on every field of the old one.
+            command = .document([
+                ("update", .string(self.evidenceLogStatus)),
+                ("updates", .array([.document([("q", .document(try Self.statusFields(old))), ("u", .document(try Self.statusFields(new)))])])),
+                Self.majority,
+            ])
+        }
+        let pool = self.pool
+        let inserting = old == nil
+        return try await self.run { () throws -> Bool in
+            do {
+                let reply = try pool.command(command)
+                return inserting ? true : try CommandReply.count(reply) == 1
+            } catch let error as MongoError where error.isDuplicateKey {
+                return false
+            }
+        }
+    }
+
+    /// A status as its document's fields (and as the filter that matches exactly it).
+    private static func statusFields(_ status: SharedLogStatus) throws(StoreError) -> BSONFields {
         var fields: BSONFields = [("_id", .string("log")), ("verifierKey", .string(status.verifierKey))]
         if let move = status.moving {
             guard let size = Int64(exactly: move.size) else { throw StoreError(code: .unavailable, reason: "MongoDB: a log of 2^63 leaves or more") }
@@ -107,42 +141,7 @@ extension MongoAttestationStore: SharedLogStore {
         } else {
             fields.append(("ready", .bool(true)))
         }
-        let command = BSONValue.document([
-            ("insert", .string(self.evidenceLogStatus)), ("documents", .array([.document(fields)])), Self.majority,
-        ])
-        let pool = self.pool
-        return try await self.run { () throws -> Bool in
-            do {
-                _ = try pool.command(command)
-                return true
-            } catch let error as MongoError where error.isDuplicateKey {
-                return false
-            }
-        }
-    }
-
-    public func markSharedLogReady() async throws(StoreError) {
-        let command = BSONValue.document([
-            ("update", .string(self.evidenceLogStatus)),
-            (
-                "updates",
-                .array([
-                    .document([
-                        ("q", .document([("_id", .string("log"))])),
-                        (
-                            "u",
-                            .document([
-                                ("$set", .document([("ready", .bool(true))])),
-                                ("$unset", .document([("movingSize", .string("")), ("movingRoot", .string(""))])),
-                            ])
-                        ),
-                    ])
-                ])
-            ),
-            Self.majority,
-        ])
-        let pool = self.pool
-        try await self.run { () throws in _ = try pool.command(command) }
+        return fields
     }
 
     public func storeLogRegistration(id: [UInt8], document: [UInt8]) async throws(StoreError) {
@@ -150,12 +149,25 @@ extension MongoAttestationStore: SharedLogStore {
             ("insert", .string(self.evidenceRegistrations)),
             ("documents", .array([.document([("_id", .binary(id)), ("document", .binary(document))])])), Self.majority,
         ])
+        let repair = BSONValue.document([
+            ("update", .string(self.evidenceRegistrations)),
+            (
+                "updates",
+                .array([
+                    .document([("q", .document([("_id", .binary(id))])), ("u", .document([("$set", .document([("document", .binary(document))]))]))])
+                ])
+            ),
+            Self.majority,
+        ])
         let pool = self.pool
         try await self.run { () throws in
             do {
                 _ = try pool.command(command)
             } catch let error as MongoError where error.isDuplicateKey {
-                // Stored before (by this instance or another): the id is the bytes' SHA-256.
+                // Stored before (by this instance or another). The id is the bytes' SHA-256, so
+                // these bytes are the only right ones: written again, they repair a document
+                // that was altered.
+                _ = try pool.command(repair)
             }
         }
     }

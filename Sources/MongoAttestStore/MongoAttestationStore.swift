@@ -933,7 +933,7 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
 
     /// Tests only: a collection ``overwriteForTesting(_:id:field:with:)`` writes to.
     package enum TestCollection: Sendable {
-        case keys, passkeys, formHashes
+        case keys, passkeys, formHashes, evidenceRegistrations
     }
 
     /// Tests only: a value ``overwriteForTesting(_:id:field:with:)`` writes, or `absent` to remove
@@ -953,6 +953,7 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
             case .keys: self.keys
             case .passkeys: self.passkeys
             case .formHashes: self.formHashes
+            case .evidenceRegistrations: self.evidenceRegistrations
             }
         let update: BSONValue =
             switch value {

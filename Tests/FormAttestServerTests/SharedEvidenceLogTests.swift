@@ -39,18 +39,14 @@ actor MemorySharedLog: SharedLogStore {
 
     func sharedLogStatus() async throws(StoreError) -> SharedLogStatus? { self.status }
 
-    func claimSharedLog(_ status: SharedLogStatus) async throws(StoreError) -> Bool {
-        guard self.status == nil else { return false }
-        self.status = status
+    func replaceSharedLogStatus(_ old: SharedLogStatus?, with new: SharedLogStatus?) async throws(StoreError) -> Bool {
+        guard self.status == old else { return false }
+        self.status = new
         return true
     }
 
-    func markSharedLogReady() async throws(StoreError) {
-        self.status?.moving = nil
-    }
-
     func storeLogRegistration(id: [UInt8], document: [UInt8]) async throws(StoreError) {
-        if self.registrations[id] == nil { self.registrations[id] = document }
+        self.registrations[id] = document
     }
 
     func logRegistration(id: [UInt8]) async throws(StoreError) -> [UInt8]? {
@@ -205,7 +201,7 @@ struct SharedEvidenceLogTests {
         }()
         // A mover that claimed the log and died after its first batch.
         let key = try Self.configuration(files.directory).signer.verifierKey
-        #expect(try await shared.claimSharedLog(SharedLogStatus(verifierKey: key, moving: .init(size: size, root: root))))
+        #expect(try await shared.replaceSharedLogStatus(nil, with: SharedLogStatus(verifierKey: key, moving: .init(size: size, root: root))))
         let firstBatch = LogBatch(
             first: 0, leaves: (0..<256).map { Self.leaf("alone", $0) }, registrations: [], rootAfter: rootAt256, insertedAt: Date())
         #expect(try await shared.insertLogBatch(firstBatch))
@@ -294,6 +290,58 @@ struct SharedEvidenceLogTests {
             _ = try log.append((0..<6).map { Self.leaf("z", $0) })
         }
         await #expect(throws: (any Error).self) { try await EvidenceLog.open(Self.configuration(other), shared: shared) }
+    }
+
+    @Test("a store that holds batches but lost its status is refused, and nothing is claimed (r10 G3)")
+    func lostStatus() async throws {
+        let files = try TemporaryFiles()
+        let shared = MemorySharedLog()
+        let a = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("a")), shared: shared)
+        _ = try await a.append(Self.leaf("a", 0))
+        let status = try await shared.sharedLogStatus()
+        #expect(try await shared.replaceSharedLogStatus(status, with: nil))
+        do {
+            _ = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("b")), shared: shared)
+            Issue.record("an instance started on a log without a status")
+        } catch {
+            #expect("\(error)".contains("no log status"), "\(error)")
+        }
+        #expect(try await shared.sharedLogStatus() == nil)
+    }
+
+    @Test("an instance already running appends nothing in the middle of a log moving in: its append waits for the move (r10 G2, G6)")
+    func noAppendDuringMove() async throws {
+        let files = try TemporaryFiles()
+        let shared = MemorySharedLog()
+        let a = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("a")), shared: shared)
+        #expect(try await a.append(Self.leaf("a", 0)) == 0)
+        // A mover claims the log and inserts its next batch, as a restore or a move does.
+        let ready = try #require(try await shared.sharedLogStatus())
+        let reference = try TileLogDirectory(directory: files.directory.appendingPathComponent("reference").path)
+        _ = try reference.append([Self.leaf("a", 0), Self.leaf("m", 1)])
+        let moving = SharedLogStatus(verifierKey: ready.verifierKey, moving: .init(size: 2, root: reference.root))
+        #expect(try await shared.replaceSharedLogStatus(ready, with: moving))
+        #expect(
+            try await shared.insertLogBatch(
+                LogBatch(first: 1, leaves: [Self.leaf("m", 1)], registrations: [], rootAfter: reference.root, insertedAt: Date())))
+        await #expect(throws: (any Error).self) { try await a.append(Self.leaf("a", 1)) }
+        #expect(try await shared.replaceSharedLogStatus(moving, with: ready))
+        #expect(try await a.append(Self.leaf("a", 2)) == 2)
+    }
+
+    @Test("a proof for a tree the copy has not reached waits for the next catch-up the interval allows, not a 400 (r10 G4)")
+    func throttledCatchUp() async throws {
+        let files = try TemporaryFiles()
+        let shared = MemorySharedLog()
+        let a = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("a")), shared: shared)
+        var slow = try Self.configuration(files.directory.appendingPathComponent("b"))
+        slow.catchUpInterval = .seconds(1)
+        let b = try await EvidenceLog.open(slow, shared: shared)
+        // b caught up when it opened, well under a second ago: this catch-up is held back, then made.
+        _ = try await a.append(Self.leaf("a", 0))
+        let started = ContinuousClock.now
+        #expect(try await b.size(atLeast: 1) == 1)
+        #expect(ContinuousClock.now - started < .seconds(5))
     }
 
     @Test("key registrations another instance stored are copied with its leaves, checked against their ids")

@@ -88,17 +88,28 @@ struct MongoStoreTests {
         try await store.storeLogRegistration(id: id, document: document)
         try await store.storeLogRegistration(id: id, document: document)
         #expect(try await store.logRegistration(id: id) == document)
+        // A document altered in the database (r10 G5) is refused where it is read, and repaired by
+        // the next instance that stores the registration.
+        try await store.overwriteForTesting(.evidenceRegistrations, id: id, field: "document", with: .string("garbage"))
+        await #expect(throws: StoreError.self) { try await store.logRegistration(id: id) }
+        try await store.storeLogRegistration(id: id, document: document)
+        #expect(try await store.logRegistration(id: id) == document)
         #expect(try await store.logRegistration(id: [UInt8](repeating: 6, count: 32)) == nil)
         // The log's status: claimed once, a move ended once.
         #expect(try await store.sharedLogStatus() == nil)
         let moving = SharedLogStatus(
             verifierKey: "bank.example/evidence+01020304+AQ", moving: .init(size: 600, root: [UInt8](repeating: 3, count: 32)))
-        #expect(try await store.claimSharedLog(moving))
-        #expect(try await store.claimSharedLog(SharedLogStatus(verifierKey: "other+01020304+AQ")) == false)
+        let ready = SharedLogStatus(verifierKey: "bank.example/evidence+01020304+AQ")
+        #expect(try await store.replaceSharedLogStatus(nil, with: moving))
+        #expect(try await store.replaceSharedLogStatus(nil, with: SharedLogStatus(verifierKey: "other+01020304+AQ")) == false)
         #expect(try await store.sharedLogStatus() == moving)
-        try await store.markSharedLogReady()
-        try await store.markSharedLogReady()
-        #expect(try await store.sharedLogStatus() == SharedLogStatus(verifierKey: "bank.example/evidence+01020304+AQ"))
+        #expect(try await store.replaceSharedLogStatus(ready, with: moving) == false)
+        #expect(try await store.replaceSharedLogStatus(moving, with: ready))
+        #expect(try await store.replaceSharedLogStatus(moving, with: ready) == false)
+        #expect(try await store.sharedLogStatus() == ready)
+        #expect(try await store.replaceSharedLogStatus(ready, with: moving))
+        #expect(try await store.replaceSharedLogStatus(moving, with: nil))
+        #expect(try await store.sharedLogStatus() == nil)
     }
 
     @Test("setup is idempotent: connecting twice to one database keeps its data")

@@ -84,12 +84,11 @@ public protocol SharedLogStore: Sendable {
     /// The log's status, or nil when no instance has claimed it yet.
     func sharedLogStatus() async throws(StoreError) -> SharedLogStatus?
 
-    /// Sets the log's status to `status` unless it has one.
-    /// - Returns: false when the log already has a status (nothing written).
-    func claimSharedLog(_ status: SharedLogStatus) async throws(StoreError) -> Bool
-
-    /// Ends a move: the log takes appends (idempotent).
-    func markSharedLogReady() async throws(StoreError)
+    /// Replaces the log's status with `new` if it is `old` (nil: no status), atomically: a claim
+    /// (nil → moving or ready), the end of a move (moving → ready), a restore (ready → moving),
+    /// a claim given back (moving → nil).
+    /// - Returns: false when the status is not `old` (nothing written).
+    func replaceSharedLogStatus(_ old: SharedLogStatus?, with new: SharedLogStatus?) async throws(StoreError) -> Bool
 
     /// Stores a key registration document under its id (SHA-256 of the bytes), once: a document
     /// already stored under the id is kept.
