@@ -35,7 +35,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from formattest_support import Checks, b64url_decode, free_port, get, post_json as post, stop_process, transfer_form as form, wait_ready  # noqa: E402
+from formattest_support import Checks, b64url_decode, free_port, get, post_json as post, stop_process, transfer_form as form, wait_ready, write_text  # noqa: E402
 
 SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "schemas", "evidence-record.schema.json")
 REGISTRATION_SCHEMA = os.path.join(os.path.dirname(SCHEMA), "key-registration.schema.json")
@@ -478,10 +478,7 @@ def main():
 
     # `formattest evidence audit` over the log's files: intact, then each kind of tampering.
     def write(name, text):
-        path = os.path.join(work, name)
-        with open(path, "w") as handle:
-            handle.write(text)
-        return path
+        return write_text(work, name, text)
 
     old_note, new_note = write("old.checkpoint", first["note"]), write("new.checkpoint", fourth["note"])
 

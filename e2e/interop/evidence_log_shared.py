@@ -31,7 +31,7 @@ import uuid
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from evidence_log_end_to_end import checkpoint, get_json, leaf_hash, verify_consistency, verify_inclusion  # noqa: E402
-from formattest_support import Checks, b64url_decode, free_port, post_json as post, stop_process, transfer_form, wait_ready  # noqa: E402
+from formattest_support import Checks, b64url_decode, free_port, post_json as post, stop_process, transfer_form, wait_ready, write_text  # noqa: E402
 
 
 class Instance:
@@ -226,10 +226,7 @@ def main():
     # Each directory is a complete copy: audited leaf by leaf, with every key registration (b's
     # copy holds a's keys' registrations, fetched from the store, and the other way round).
     def write(name, text):
-        path = os.path.join(work, name)
-        with open(path, "w") as handle:
-            handle.write(text)
-        return path
+        return write_text(work, name, text)
 
     old_note, new_note = write("first.checkpoint", first_a["note"]), write("final.checkpoint", final_a["note"])
     for instance in (a, b):

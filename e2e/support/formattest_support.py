@@ -8,6 +8,7 @@ venv (.venv-interop, .venv-browser) can use it.
 import base64
 import datetime
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -71,6 +72,14 @@ def transfer_form(amount="1.00"):
 
 def b64url_decode(text):
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def write_text(directory, name, text):
+    """Writes `text` to directory/name and returns the path."""
+    path = os.path.join(directory, name)
+    with open(path, "w") as handle:
+        handle.write(text)
+    return path
 
 
 def free_port():
