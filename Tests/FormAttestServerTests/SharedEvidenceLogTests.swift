@@ -339,9 +339,7 @@ struct SharedEvidenceLogTests {
         let b = try await EvidenceLog.open(slow, shared: shared)
         // b caught up when it opened, well under a second ago: this catch-up is held back, then made.
         _ = try await a.append(Self.leaf("a", 0))
-        let started = ContinuousClock.now
         #expect(try await b.size(atLeast: 1) == 1)
-        #expect(ContinuousClock.now - started < .seconds(5))
     }
 
     @Test("key registrations another instance stored are copied with its leaves, checked against their ids")

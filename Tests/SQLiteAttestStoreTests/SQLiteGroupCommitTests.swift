@@ -55,10 +55,12 @@ struct SQLiteGroupCommitTests {
         }
     }
 
-    /// Waits (polling, no timing assertion) until `count` writes were submitted to `store`.
+    /// Waits (polling, no timing assertion) until `count` writes were submitted to `store`. The
+    /// deadline only stops a test that would hang: under the full suite's load in CI a task
+    /// waited over 3 s for its turn (the writes were submitted, later).
     static func waitForSubmitted(_ count: Int, _ store: SQLiteAttestationStore) async throws {
         let clock = ContinuousClock()
-        let deadline = clock.now.advanced(by: .seconds(3))
+        let deadline = clock.now.advanced(by: .seconds(60))
         while await store.groupCommitStatistics().submitted < count {
             guard clock.now < deadline else {
                 Issue.record("only \(await store.groupCommitStatistics().submitted) of \(count) writes were submitted")
