@@ -524,8 +524,13 @@ package actor EvidenceLog {
                     var leaves: [[UInt8]] = []
                     var bytes = 0
                     var index = start
+                    // An entry bundle read once for its leaves (`entry(at:)` reads its whole file).
+                    var bundle: (index: UInt64, entries: [[UInt8]])?
                     while index < end, leaves.count < Self.batchLeaves {
-                        let leaf = try log.entry(at: index)
+                        if bundle?.index != index / TileLayout.width {
+                            bundle = (index / TileLayout.width, try log.entryBundle(index / TileLayout.width))
+                        }
+                        let leaf = bundle!.entries[Int(index % TileLayout.width)]
                         guard leaves.isEmpty || bytes + leaf.count <= Self.batchBytes else { break }
                         leaves.append(leaf)
                         bytes += leaf.count
