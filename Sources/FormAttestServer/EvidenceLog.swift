@@ -305,13 +305,54 @@ package actor EvidenceLog {
     /// copy's end, and when another instance's batch took that index, after copying what it
     /// missed, again. The copy takes the batch once the store has it; if that fails the batch is
     /// still the log's (the next catch-up copies it), and its index is answered.
+    ///
+    /// The store's high-water mark is read first: an insert at an index some instance already
+    /// answered (the store lost the batch that held it) would answer it twice, so a copy that
+    /// ends below the mark copies first, and appends nothing when it still does (r10 G1). The
+    /// mark is raised past the batch before its indexes are answered.
     private func appendShared(_ leaves: [[UInt8]], registrations: [[UInt8]], to shared: any SharedLogStore) async throws -> UInt64 {
         let files = self.files
+        var putBack = false
         while true {
-            let (first, rootAfter) = try await NIOThreadPool.singleton.runIfActive { files.with { ($0.size, $0.root(appending: leaves)) } }
+            let (first, root, rootAfter) = try await NIOThreadPool.singleton.runIfActive {
+                files.with { ($0.size, $0.root, $0.root(appending: leaves)) }
+            }
+            // Two reads at once: the mark, and the end of the batch this one follows.
+            async let mark = shared.logHighWater()
+            async let previous = first == 0 ? nil : shared.logBatchEnd(before: first)
+            let storeMark = try await mark
+            let before = try await previous
+            let holdsCopy = first == 0 || (before?.end == first && before?.rootAfter == root)
+            if storeMark < self.highWater || !holdsCopy {
+                // The store went back (restored from an older backup while instances ran) or lost
+                // this copy's last batches: this copy puts them back, once, before anything is
+                // appended past them; a store it cannot mend takes no append from it.
+                guard !putBack else {
+                    throw OpenError(
+                        description: storeMark < self.highWater
+                            ? "the shared log's high-water mark went back from \(self.highWater) to \(storeMark): the store was restored from an older backup while instances ran, and lost batches this copy does not hold; this instance appends nothing (docs/deployment.md)"
+                            : "the shared store does not hold this copy's first \(first) leaves, and they could not be put back: this instance appends nothing (docs/deployment.md)"
+                    )
+                }
+                putBack = true
+                try await self.putBack(shared)
+                continue
+            }
+            self.highWater = storeMark
+            if first < self.highWater {
+                // Other instances answered indexes past this copy: copy them (an insert at `first`
+                // would be refused, or would fill a hole the store lost).
+                self.lastCatchUp = ContinuousClock.now
+                _ = try await self.copyFromShared(shared)
+                let size = try await NIOThreadPool.singleton.runIfActive { files.with { $0.size } }
+                guard size >= self.highWater else { throw OpenError(description: Self.lostBatches(end: size, highWater: self.highWater)) }
+                continue
+            }
             let batch = LogBatch(first: first, leaves: leaves, registrations: registrations, rootAfter: rootAfter, insertedAt: Date())
             if try await shared.insertLogBatch(batch) {
                 _ = try? await NIOThreadPool.singleton.runIfActive { try files.with { try $0.append(leaves) } }
+                try await shared.raiseLogHighWater(to: batch.end)
+                self.highWater = max(self.highWater, batch.end)
                 return first
             }
             // Another instance holds `first`: copy its batches, then try at the new end. Each
@@ -326,6 +367,49 @@ package actor EvidenceLog {
                 throw OpenError(description: "the shared log refused a batch at \(first), and holds none there to copy")
             }
         }
+    }
+
+    /// The shared log's high-water mark as this instance last saw or raised it: every index below
+    /// it was answered by some instance.
+    private var highWater: UInt64 = 0
+
+    /// Puts back the batches the store lost that this copy holds (a database restored from an
+    /// older backup), if what the store holds is this copy's beginning, with the log claimed as
+    /// moving meanwhile so that no other instance starts or appends in the middle; then raises the
+    /// high-water mark to the copy's end. A store that holds the whole copy only has its mark raised.
+    private func putBack(_ shared: any SharedLogStore) async throws {
+        let files = self.files
+        let (size, root) = try await NIOThreadPool.singleton.runIfActive { files.with { ($0.size, $0.root) } }
+        guard size > 0 else { return }
+        let last = try await shared.logBatchEnd(before: size)
+        if last?.end != size || last?.rootAfter != root {
+            let ready = SharedLogStatus(verifierKey: self.configuration.signer.verifierKey)
+            let restoring = SharedLogStatus(verifierKey: ready.verifierKey, moving: .init(size: size, root: root))
+            guard try await shared.replaceSharedLogStatus(ready, with: restoring) else {
+                throw OpenError(
+                    description: "the shared log's status changed (or a log is moving in) while this instance put its batches back: start it again")
+            }
+            do {
+                try await self.moveIntoShared(size: size, shared: shared, inserting: true)
+            } catch {
+                _ = try? await shared.replaceSharedLogStatus(restoring, with: ready)
+                throw OpenError(
+                    description:
+                        "the log in \(self.configuration.directory) (\(size) leaves) is not a copy of the shared log's first \(size) (\(error)): refusing to fork it; move the directory away to copy the shared log afresh"
+                )
+            }
+            guard try await shared.replaceSharedLogStatus(restoring, with: ready) else {
+                throw OpenError(description: "the shared log's status changed while this instance put its batches back")
+            }
+            Counter(label: "formattest_evidence_log_put_back_total").increment()
+        }
+        try await shared.raiseLogHighWater(to: size)
+        self.highWater = max(self.highWater, size)
+    }
+
+    /// Why a copy that ends at `end` below the store's high-water mark appends nothing.
+    private static func lostBatches(end: UInt64, highWater: UInt64) -> String {
+        "the shared store's batches end at \(end), but indexes up to \(highWater) were answered: the store lost batches (a restore from an older backup, a stray writer), and an append here would answer them twice; start the instance holding the longest copy to put them back (docs/deployment.md)"
     }
 
     /// Copies the shared log's batches past the copy's end, in order; returns how many leaves.
@@ -452,27 +536,10 @@ package actor EvidenceLog {
                 throw OpenError(description: "the shared log's status changed while this instance moved its log in")
             }
         } else if size > 0 {
-            let last = try await shared.logBatch(before: size)
+            let last = try await shared.logBatchEnd(before: size)
             if last == nil || last!.end < size {
-                // The store holds less than this copy (a database restored from an older backup):
-                // if what it holds is this copy's beginning, the copy puts the rest back, with the
-                // log claimed as moving meanwhile so that no other instance starts in the middle.
-                let restoring = SharedLogStatus(verifierKey: verifierKey, moving: .init(size: size, root: root))
-                guard try await shared.replaceSharedLogStatus(status, with: restoring) else {
-                    throw OpenError(description: "the shared log's status changed while this instance joined: start it again")
-                }
-                do {
-                    try await self.moveIntoShared(size: size, shared: shared, inserting: true)
-                } catch {
-                    _ = try? await shared.replaceSharedLogStatus(restoring, with: status)
-                    throw OpenError(
-                        description:
-                            "the log in \(self.configuration.directory) (\(size) leaves) is not a copy of the shared log's first \(size) (\(error)): refusing to fork it; move the directory away to copy the shared log afresh"
-                    )
-                }
-                guard try await shared.replaceSharedLogStatus(restoring, with: status) else {
-                    throw OpenError(description: "the shared log's status changed while this instance put its batches back")
-                }
+                // The store holds less than this copy (a database restored from an older backup).
+                try await self.putBack(shared)
             } else if let last, last.end != size || last.rootAfter != root {
                 throw OpenError(
                     description:
@@ -483,9 +550,20 @@ package actor EvidenceLog {
         self.lastCatchUp = ContinuousClock.now
         // A batch this copy refuses (another writer's) stops the log, not the service: it starts,
         // as the instances already running go on, with every append refused and counted, and says
-        // why (``stopped``).
+        // why (``stopped``). So does a store that lost batches some instance answered: the mark is
+        // read before the copy, so every batch below it is in the store unless lost.
         do {
+            self.highWater = try await shared.logHighWater()
             _ = try await self.exclusive { try await self.copyFromShared(shared) }
+            let copied = try await NIOThreadPool.singleton.runIfActive { files.with { $0.size } }
+            if copied < self.highWater {
+                self.stopped = Self.lostBatches(end: copied, highWater: self.highWater)
+            } else if copied > self.highWater {
+                // A copy the store has not marked (a log moved or put back, a store from before
+                // the mark): its indexes may have been answered.
+                try await shared.raiseLogHighWater(to: copied)
+                self.highWater = copied
+            }
         } catch {
             self.stopped = "\(error)"
         }

@@ -20,7 +20,7 @@ extension MongoAttestationStore: SharedLogStore {
     private static let readMajority: (String, BSONValue) = ("readConcern", .document([("level", .string("majority"))]))
 
     public func insertLogBatch(_ batch: LogBatch) async throws(StoreError) -> Bool {
-        guard let first = Int64(exactly: batch.first), !batch.leaves.isEmpty,
+        guard let first = Int64(exactly: batch.first), let end = Int64(exactly: batch.end), !batch.leaves.isEmpty,
             batch.leaves.reduce(0, { $0 + $1.count }) <= Self.maximumLogBatchBytes
         else {
             throw StoreError(
@@ -32,7 +32,7 @@ extension MongoAttestationStore: SharedLogStore {
                 "documents",
                 .array([
                     .document([
-                        ("_id", .int64(first)), ("leaves", .array(batch.leaves.map(BSONValue.binary))),
+                        ("_id", .int64(first)), ("end", .int64(end)), ("leaves", .array(batch.leaves.map(BSONValue.binary))),
                         ("registrations", .array(batch.registrations.map(BSONValue.binary))), ("rootAfter", .binary(batch.rootAfter)),
                         ("insertedAt", .date(batch.insertedAt)),
                     ])
@@ -61,6 +61,21 @@ extension MongoAttestationStore: SharedLogStore {
         return try await self.findLogBatches(filter: filter, ascending: false, limit: 1).first
     }
 
+    public func logBatchEnd(before index: UInt64) async throws(StoreError) -> (end: UInt64, rootAfter: [UInt8])? {
+        let collection = self.evidenceLog
+        let command = BSONValue.document([
+            ("find", .string(collection)), ("filter", .document([("_id", .document([("$lt", .int64(Int64(clamping: index)))]))])),
+            ("sort", .document([("_id", .int32(-1))])), ("projection", .document([("end", .int32(1)), ("rootAfter", .int32(1))])),
+            ("limit", .int32(1)), ("singleBatch", .bool(true)), Self.readMajority,
+        ])
+        let pool = self.pool
+        return try await self.run { () throws -> (end: UInt64, rootAfter: [UInt8])? in
+            guard let value = try CommandReply.firstBatch(try pool.command(command)).first else { return nil }
+            let document = try StoredDocument(value, kind: "log batch", collection: collection)
+            return (try document.required("end", document.index), try document.required("rootAfter", document.binary))
+        }
+    }
+
     private func findLogBatches(filter: BSONValue, ascending: Bool, limit: Int) async throws(StoreError) -> [LogBatch] {
         let collection = self.evidenceLog
         let command = BSONValue.document([
@@ -73,8 +88,13 @@ extension MongoAttestationStore: SharedLogStore {
                 let document = try StoredDocument(value, kind: "log batch", collection: collection)
                 let leaves = try document.required("leaves", document.binaries)
                 guard !leaves.isEmpty else { throw document.refuse("leaves", "is empty") }
+                let first = try document.required("_id", document.index)
+                // The end the predecessor check reads (``logBatchEnd(before:)``) must be the leaves'.
+                guard try document.required("end", document.index) == first + UInt64(leaves.count) else {
+                    throw document.refuse("end", "is not _id plus the number of leaves")
+                }
                 return LogBatch(
-                    first: try document.required("_id", document.index), leaves: leaves,
+                    first: first, leaves: leaves,
                     registrations: try document.required("registrations", document.binaries),
                     rootAfter: try document.required("rootAfter", document.binary), insertedAt: try document.required("insertedAt", document.date))
             }
@@ -113,10 +133,13 @@ extension MongoAttestationStore: SharedLogStore {
                 ("deletes", .array([.document([("q", .document(try Self.statusFields(old))), ("limit", .int32(1))])])), Self.majority,
             ])
         case (let old?, let new?):
-            // The whole document replaced, matched on every field of the old one.
+            // Matched on every field of the old status, its fields set to the new one's; the
+            // high-water mark (`answered`) is kept.
+            var update: BSONFields = [("$set", .document(Array(try Self.statusFields(new).dropFirst())))]
+            if new.moving == nil { update.append(("$unset", .document([("movingSize", .string("")), ("movingRoot", .string(""))]))) }
             command = .document([
                 ("update", .string(self.evidenceLogStatus)),
-                ("updates", .array([.document([("q", .document(try Self.statusFields(old))), ("u", .document(try Self.statusFields(new)))])])),
+                ("updates", .array([.document([("q", .document(try Self.statusFields(old))), ("u", .document(update))])])),
                 Self.majority,
             ])
         }
@@ -128,6 +151,41 @@ extension MongoAttestationStore: SharedLogStore {
                 return inserting ? true : try CommandReply.count(reply) == 1
             } catch let error as MongoError where error.isDuplicateKey {
                 return false
+            }
+        }
+    }
+
+    public func logHighWater() async throws(StoreError) -> UInt64 {
+        let collection = self.evidenceLogStatus
+        let command = BSONValue.document([
+            ("find", .string(collection)), ("filter", .document([("_id", .string("log"))])),
+            ("projection", .document([("answered", .int32(1))])), ("limit", .int32(1)), ("singleBatch", .bool(true)), Self.readMajority,
+        ])
+        let pool = self.pool
+        return try await self.run { () throws -> UInt64 in
+            guard let value = try CommandReply.firstBatch(try pool.command(command)).first else { return 0 }
+            return try StoredDocument(value, kind: "log status", collection: collection).index("answered") ?? 0
+        }
+    }
+
+    public func raiseLogHighWater(to end: UInt64) async throws(StoreError) {
+        guard let end = Int64(exactly: end) else { throw StoreError(code: .unavailable, reason: "MongoDB: a log of 2^63 leaves or more") }
+        let command = BSONValue.document([
+            ("update", .string(self.evidenceLogStatus)),
+            (
+                "updates",
+                .array([
+                    .document([("q", .document([("_id", .string("log"))])), ("u", .document([("$max", .document([("answered", .int64(end))]))]))])
+                ])
+            ),
+            Self.majority,
+        ])
+        let pool = self.pool
+        let collection = self.evidenceLogStatus
+        try await self.run { () throws in
+            guard try CommandReply.count(try pool.command(command)) == 1 else {
+                throw StoreError(
+                    code: .unavailable, reason: "MongoDB: the evidence log has no status in \(collection): its high-water mark is not raised")
             }
         }
     }

@@ -934,6 +934,8 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
     /// Tests only: a collection ``overwriteForTesting(_:id:field:with:)`` writes to.
     package enum TestCollection: Sendable {
         case keys, passkeys, formHashes, evidenceRegistrations
+        /// `id` is the batch's first index (`_id`), eight bytes big-endian.
+        case evidenceLog
     }
 
     /// Tests only: a value ``overwriteForTesting(_:id:field:with:)`` writes, or `absent` to remove
@@ -954,7 +956,10 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
             case .passkeys: self.passkeys
             case .formHashes: self.formHashes
             case .evidenceRegistrations: self.evidenceRegistrations
+            case .evidenceLog: self.evidenceLog
             }
+        let key: BSONValue =
+            collection == .evidenceLog ? .int64(id.reduce(0) { $0 << 8 | Int64($1) }) : .binary(id)
         let update: BSONValue =
             switch value {
             case .string(let string): .document([("$set", .document([(field, .string(string))]))])
@@ -964,7 +969,7 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
         try await self.run { () throws in
             let reply = try self.pool.command(
                 .document([
-                    ("update", .string(name)), ("updates", .array([.document([("q", .document([("_id", .binary(id))])), ("u", update)])])),
+                    ("update", .string(name)), ("updates", .array([.document([("q", .document([("_id", key)])), ("u", update)])])),
                     ("bypassDocumentValidation", .bool(true)),
                 ])
             )

@@ -37,12 +37,34 @@ actor MemorySharedLog: SharedLogStore {
         self.batches.keys.filter { $0 < index }.max().map { self.batches[$0]! }
     }
 
+    func logBatchEnd(before index: UInt64) async throws(StoreError) -> (end: UInt64, rootAfter: [UInt8])? {
+        self.batches.keys.filter { $0 < index }.max().map { (self.batches[$0]!.end, self.batches[$0]!.rootAfter) }
+    }
+
     func sharedLogStatus() async throws(StoreError) -> SharedLogStatus? { self.status }
 
     func replaceSharedLogStatus(_ old: SharedLogStatus?, with new: SharedLogStatus?) async throws(StoreError) -> Bool {
         guard self.status == old else { return false }
         self.status = new
+        // The mark is kept with the status (MongoDB: a field of its document).
+        if new == nil { self.highWater = 0 }
         return true
+    }
+
+    private var highWater: UInt64 = 0
+
+    func logHighWater() async throws(StoreError) -> UInt64 { self.highWater }
+
+    func raiseLogHighWater(to end: UInt64) async throws(StoreError) {
+        guard self.status != nil else { throw StoreError(code: .unavailable, reason: "no status") }
+        self.highWater = max(self.highWater, end)
+    }
+
+    /// The store as restored from a backup taken when the log ended at `end`: the batches from
+    /// there on and the high-water mark are gone.
+    func restore(endingAt end: UInt64) {
+        self.batches = self.batches.filter { $0.value.end <= end }
+        self.highWater = min(self.highWater, end)
     }
 
     func storeLogRegistration(id: [UInt8], document: [UInt8]) async throws(StoreError) {
@@ -95,8 +117,6 @@ struct SharedEvidenceLogTests {
             return try await group.reduce(into: [UInt64]()) { $0.append($1) }
         }
         #expect(indexes.sorted() == Array(0..<80))
-        // The two instances raced for indexes: some inserts found the index taken and were retried.
-        #expect(await shared.refusedInserts > 0)
         let noteA = try await a.checkpoint()
         let noteB = try await b.checkpoint()
         #expect(noteA == noteB)
@@ -290,6 +310,76 @@ struct SharedEvidenceLogTests {
             _ = try log.append((0..<6).map { Self.leaf("z", $0) })
         }
         await #expect(throws: (any Error).self) { try await EvidenceLog.open(Self.configuration(other), shared: shared) }
+    }
+
+    @Test(
+        "r10 G1: a store that lost answered batches while instances ran: no instance appends into them or past them; the instance holding them puts them back at its next append, and every instance goes on"
+    )
+    func lostWhileRunning() async throws {
+        let files = try TemporaryFiles()
+        let shared = MemorySharedLog()
+        let a = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("a")), shared: shared)
+        let b = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("b")), shared: shared)
+        for n in 0..<3 { #expect(try await a.append(Self.leaf("a", n)) == UInt64(n)) }
+        #expect(try await b.size(atLeast: 3) == 3)
+        for n in 3..<6 { #expect(try await a.append(Self.leaf("a", n)) == UInt64(n)) }
+        #expect(try await shared.logHighWater() == 6)
+        // Indexes 3, 4 and 5 were answered; the store loses them (its mark stays).
+        for first in UInt64(3)..<6 { await shared.deleteBatch(first: first) }
+        // b never copied them: it appends nothing (an insert at 3 would answer 3 again).
+        do {
+            _ = try await b.append(Self.leaf("b", 0))
+            Issue.record("an instance appended into batches the store lost")
+        } catch {
+            #expect("\(error)".contains("indexes up to 6 were answered"), "\(error)")
+        }
+        // Nor does an instance started now: its log stops and says why.
+        let c = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("c")), shared: shared)
+        #expect(await c.stopped?.contains("the store lost batches") == true)
+        await #expect(throws: (any Error).self) { try await c.append(Self.leaf("c", 0)) }
+        #expect(try await shared.logBatches(from: 3, limit: 1).isEmpty)
+        // a holds them: its next append puts them back first, then goes on after them.
+        #expect(try await a.append(Self.leaf("a", 6)) == 6)
+        #expect(try await b.append(Self.leaf("b", 0)) == 7)
+        #expect(try await c.append(Self.leaf("c", 0)) == 8)
+        let note = try await a.checkpoint()
+        #expect(try await b.checkpoint() == note)
+        #expect(try await c.checkpoint() == note)
+        let copyC = try TileLogDirectory(readingDirectory: files.directory.appendingPathComponent("c").path)
+        #expect(try copyC.entry(at: 4) == Self.leaf("a", 4))
+    }
+
+    @Test(
+        "r10 G1: a store restored from an older backup (its batches and mark) while instances ran: the instance that saw the lost batches puts them back; if another appended into them first, it refuses to append"
+    )
+    func restoredWhileRunning() async throws {
+        let files = try TemporaryFiles()
+        let shared = MemorySharedLog()
+        let a = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("a")), shared: shared)
+        let b = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("b")), shared: shared)
+        for n in 0..<3 { _ = try await a.append(Self.leaf("a", n)) }
+        #expect(try await b.append(Self.leaf("b", 0)) == 3)
+        for n in 3..<5 { _ = try await a.append(Self.leaf("a", n)) }
+        // The backup was taken when the log held 4 leaves; a answered 4 and 5 since.
+        await shared.restore(endingAt: 4)
+        #expect(try await shared.logHighWater() == 4)
+        #expect(try await a.append(Self.leaf("a", 5)) == 6)
+        #expect(try await b.append(Self.leaf("b", 1)) == 7)
+        #expect(try await a.checkpoint() == b.checkpoint())
+        // The residual (docs/reliability.md): a answers 8 and 9, the store goes back to 8 leaves,
+        // and b, which never saw them, appends first: the store cannot tell it, and 8 is answered
+        // twice. a then finds another batch where its leaves were, and appends nothing.
+        for n in 10..<12 { #expect(try await a.append(Self.leaf("a", n)) == UInt64(n - 2)) }
+        await shared.restore(endingAt: 8)
+        #expect(try await b.append(Self.leaf("b", 2)) == 8)
+        do {
+            _ = try await a.append(Self.leaf("a", 12))
+            Issue.record("an instance appended over a fork")
+        } catch {
+            #expect("\(error)".contains("is not a copy of the shared log"), "\(error)")
+        }
+        #expect(try await a.size() == 10)
+        #expect(try await shared.sharedLogStatus() == SharedLogStatus(verifierKey: try Self.configuration(files.directory).signer.verifierKey))
     }
 
     @Test("a store that holds batches but lost its status is refused, and nothing is claimed (r10 G3)")

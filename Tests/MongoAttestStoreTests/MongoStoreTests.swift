@@ -75,6 +75,11 @@ struct MongoStoreTests {
         #expect(try await store.logBatch(before: 0) == nil)
         #expect(try await store.logBatch(before: 2) == zero)
         #expect(try await store.logBatch(before: 100) == two)
+        // The end and root of the batch before an index, without its leaves.
+        #expect(try await store.logBatchEnd(before: 0) == nil)
+        let lastEnd = try #require(try await store.logBatchEnd(before: 100))
+        #expect(lastEnd.end == 3 && lastEnd.rootAfter == two.rootAfter)
+        #expect(try await store.logBatchEnd(before: 2)?.end == 2)
         // A batch over the bytes one document holds is refused before anything is written.
         await #expect(throws: StoreError.self) {
             try await store.insertLogBatch(
@@ -97,6 +102,9 @@ struct MongoStoreTests {
         #expect(try await store.logRegistration(id: [UInt8](repeating: 6, count: 32)) == nil)
         // The log's status: claimed once, a move ended once.
         #expect(try await store.sharedLogStatus() == nil)
+        // The high-water mark lives with the status: none without it (r10 G1).
+        #expect(try await store.logHighWater() == 0)
+        await #expect(throws: StoreError.self) { try await store.raiseLogHighWater(to: 1) }
         let moving = SharedLogStatus(
             verifierKey: "bank.example/evidence+01020304+AQ", moving: .init(size: 600, root: [UInt8](repeating: 3, count: 32)))
         let ready = SharedLogStatus(verifierKey: "bank.example/evidence+01020304+AQ")
@@ -107,9 +115,23 @@ struct MongoStoreTests {
         #expect(try await store.replaceSharedLogStatus(moving, with: ready))
         #expect(try await store.replaceSharedLogStatus(moving, with: ready) == false)
         #expect(try await store.sharedLogStatus() == ready)
+        // Raised, never lowered, and kept through the status's changes.
+        try await store.raiseLogHighWater(to: 5)
+        try await store.raiseLogHighWater(to: 3)
+        #expect(try await store.logHighWater() == 5)
+        #expect(try await store.replaceSharedLogStatus(ready, with: moving))
+        #expect(try await store.sharedLogStatus() == moving)
+        #expect(try await store.logHighWater() == 5)
+        #expect(try await store.replaceSharedLogStatus(moving, with: ready))
+        #expect(try await store.logHighWater() == 5)
         #expect(try await store.replaceSharedLogStatus(ready, with: moving))
         #expect(try await store.replaceSharedLogStatus(moving, with: nil))
         #expect(try await store.sharedLogStatus() == nil)
+        #expect(try await store.logHighWater() == 0)
+        // A batch whose stored end is not its first index plus its leaves is refused where it is read.
+        #expect(try await store.logBatches(from: 2, limit: 1) == [two])
+        try await store.overwriteForTesting(.evidenceLog, id: [0, 0, 0, 0, 0, 0, 0, 2], field: "end", with: .int64(7))
+        await #expect(throws: StoreError.self) { try await store.logBatches(from: 2, limit: 1) }
     }
 
     @Test("setup is idempotent: connecting twice to one database keeps its data")

@@ -81,6 +81,10 @@ public protocol SharedLogStore: Sendable {
     /// The last batch that starts before `index`, or nil when none does.
     func logBatch(before index: UInt64) async throws(StoreError) -> LogBatch?
 
+    /// The end and ``LogBatch/rootAfter`` of the last batch that starts before `index`, or nil
+    /// when none does; its leaves are not read.
+    func logBatchEnd(before index: UInt64) async throws(StoreError) -> (end: UInt64, rootAfter: [UInt8])?
+
     /// The log's status, or nil when no instance has claimed it yet.
     func sharedLogStatus() async throws(StoreError) -> SharedLogStatus?
 
@@ -89,6 +93,17 @@ public protocol SharedLogStore: Sendable {
     /// a claim given back (moving → nil).
     /// - Returns: false when the status is not `old` (nothing written).
     func replaceSharedLogStatus(_ old: SharedLogStatus?, with new: SharedLogStatus?) async throws(StoreError) -> Bool
+
+    /// The log's high-water mark: no instance has answered an index at or past it. 0 when no
+    /// instance has raised it (or the log has no status). The store's batches from index 0 reach
+    /// at least this far unless the store lost some (a restore from an older backup, a stray
+    /// writer): an instance whose copy ends below it after copying appends nothing.
+    func logHighWater() async throws(StoreError) -> UInt64
+
+    /// Raises the high-water mark to `end` if it is below (it never goes down), before an
+    /// instance answers the indexes below `end`. Written with the log's status.
+    /// - Throws: ``StoreError/Code/unavailable`` when the log has no status (nothing written).
+    func raiseLogHighWater(to end: UInt64) async throws(StoreError)
 
     /// Stores a key registration document under its id (SHA-256 of the bytes), once: a document
     /// already stored under the id is kept.
