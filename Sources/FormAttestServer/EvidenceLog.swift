@@ -77,10 +77,6 @@ package actor EvidenceLog {
     private let files: Files
     /// The store that sequences a log shared by many instances; nil: this directory is the log.
     private let shared: (any SharedLogStore)?
-    /// The most leaves one batch holds (and one copy step reads).
-    static let batchLeaves = 256
-    /// The most bytes of leaves one batch holds (under a MongoDB document's 16 MB).
-    static let batchBytes = 1 << 20
     /// The key registrations version-2 records reference (`<directory>/registrations`).
     private let registrations: ContentAddressedDirectory
     /// The registrations this process stored or found stored with the same bytes: a key's
@@ -253,10 +249,10 @@ package actor EvidenceLog {
                 batch = self.pending
                 self.pending = []
             } else {
-                // One store document: at most `batchLeaves` leaves and `batchBytes` bytes.
+                // One store document: at most ``LogBatch/maximumLeaves`` leaves and ``LogBatch/maximumBytes`` bytes.
                 var count = 0
                 var bytes = 0
-                while count < self.pending.count, count < Self.batchLeaves, count == 0 || bytes + self.pending[count].leaf.count <= Self.batchBytes {
+                while count < self.pending.count, count < LogBatch.maximumLeaves, count == 0 || bytes + self.pending[count].leaf.count <= LogBatch.maximumBytes {
                     bytes += self.pending[count].leaf.count
                     count += 1
                 }
@@ -543,7 +539,7 @@ package actor EvidenceLog {
             } else if let last, last.end != size || last.rootAfter != root {
                 throw OpenError(
                     description:
-                        "the log in \(self.configuration.directory) (\(size) leaves) is not a copy of the shared log's first \(size) (its batch before \(size) ends at \(last.end)\(last.end == size ? " with another root" : "")): refusing to fork it; move the directory away to copy the shared log afresh"
+                        "the log in \(self.configuration.directory) (\(size) leaves) is not a copy of the shared log's first \(size) (its batch before \(size) ends at \(last.end)\(last.end == size ? " with another root" : last.end > size ? ": a copy ends where a batch ends, unless its files were cut back" : "")): refusing to fork it; move the directory away to copy the shared log afresh"
                 )
             }
         }
@@ -593,7 +589,7 @@ package actor EvidenceLog {
         var moved = CompactRange()
         var first: UInt64 = 0
         while first < size {
-            // A batch as the group commit makes them: at most `batchLeaves` leaves and `batchBytes` bytes.
+            // A batch as the group commit makes them: at most ``LogBatch/maximumLeaves`` leaves and ``LogBatch/maximumBytes`` bytes.
             // Leaves the store holds already are read (and hashed) up to where it stops, not inserted.
             let start = first
             let end = first < resumeAt ? resumeAt : size
@@ -604,12 +600,12 @@ package actor EvidenceLog {
                     var index = start
                     // An entry bundle read once for its leaves (`entry(at:)` reads its whole file).
                     var bundle: (index: UInt64, entries: [[UInt8]])?
-                    while index < end, leaves.count < Self.batchLeaves {
+                    while index < end, leaves.count < LogBatch.maximumLeaves {
                         if bundle?.index != index / TileLayout.width {
                             bundle = (index / TileLayout.width, try log.entryBundle(index / TileLayout.width))
                         }
                         let leaf = bundle!.entries[Int(index % TileLayout.width)]
-                        guard leaves.isEmpty || bytes + leaf.count <= Self.batchBytes else { break }
+                        guard leaves.isEmpty || bytes + leaf.count <= LogBatch.maximumBytes else { break }
                         leaves.append(leaf)
                         bytes += leaf.count
                         index += 1

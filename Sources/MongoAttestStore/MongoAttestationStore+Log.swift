@@ -12,19 +12,15 @@ import Foundation
 /// and reads see only what a majority holds, so a failover never takes back an index an instance
 /// was told it holds (which would let two instances' logs fork).
 extension MongoAttestationStore: SharedLogStore {
-    /// A batch is at most this many bytes of leaves, so that a find of ``logBatches(from:limit:)``'s
-    /// largest answer stays under MongoDB's 16 MB reply.
-    public static let maximumLogBatchBytes = 1 << 20
-
     private static let majority: (String, BSONValue) = ("writeConcern", .document([("w", .string("majority"))]))
     private static let readMajority: (String, BSONValue) = ("readConcern", .document([("level", .string("majority"))]))
 
     public func insertLogBatch(_ batch: LogBatch) async throws(StoreError) -> Bool {
         guard let first = Int64(exactly: batch.first), let end = Int64(exactly: batch.end), !batch.leaves.isEmpty,
-            batch.leaves.reduce(0, { $0 + $1.count }) <= Self.maximumLogBatchBytes
+            batch.leaves.reduce(0, { $0 + $1.count }) <= LogBatch.maximumBytes
         else {
             throw StoreError(
-                code: .unavailable, reason: "MongoDB: a log batch must start below 2^63 and hold 1 to \(Self.maximumLogBatchBytes) bytes of leaves")
+                code: .unavailable, reason: "MongoDB: a log batch must start below 2^63 and hold 1 to \(LogBatch.maximumBytes) bytes of leaves")
         }
         let command = BSONValue.document([
             ("insert", .string(self.evidenceLog)),

@@ -206,6 +206,26 @@ struct SharedEvidenceLogTests {
         } else {
             await #expect(throws: (any Error).self) { try await EvidenceLog.open(Self.configuration(short), shared: shared) }
         }
+        // A true prefix that ends inside a batch (its files cut back by hand) is refused, and the
+        // message says why (r10 G7): a store whose one batch holds three leaves, a copy of two.
+        let other = MemorySharedLog()
+        _ = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("claims")), shared: other)
+        let three = try TileLogDirectory(directory: files.directory.appendingPathComponent("three").path)
+        _ = try three.append((0..<3).map { Self.leaf("t", $0) })
+        #expect(
+            try await other.insertLogBatch(
+                LogBatch(first: 0, leaves: (0..<3).map { Self.leaf("t", $0) }, registrations: [], rootAfter: three.root, insertedAt: Date())))
+        let cut = files.directory.appendingPathComponent("cut")
+        do {
+            let log = try TileLogDirectory(directory: cut.path)
+            _ = try log.append((0..<2).map { Self.leaf("t", $0) })
+        }
+        do {
+            _ = try await EvidenceLog.open(Self.configuration(cut), shared: other)
+            Issue.record("a copy cut inside a batch was opened")
+        } catch {
+            #expect("\(error)".contains("ends at 3: a copy ends where a batch ends, unless its files were cut back"), "\(error)")
+        }
     }
 
     @Test(

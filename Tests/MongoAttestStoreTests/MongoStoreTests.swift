@@ -84,7 +84,7 @@ struct MongoStoreTests {
         await #expect(throws: StoreError.self) {
             try await store.insertLogBatch(
                 LogBatch(
-                    first: 3, leaves: [[UInt8](repeating: 0x41, count: MongoAttestationStore.maximumLogBatchBytes + 1)], registrations: [],
+                    first: 3, leaves: [[UInt8](repeating: 0x41, count: LogBatch.maximumBytes + 1)], registrations: [],
                     rootAfter: [], insertedAt: Date()))
         }
         #expect(try await store.logBatches(from: 3, limit: 10) == [])

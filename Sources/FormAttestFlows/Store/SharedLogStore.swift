@@ -23,6 +23,12 @@ public struct LogBatch: Sendable, Equatable {
     /// The index just past the batch's last leaf.
     public var end: UInt64 { self.first + UInt64(self.leaves.count) }
 
+    /// The most leaves one batch holds (and one copy step reads).
+    public static let maximumLeaves = 256
+    /// The most bytes of leaves one batch holds: a store's read of eight batches stays under
+    /// MongoDB's 16 MB reply. A store refuses a larger batch.
+    public static let maximumBytes = 1 << 20
+
     public init(first: UInt64, leaves: [[UInt8]], registrations: [[UInt8]], rootAfter: [UInt8], insertedAt: Date) {
         self.first = first
         self.leaves = leaves
