@@ -252,7 +252,9 @@ package actor EvidenceLog {
                 // One store document: at most ``LogBatch/maximumLeaves`` leaves and ``LogBatch/maximumBytes`` bytes.
                 var count = 0
                 var bytes = 0
-                while count < self.pending.count, count < LogBatch.maximumLeaves, count == 0 || bytes + self.pending[count].leaf.count <= LogBatch.maximumBytes {
+                while count < self.pending.count, count < LogBatch.maximumLeaves,
+                    count == 0 || bytes + self.pending[count].leaf.count <= LogBatch.maximumBytes
+                {
                     bytes += self.pending[count].leaf.count
                     count += 1
                 }
