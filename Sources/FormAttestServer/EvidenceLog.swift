@@ -315,20 +315,31 @@ package actor EvidenceLog {
             let (first, root, rootAfter) = try await NIOThreadPool.singleton.runIfActive {
                 files.with { ($0.size, $0.root, $0.root(appending: leaves)) }
             }
-            // Two reads at once: the mark, and the end of the batch this one follows.
+            // Two reads at once: the mark (and any hole reported), and the batch this one follows.
             async let mark = shared.logHighWater()
-            async let previous = first == 0 ? nil : shared.logBatchEnd(before: first)
+            async let previous = first == 0 ? nil : shared.logBatchExtent(before: first)
             let storeMark = try await mark
             let before = try await previous
+            if let before, before.end > first {
+                // The copy ends inside a batch (one put back): it is completed from it.
+                self.lastCatchUp = ContinuousClock.now
+                guard try await self.copyFromShared(shared) > 0 else {
+                    throw OpenError(
+                        description:
+                            "the shared log's batch \(before.first)..<\(before.end) holds this copy's end (\(first)), and it was not completed")
+                }
+                continue
+            }
             let holdsCopy = first == 0 || (before?.end == first && before?.rootAfter == root)
-            if storeMark < self.highWater || !holdsCopy {
-                // The store went back (restored from an older backup while instances ran) or lost
-                // this copy's last batches: this copy puts them back, once, before anything is
-                // appended past them; a store it cannot mend takes no append from it.
+            if storeMark.answered < self.highWater || !holdsCopy || (storeMark.hole.map { $0 < first } ?? false) {
+                // The store went back (restored from an older backup while instances ran), lost
+                // this copy's last batches, or another instance reported a hole this copy holds:
+                // this copy puts back what the store lacks below its end, once, before anything
+                // is appended past it; a store it cannot mend takes no append from it.
                 guard !putBack else {
                     throw OpenError(
-                        description: storeMark < self.highWater
-                            ? "the shared log's high-water mark went back from \(self.highWater) to \(storeMark): the store was restored from an older backup while instances ran, and lost batches this copy does not hold; this instance appends nothing (docs/deployment.md)"
+                        description: storeMark.answered < self.highWater
+                            ? "the shared log's high-water mark went back from \(self.highWater) to \(storeMark.answered), and the store holds this copy whole: the database was restored from an older backup while instances ran (another instance holds the lost batches: start it), or a mark raised by hand was set back (restart this instance); this instance appends nothing until then (docs/deployment.md)"
                             : "the shared store does not hold this copy's first \(first) leaves, and they could not be put back: this instance appends nothing (docs/deployment.md)"
                     )
                 }
@@ -336,14 +347,18 @@ package actor EvidenceLog {
                 try await self.putBack(shared)
                 continue
             }
-            self.highWater = storeMark
+            self.highWater = storeMark.answered
             if first < self.highWater {
                 // Other instances answered indexes past this copy: copy them (an insert at `first`
                 // would be refused, or would fill a hole the store lost).
                 self.lastCatchUp = ContinuousClock.now
                 _ = try await self.copyFromShared(shared)
                 let size = try await NIOThreadPool.singleton.runIfActive { files.with { $0.size } }
-                guard size >= self.highWater else { throw OpenError(description: Self.lostBatches(end: size, highWater: self.highWater)) }
+                guard size >= self.highWater else {
+                    // Asks the instances that hold the lost batches to put them back.
+                    try? await shared.reportLogHole(at: size)
+                    throw OpenError(description: Self.lostBatches(end: size, highWater: self.highWater))
+                }
                 continue
             }
             let batch = LogBatch(first: first, leaves: leaves, registrations: registrations, rootAfter: rootAfter, insertedAt: Date())
@@ -371,30 +386,40 @@ package actor EvidenceLog {
     /// it was answered by some instance.
     private var highWater: UInt64 = 0
 
-    /// Puts back the batches the store lost that this copy holds (a database restored from an
-    /// older backup), if what the store holds is this copy's beginning, with the log claimed as
-    /// moving meanwhile so that no other instance starts or appends in the middle; then raises the
-    /// high-water mark to the copy's end. A store that holds the whole copy only has its mark raised.
+    /// Puts back the batches the store lost below this copy's end (a database restored from an
+    /// older backup, batches deleted), wherever they are, if every batch the store holds there is
+    /// this copy's, with the log claimed as moving meanwhile so that no instance starts or inserts
+    /// in the middle; then raises the high-water mark to the copy's end and clears a hole reported
+    /// below it. A store that lacks nothing only has its mark raised.
     private func putBack(_ shared: any SharedLogStore) async throws {
         let files = self.files
         let (size, root) = try await NIOThreadPool.singleton.runIfActive { files.with { ($0.size, $0.root) } }
         guard size > 0 else { return }
-        let last = try await shared.logBatchEnd(before: size)
-        if last?.end != size || last?.rootAfter != root {
+        let notACopy = { (error: any Error) in
+            OpenError(
+                description:
+                    "the log in \(self.configuration.directory) (\(size) leaves) is not a copy of the shared log's first \(size) (\(error)): refusing to fork it; move the directory away to copy the shared log afresh"
+            )
+        }
+        let missing: [Range<UInt64>]
+        do {
+            missing = try await self.holes(below: size, in: shared)
+        } catch let error as OpenError {
+            throw notACopy(error)
+        }
+        if !missing.isEmpty {
             let ready = SharedLogStatus(verifierKey: self.configuration.signer.verifierKey)
             let restoring = SharedLogStatus(verifierKey: ready.verifierKey, moving: .init(size: size, root: root))
             guard try await shared.replaceSharedLogStatus(ready, with: restoring) else {
                 throw OpenError(
-                    description: "the shared log's status changed (or a log is moving in) while this instance put its batches back: start it again")
+                    description:
+                        "another instance is putting batches back or moving a log in: this instance's batches wait (the next append tries again)")
             }
             do {
                 try await self.moveIntoShared(size: size, shared: shared, inserting: true)
             } catch {
                 _ = try? await shared.replaceSharedLogStatus(restoring, with: ready)
-                throw OpenError(
-                    description:
-                        "the log in \(self.configuration.directory) (\(size) leaves) is not a copy of the shared log's first \(size) (\(error)): refusing to fork it; move the directory away to copy the shared log afresh"
-                )
+                throw notACopy(error)
             }
             guard try await shared.replaceSharedLogStatus(restoring, with: ready) else {
                 throw OpenError(description: "the shared log's status changed while this instance put its batches back")
@@ -402,12 +427,37 @@ package actor EvidenceLog {
             Counter(label: "formattest_evidence_log_put_back_total").increment()
         }
         try await shared.raiseLogHighWater(to: size)
+        try await shared.clearLogHole(below: size)
         self.highWater = max(self.highWater, size)
+    }
+
+    /// The ranges below `size` where the store holds no batch. Every batch it holds there must
+    /// end inside this copy with this copy's root at its end (read from the tiles), else this
+    /// copy is not the store's log: refused.
+    private func holes(below size: UInt64, in shared: any SharedLogStore) async throws -> [Range<UInt64>] {
+        let files = self.files
+        var holes: [Range<UInt64>] = []
+        var expected: UInt64 = 0
+        while expected < size {
+            let extents = try await shared.logBatchExtents(from: expected, before: size, limit: 1_000)
+            for extent in extents {
+                let rootThere = try await NIOThreadPool.singleton.runIfActive { try files.with { try $0.root(size: min(extent.end, size)) } }
+                guard extent.end <= size, extent.rootAfter == rootThere else {
+                    throw OpenError(
+                        description: "the shared log's batch \(extent.first)..<\(extent.end) is not the log in \(self.configuration.directory)")
+                }
+                if extent.first > expected { holes.append(expected..<extent.first) }
+                expected = extent.end
+            }
+            if extents.count < 1_000 { break }
+        }
+        if expected < size { holes.append(expected..<size) }
+        return holes
     }
 
     /// Why a copy that ends at `end` below the store's high-water mark appends nothing.
     private static func lostBatches(end: UInt64, highWater: UInt64) -> String {
-        "the shared store's batches end at \(end), but indexes up to \(highWater) were answered: the store lost batches (a restore from an older backup, a stray writer), and an append here would answer them twice; start the instance holding the longest copy to put them back (docs/deployment.md)"
+        "the shared store's batches end at \(end), but indexes up to \(highWater) were answered: the store lost batches (a restore from an older backup, a stray writer), and an append here would answer them twice; a running instance that holds them puts them back at its next append (asked by the hole this instance reported); if none runs, start the one holding the longest copy (docs/deployment.md)"
     }
 
     /// Copies the shared log's batches past the copy's end, in order; returns how many leaves.
@@ -420,6 +470,14 @@ package actor EvidenceLog {
         while true {
             let size = try await NIOThreadPool.singleton.runIfActive { files.with { $0.size } }
             let batches = try await shared.logBatches(from: size, limit: 8)
+            if batches.first?.first != size {
+                // No batch starts where the copy ends: one may hold its end inside it.
+                let completed = try await self.completeBatch(shared)
+                if completed > 0 {
+                    copied += completed
+                    continue
+                }
+            }
             var end = size
             for batch in batches {
                 // The log is the batches that follow one another from index 0: a batch past a gap
@@ -442,6 +500,44 @@ package actor EvidenceLog {
             }
             if batches.count < 8 { return copied }
         }
+    }
+
+    /// Completes a copy that ends inside one of the store's batches (a put-back cuts the leaves
+    /// it puts back into batches of its own, which other copies may end inside): the batch's
+    /// leaves up to the copy's end must be the copy's, byte for byte, and the copy's root after
+    /// the rest the batch's. Returns the leaves appended: 0 when no batch holds the copy's end
+    /// inside it.
+    private func completeBatch(_ shared: any SharedLogStore) async throws -> UInt64 {
+        let files = self.files
+        let size = try await NIOThreadPool.singleton.runIfActive { files.with { $0.size } }
+        guard size > 0, let extent = try await shared.logBatchExtent(before: size), extent.end > size,
+            let batch = try await shared.logBatches(from: extent.first, limit: 1).first, batch.first == extent.first, batch.end > size
+        else { return 0 }
+        for id in batch.registrations { try await self.fetchRegistration(id, from: shared) }
+        let held = Array(batch.leaves[..<Int(size - batch.first)])
+        let rest = Array(batch.leaves[Int(size - batch.first)...])
+        try await NIOThreadPool.singleton.runIfActive {
+            try files.with { log in
+                var mine: [[UInt8]] = []
+                var index = batch.first
+                while index < size {
+                    let bundle = try log.entryBundle(index / TileLayout.width)
+                    let from = Int(index % TileLayout.width)
+                    guard from < bundle.count else { break }
+                    let count = min(bundle.count - from, Int(size - index))
+                    mine += bundle[from..<(from + count)]
+                    index += UInt64(count)
+                }
+                guard mine == held, log.root(appending: rest) == batch.rootAfter else {
+                    throw OpenError(
+                        description:
+                            "the shared log's batch \(batch.first)..<\(batch.end) holds this copy's end (\(size)) but not its leaves: this copy and the store disagree"
+                    )
+                }
+                _ = try log.append(rest)
+            }
+        }
+        return UInt64(rest.count)
     }
 
     /// Stores in this copy a key registration another instance stored in the shared store.
@@ -493,7 +589,7 @@ package actor EvidenceLog {
         if status == nil {
             // A store that holds batches but no status lost it (or was written by hand): putting
             // it back is an operator's decision, not the first instance's to guess.
-            if try await shared.logBatch(before: UInt64(Int64.max)) != nil {
+            if try await shared.logBatchExtent(before: UInt64(Int64.max)) != nil {
                 throw OpenError(
                     description:
                         "the shared store holds evidence log batches but no log status (the evidence_log_status collection): it was removed or lost; put it back (docs/deployment.md) before starting"
@@ -534,15 +630,28 @@ package actor EvidenceLog {
                 throw OpenError(description: "the shared log's status changed while this instance moved its log in")
             }
         } else if size > 0 {
-            let last = try await shared.logBatchEnd(before: size)
-            if last == nil || last!.end < size {
-                // The store holds less than this copy (a database restored from an older backup).
-                try await self.putBack(shared)
-            } else if let last, last.end != size || last.rootAfter != root {
-                throw OpenError(
+            let notACopy = { (reason: String) in
+                OpenError(
                     description:
-                        "the log in \(self.configuration.directory) (\(size) leaves) is not a copy of the shared log's first \(size) (its batch before \(size) ends at \(last.end)\(last.end == size ? " with another root" : last.end > size ? ": a copy ends where a batch ends, unless its files were cut back" : "")): refusing to fork it; move the directory away to copy the shared log afresh"
+                        "the log in \(self.configuration.directory) (\(size) leaves) is not a copy of the shared log's first \(size) (\(reason)): refusing to fork it; move the directory away to copy the shared log afresh"
                 )
+            }
+            // A copy that ends inside a batch (one a put-back made) is completed from it first.
+            do {
+                _ = try await self.completeBatch(shared)
+            } catch let error as OpenError {
+                throw notACopy(error.description)
+            }
+            let (size, root) = try await NIOThreadPool.singleton.runIfActive { files.with { ($0.size, $0.root) } }
+            let last = try await shared.logBatchExtent(before: size)
+            if let last, last.end == size, last.rootAfter != root {
+                throw notACopy("its batch before \(size) ends there with another root")
+            }
+            let hole = try await shared.logHighWater().hole
+            if last?.end != size || (hole.map { $0 < size } ?? false) {
+                // The store lacks batches this copy holds (a database restored from an older
+                // backup, batches deleted): this copy puts them back.
+                try await self.putBack(shared)
             }
         }
         self.lastCatchUp = ContinuousClock.now
@@ -551,10 +660,12 @@ package actor EvidenceLog {
         // why (``stopped``). So does a store that lost batches some instance answered: the mark is
         // read before the copy, so every batch below it is in the store unless lost.
         do {
-            self.highWater = try await shared.logHighWater()
+            self.highWater = max(self.highWater, try await shared.logHighWater().answered)
             _ = try await self.exclusive { try await self.copyFromShared(shared) }
             let copied = try await NIOThreadPool.singleton.runIfActive { files.with { $0.size } }
             if copied < self.highWater {
+                // Until an instance that holds them puts them back (asked by the hole reported).
+                try await shared.reportLogHole(at: copied)
                 self.stopped = Self.lostBatches(end: copied, highWater: self.highWater)
             } else if copied > self.highWater {
                 // A copy the store has not marked (a log moved or put back, a store from before
@@ -570,31 +681,25 @@ package actor EvidenceLog {
     /// Why the copy stopped at opening (a batch it refused), or nil.
     package private(set) var stopped: String?
 
-    /// Inserts the copy's `size` leaves into the shared log, in batches, each with the key
-    /// registrations its records reference, from where an earlier move stopped. Every batch's
-    /// leaves are hashed and checked against the directory's tree (its tiles) before it is
-    /// inserted: a damaged entry is refused here, never handed to the other instances. Without
-    /// `inserting`, it only reads and checks.
+    /// Inserts the copy's leaves the shared log lacks below `size` (a move from where an earlier
+    /// one stopped, or batches put back into the holes the store has), in batches, each with the
+    /// key registrations its records reference. The whole copy is read: every batch's leaves are
+    /// hashed and checked against the directory's tree (its tiles) before it is inserted, so a
+    /// damaged entry is refused here, never handed to the other instances. Without `inserting`,
+    /// it only reads and checks.
     private func moveIntoShared(size: UInt64, shared: any SharedLogStore, inserting: Bool) async throws {
         let files = self.files
         let registrations = self.registrations
-        // Where an earlier move of this log stopped: its last batch, which must end inside the log
-        // with this log's root there.
-        var resumeAt: UInt64 = inserting ? 0 : size
-        if inserting, let last = try await shared.logBatch(before: UInt64(Int64.max)) {
-            let rootThere = try await NIOThreadPool.singleton.runIfActive { try files.with { try $0.root(size: min(last.end, size)) } }
-            guard last.end <= size, last.rootAfter == rootThere else {
-                throw OpenError(description: "the shared log's batches up to \(last.end) are not the log in \(self.configuration.directory)")
-            }
-            resumeAt = last.end
-        }
+        // Where the store holds nothing below `size`; a batch never crosses a hole's edge.
+        let holes = inserting ? try await self.holes(below: size, in: shared) : []
+        let edges = holes.flatMap { [$0.lowerBound, $0.upperBound] }
         var moved = CompactRange()
         var first: UInt64 = 0
         while first < size {
             // A batch as the group commit makes them: at most ``LogBatch/maximumLeaves`` leaves and ``LogBatch/maximumBytes`` bytes.
-            // Leaves the store holds already are read (and hashed) up to where it stops, not inserted.
+            // Leaves the store holds already are read (and hashed), not inserted.
             let start = first
-            let end = first < resumeAt ? resumeAt : size
+            let end = edges.first { $0 > start } ?? size
             let (leaves, tilesRoot) = try await NIOThreadPool.singleton.runIfActive {
                 try files.with { log in
                     var leaves: [[UInt8]] = []
@@ -624,7 +729,7 @@ package actor EvidenceLog {
             }
             let count = UInt64(leaves.count)
             defer { first += count }
-            guard first + count > resumeAt else { continue }
+            guard holes.contains(where: { $0.contains(start) }) else { continue }
             var ids: [[UInt8]] = []
             for leaf in leaves {
                 guard let id = try EvidenceRecord.registrationID(inPayload: leaf), !ids.contains(id) else { continue }
@@ -661,6 +766,8 @@ package actor EvidenceLog {
         if catchingUp { try await self.catchUp(askedAt: ContinuousClock.now) }
         let files = self.files
         let (size, root) = try await NIOThreadPool.singleton.runIfActive { files.with { ($0.size, $0.root) } }
+        // A copy the store's lost batches hold below the mark is not the current log (503).
+        if catchingUp, size < self.highWater { throw OpenError(description: Self.lostBatches(end: size, highWater: self.highWater)) }
         if let signed = self.signedCheckpoint, signed.size == size { return signed.note }
         let checkpoint = try Checkpoint(origin: self.configuration.signer.name, size: size, rootHash: root)
         let note = try SignedNote.sign(text: checkpoint.body, with: self.configuration.signer)
@@ -702,10 +809,17 @@ package actor EvidenceLog {
         let caughtUp = try await self.size()
         // A catch-up the interval held back: wait for the next one (at most the interval), so that
         // a tree another instance signed is not called uncommitted for 100 ms.
-        guard caughtUp < wanted, let last = self.lastCatchUp, last < asked else { return caughtUp }
+        guard caughtUp < wanted, let last = self.lastCatchUp, last < asked else { return try self.current(caughtUp, wanted: wanted) }
         try await Task.sleep(until: last + self.configuration.catchUpInterval, clock: .continuous)
         try await self.catchUp(askedAt: ContinuousClock.now)
-        return try await self.size()
+        return try self.current(try await self.size(), wanted: wanted)
+    }
+
+    /// `size`, unless the copy ends below both `wanted` and the store's mark: the store lost
+    /// batches (r10 G1), and a tree another instance signed is not "uncommitted" (503, not 400).
+    private func current(_ size: UInt64, wanted: UInt64) throws -> UInt64 {
+        guard size >= wanted || size >= self.highWater else { throw OpenError(description: Self.lostBatches(end: size, highWater: self.highWater)) }
+        return size
     }
 
     private func writeScheduledCheckpoint() async {

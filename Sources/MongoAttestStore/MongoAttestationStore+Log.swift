@@ -57,18 +57,35 @@ extension MongoAttestationStore: SharedLogStore {
         return try await self.findLogBatches(filter: filter, ascending: false, limit: 1).first
     }
 
-    public func logBatchEnd(before index: UInt64) async throws(StoreError) -> (end: UInt64, rootAfter: [UInt8])? {
+    public func logBatchExtent(before index: UInt64) async throws(StoreError) -> LogBatchExtent? {
+        let filter = BSONValue.document([("_id", .document([("$lt", .int64(Int64(clamping: index)))]))])
+        return try await self.findLogBatchExtents(filter: filter, ascending: false, limit: 1).first
+    }
+
+    public func logBatchExtents(from first: UInt64, before end: UInt64, limit: Int) async throws(StoreError) -> [LogBatchExtent] {
+        let filter = BSONValue.document([
+            ("_id", .document([("$gte", .int64(Int64(clamping: first))), ("$lt", .int64(Int64(clamping: end)))]))
+        ])
+        return try await self.findLogBatchExtents(filter: filter, ascending: true, limit: max(1, limit))
+    }
+
+    /// Batches' extents: `_id`, `end` and `rootAfter` only (an index scan of `_id`, no leaves read).
+    private func findLogBatchExtents(filter: BSONValue, ascending: Bool, limit: Int) async throws(StoreError) -> [LogBatchExtent] {
         let collection = self.evidenceLog
         let command = BSONValue.document([
-            ("find", .string(collection)), ("filter", .document([("_id", .document([("$lt", .int64(Int64(clamping: index)))]))])),
-            ("sort", .document([("_id", .int32(-1))])), ("projection", .document([("end", .int32(1)), ("rootAfter", .int32(1))])),
-            ("limit", .int32(1)), ("singleBatch", .bool(true)), Self.readMajority,
+            ("find", .string(collection)), ("filter", filter), ("sort", .document([("_id", .int32(ascending ? 1 : -1))])),
+            ("projection", .document([("end", .int32(1)), ("rootAfter", .int32(1))])), ("limit", .int32(Int32(clamping: limit))),
+            ("singleBatch", .bool(true)), Self.readMajority,
         ])
         let pool = self.pool
-        return try await self.run { () throws -> (end: UInt64, rootAfter: [UInt8])? in
-            guard let value = try CommandReply.firstBatch(try pool.command(command)).first else { return nil }
-            let document = try StoredDocument(value, kind: "log batch", collection: collection)
-            return (try document.required("end", document.index), try document.required("rootAfter", document.binary))
+        return try await self.run { () throws -> [LogBatchExtent] in
+            try CommandReply.firstBatch(try pool.command(command)).map { value throws(StoreError) -> LogBatchExtent in
+                let document = try StoredDocument(value, kind: "log batch", collection: collection)
+                let first = try document.required("_id", document.index)
+                let end = try document.required("end", document.index)
+                guard end > first else { throw document.refuse("end", "is not past _id") }
+                return LogBatchExtent(first: first, end: end, rootAfter: try document.required("rootAfter", document.binary))
+            }
         }
     }
 
@@ -151,17 +168,40 @@ extension MongoAttestationStore: SharedLogStore {
         }
     }
 
-    public func logHighWater() async throws(StoreError) -> UInt64 {
+    public func logHighWater() async throws(StoreError) -> LogHighWater {
         let collection = self.evidenceLogStatus
         let command = BSONValue.document([
             ("find", .string(collection)), ("filter", .document([("_id", .string("log"))])),
-            ("projection", .document([("answered", .int32(1))])), ("limit", .int32(1)), ("singleBatch", .bool(true)), Self.readMajority,
+            ("projection", .document([("answered", .int32(1)), ("hole", .int32(1))])), ("limit", .int32(1)), ("singleBatch", .bool(true)),
+            Self.readMajority,
         ])
         let pool = self.pool
-        return try await self.run { () throws -> UInt64 in
-            guard let value = try CommandReply.firstBatch(try pool.command(command)).first else { return 0 }
-            return try StoredDocument(value, kind: "log status", collection: collection).index("answered") ?? 0
+        return try await self.run { () throws -> LogHighWater in
+            guard let value = try CommandReply.firstBatch(try pool.command(command)).first else { return LogHighWater(answered: 0) }
+            let document = try StoredDocument(value, kind: "log status", collection: collection)
+            return LogHighWater(answered: try document.index("answered") ?? 0, hole: try document.index("hole"))
         }
+    }
+
+    public func reportLogHole(at index: UInt64) async throws(StoreError) {
+        try await self.updateLogStatus(
+            filter: [], update: [("$min", .document([("hole", .int64(Int64(clamping: index)))]))])
+    }
+
+    public func clearLogHole(below end: UInt64) async throws(StoreError) {
+        try await self.updateLogStatus(
+            filter: [("hole", .document([("$lt", .int64(Int64(clamping: end)))]))], update: [("$unset", .document([("hole", .string(""))]))])
+    }
+
+    /// One update of the status document (`_id` "log" and `filter`), majority-acknowledged.
+    private func updateLogStatus(filter: BSONFields, update: BSONFields) async throws(StoreError) {
+        let command = BSONValue.document([
+            ("update", .string(self.evidenceLogStatus)),
+            ("updates", .array([.document([("q", .document([("_id", .string("log"))] + filter)), ("u", .document(update))])])),
+            Self.majority,
+        ])
+        let pool = self.pool
+        try await self.run { () throws in _ = try pool.command(command) }
     }
 
     public func raiseLogHighWater(to end: UInt64) async throws(StoreError) {

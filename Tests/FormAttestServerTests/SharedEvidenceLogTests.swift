@@ -37,9 +37,15 @@ actor MemorySharedLog: SharedLogStore {
         self.batches.keys.filter { $0 < index }.max().map { self.batches[$0]! }
     }
 
-    func logBatchEnd(before index: UInt64) async throws(StoreError) -> (end: UInt64, rootAfter: [UInt8])? {
-        self.batches.keys.filter { $0 < index }.max().map { (self.batches[$0]!.end, self.batches[$0]!.rootAfter) }
+    func logBatchExtent(before index: UInt64) async throws(StoreError) -> LogBatchExtent? {
+        self.batches.keys.filter { $0 < index }.max().map { Self.extent(self.batches[$0]!) }
     }
+
+    func logBatchExtents(from first: UInt64, before end: UInt64, limit: Int) async throws(StoreError) -> [LogBatchExtent] {
+        self.batches.keys.filter { $0 >= first && $0 < end }.sorted().prefix(limit).map { Self.extent(self.batches[$0]!) }
+    }
+
+    private static func extent(_ batch: LogBatch) -> LogBatchExtent { LogBatchExtent(first: batch.first, end: batch.end, rootAfter: batch.rootAfter) }
 
     func sharedLogStatus() async throws(StoreError) -> SharedLogStatus? { self.status }
 
@@ -47,24 +53,36 @@ actor MemorySharedLog: SharedLogStore {
         guard self.status == old else { return false }
         self.status = new
         // The mark is kept with the status (MongoDB: a field of its document).
-        if new == nil { self.highWater = 0 }
+        if new == nil { self.highWater = LogHighWater(answered: 0) }
         return true
     }
 
-    private var highWater: UInt64 = 0
+    private var highWater = LogHighWater(answered: 0)
 
-    func logHighWater() async throws(StoreError) -> UInt64 { self.highWater }
+    func logHighWater() async throws(StoreError) -> LogHighWater { self.highWater }
 
     func raiseLogHighWater(to end: UInt64) async throws(StoreError) {
         guard self.status != nil else { throw StoreError(code: .unavailable, reason: "no status") }
-        self.highWater = max(self.highWater, end)
+        self.highWater.answered = max(self.highWater.answered, end)
     }
+
+    func reportLogHole(at index: UInt64) async throws(StoreError) {
+        guard self.status != nil else { return }
+        self.highWater.hole = min(self.highWater.hole ?? index, index)
+    }
+
+    func clearLogHole(below end: UInt64) async throws(StoreError) {
+        if let hole = self.highWater.hole, hole < end { self.highWater.hole = nil }
+    }
+
+    /// A writer to the database sets the mark.
+    func setHighWater(_ answered: UInt64) { self.highWater.answered = answered }
 
     /// The store as restored from a backup taken when the log ended at `end`: the batches from
     /// there on and the high-water mark are gone.
     func restore(endingAt end: UInt64) {
         self.batches = self.batches.filter { $0.value.end <= end }
-        self.highWater = min(self.highWater, end)
+        self.highWater.answered = min(self.highWater.answered, end)
     }
 
     func storeLogRegistration(id: [UInt8], document: [UInt8]) async throws(StoreError) {
@@ -206,8 +224,9 @@ struct SharedEvidenceLogTests {
         } else {
             await #expect(throws: (any Error).self) { try await EvidenceLog.open(Self.configuration(short), shared: shared) }
         }
-        // A true prefix that ends inside a batch (its files cut back by hand) is refused, and the
-        // message says why (r10 G7): a store whose one batch holds three leaves, a copy of two.
+        // A true prefix that ends inside a batch (a put-back's batch, or files cut back by hand) is
+        // completed from it (r10 G7, r11 H9); one whose leaves there differ is refused: a store
+        // whose one batch holds three leaves, copies of two.
         let other = MemorySharedLog()
         _ = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("claims")), shared: other)
         let three = try TileLogDirectory(directory: files.directory.appendingPathComponent("three").path)
@@ -220,12 +239,20 @@ struct SharedEvidenceLogTests {
             let log = try TileLogDirectory(directory: cut.path)
             _ = try log.append((0..<2).map { Self.leaf("t", $0) })
         }
+        #expect(try await EvidenceLog.open(Self.configuration(cut), shared: other).size() == 3)
+        #expect(try TileLogDirectory(readingDirectory: cut.path).root == three.root)
+        let forked = files.directory.appendingPathComponent("forked")
         do {
-            _ = try await EvidenceLog.open(Self.configuration(cut), shared: other)
-            Issue.record("a copy cut inside a batch was opened")
-        } catch {
-            #expect("\(error)".contains("ends at 3: a copy ends where a batch ends, unless its files were cut back"), "\(error)")
+            let log = try TileLogDirectory(directory: forked.path)
+            _ = try log.append([Self.leaf("t", 0), Self.leaf("z", 1)])
         }
+        do {
+            _ = try await EvidenceLog.open(Self.configuration(forked), shared: other)
+            Issue.record("a copy whose leaves differ inside a batch was opened")
+        } catch {
+            #expect("\(error)".contains("holds this copy's end (2) but not its leaves"), "\(error)")
+        }
+        #expect(try TileLogDirectory(readingDirectory: forked.path).size == 2)
     }
 
     @Test(
@@ -303,6 +330,10 @@ struct SharedEvidenceLogTests {
         #expect(try await a.checkpoint() == b.checkpoint())
         let c = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("c")), shared: shared)
         #expect(try await c.size() == 3)
+        // r11 H7: nor does it keep a put-back from finding the log's end.
+        await shared.deleteBatch(first: 2)
+        #expect(try await a.append(Self.leaf("a", 2)) == 3)
+        #expect(try await c.append(Self.leaf("c", 0)) == 4)
     }
 
     @Test("a store that lost its last batches (restored from an older backup) gets them back from a copy that holds them")
@@ -343,7 +374,7 @@ struct SharedEvidenceLogTests {
         for n in 0..<3 { #expect(try await a.append(Self.leaf("a", n)) == UInt64(n)) }
         #expect(try await b.size(atLeast: 3) == 3)
         for n in 3..<6 { #expect(try await a.append(Self.leaf("a", n)) == UInt64(n)) }
-        #expect(try await shared.logHighWater() == 6)
+        #expect(try await shared.logHighWater().answered == 6)
         // Indexes 3, 4 and 5 were answered; the store loses them (its mark stays).
         for first in UInt64(3)..<6 { await shared.deleteBatch(first: first) }
         // b never copied them: it appends nothing (an insert at 3 would answer 3 again).
@@ -370,6 +401,86 @@ struct SharedEvidenceLogTests {
     }
 
     @Test(
+        "r11 H2: a batch lost in the middle of the store: an instance started then stops (no checkpoint) and reports the hole; the next append of an instance holding it puts it back, and all go on"
+    )
+    func lostInTheMiddle() async throws {
+        let files = try TemporaryFiles()
+        let shared = MemorySharedLog()
+        let a = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("a")), shared: shared)
+        let b = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("b")), shared: shared)
+        for n in 0..<8 { #expect(try await a.append(Self.leaf("a", n)) == UInt64(n)) }
+        #expect(try await b.size(atLeast: 8) == 8)
+        await shared.deleteBatch(first: 3)
+        // a's last batch is there: it goes on past the hole (a fresh index, answered once).
+        #expect(try await a.append(Self.leaf("a", 8)) == 8)
+        let c = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("c")), shared: shared)
+        #expect(await c.stopped?.contains("batches end at 3, but indexes up to 9 were answered") == true)
+        #expect(try await shared.logHighWater() == LogHighWater(answered: 9, hole: 3))
+        // Its copy of 3 leaves is not the current log: no checkpoint.
+        await #expect(throws: (any Error).self) { try await c.checkpoint() }
+        // b holds leaf 3: its next append puts it back (and clears the hole), then goes on.
+        #expect(try await b.append(Self.leaf("b", 0)) == 9)
+        #expect(try await shared.logHighWater() == LogHighWater(answered: 10))
+        #expect(try await shared.logBatches(from: 3, limit: 1).first?.leaves == [Self.leaf("a", 3)])
+        #expect(try await c.append(Self.leaf("c", 0)) == 10)
+        let note = try await a.checkpoint()
+        #expect(try await b.checkpoint() == note)
+        #expect(try await c.checkpoint() == note)
+    }
+
+    @Test(
+        "r11 H3: a batch inserted past a hole (an insert racing a deletion): an instance whose copy ends at the hole's end puts the hole back, then copies on and appends"
+    )
+    func batchPastAHole() async throws {
+        let files = try TemporaryFiles()
+        let shared = MemorySharedLog()
+        let a = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("a")), shared: shared)
+        let b = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("b")), shared: shared)
+        for n in 0..<6 { _ = try await a.append(Self.leaf("a", n)) }
+        #expect(try await b.size(atLeast: 6) == 6)
+        // 3..5 deleted, and another instance's batch at 6 landed after the deletion.
+        for first in UInt64(3)..<6 { await shared.deleteBatch(first: first) }
+        let reference = try TileLogDirectory(directory: files.directory.appendingPathComponent("reference").path)
+        _ = try reference.append((0..<6).map { Self.leaf("a", $0) } + [Self.leaf("x", 0)])
+        #expect(
+            try await shared.insertLogBatch(
+                LogBatch(first: 6, leaves: [Self.leaf("x", 0)], registrations: [], rootAfter: reference.root, insertedAt: Date())))
+        #expect(try await b.append(Self.leaf("b", 0)) == 7)
+        #expect(try await shared.logBatches(from: 3, limit: 1).first?.leaves == (3..<6).map { Self.leaf("a", $0) })
+        #expect(try await a.append(Self.leaf("a", 6)) == 8)
+        #expect(try await a.checkpoint() == b.checkpoint())
+    }
+
+    @Test(
+        "r11 H9: a put-back cuts the lost leaves into batches of its own: a copy that ends inside one is completed from it, running or starting"
+    )
+    func copyInsidePutBack() async throws {
+        let files = try TemporaryFiles()
+        let shared = MemorySharedLog()
+        let a = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("a")), shared: shared)
+        let b = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("b")), shared: shared)
+        for n in 0..<4 { _ = try await a.append(Self.leaf("a", n)) }
+        #expect(try await b.size(atLeast: 4) == 4)
+        for n in 4..<7 { _ = try await a.append(Self.leaf("a", n)) }
+        // A copy of b's 4 leaves, to start later.
+        let later = files.directory.appendingPathComponent("later")
+        do {
+            let log = try TileLogDirectory(directory: later.path)
+            _ = try log.append((0..<4).map { Self.leaf("a", $0) })
+        }
+        for first in UInt64(2)..<7 { await shared.deleteBatch(first: first) }
+        #expect(try await a.append(Self.leaf("a", 7)) == 7)
+        // Put back as one batch, 2..<7: b's copy (4) ends inside it.
+        #expect(try await shared.logBatches(from: 2, limit: 1).first?.end == 7)
+        #expect(try await b.append(Self.leaf("b", 0)) == 8)
+        let started = try await EvidenceLog.open(Self.configuration(later), shared: shared)
+        #expect(await started.stopped == nil)
+        let note = try await a.checkpoint()
+        #expect(try await b.checkpoint() == note)
+        #expect(try await started.checkpoint() == note)
+    }
+
+    @Test(
         "r10 G1: a store restored from an older backup (its batches and mark) while instances ran: the instance that saw the lost batches puts them back; if another appended into them first, it refuses to append"
     )
     func restoredWhileRunning() async throws {
@@ -382,7 +493,7 @@ struct SharedEvidenceLogTests {
         for n in 3..<5 { _ = try await a.append(Self.leaf("a", n)) }
         // The backup was taken when the log held 4 leaves; a answered 4 and 5 since.
         await shared.restore(endingAt: 4)
-        #expect(try await shared.logHighWater() == 4)
+        #expect(try await shared.logHighWater().answered == 4)
         #expect(try await a.append(Self.leaf("a", 5)) == 6)
         #expect(try await b.append(Self.leaf("b", 1)) == 7)
         #expect(try await a.checkpoint() == b.checkpoint())

@@ -76,10 +76,15 @@ struct MongoStoreTests {
         #expect(try await store.logBatch(before: 2) == zero)
         #expect(try await store.logBatch(before: 100) == two)
         // The end and root of the batch before an index, without its leaves.
-        #expect(try await store.logBatchEnd(before: 0) == nil)
-        let lastEnd = try #require(try await store.logBatchEnd(before: 100))
-        #expect(lastEnd.end == 3 && lastEnd.rootAfter == two.rootAfter)
-        #expect(try await store.logBatchEnd(before: 2)?.end == 2)
+        #expect(try await store.logBatchExtent(before: 0) == nil)
+        #expect(try await store.logBatchExtent(before: 100) == LogBatchExtent(first: 2, end: 3, rootAfter: two.rootAfter))
+        #expect(try await store.logBatchExtent(before: 2) == LogBatchExtent(first: 0, end: 2, rootAfter: zero.rootAfter))
+        #expect(
+            try await store.logBatchExtents(from: 0, before: 3, limit: 10) == [
+                LogBatchExtent(first: 0, end: 2, rootAfter: zero.rootAfter), LogBatchExtent(first: 2, end: 3, rootAfter: two.rootAfter),
+            ])
+        #expect(try await store.logBatchExtents(from: 1, before: 2, limit: 10) == [])
+        #expect(try await store.logBatchExtents(from: 0, before: 3, limit: 1).count == 1)
         // A batch over the bytes one document holds is refused before anything is written.
         await #expect(throws: StoreError.self) {
             try await store.insertLogBatch(
@@ -103,7 +108,7 @@ struct MongoStoreTests {
         // The log's status: claimed once, a move ended once.
         #expect(try await store.sharedLogStatus() == nil)
         // The high-water mark lives with the status: none without it (r10 G1).
-        #expect(try await store.logHighWater() == 0)
+        #expect(try await store.logHighWater() == LogHighWater(answered: 0))
         await #expect(throws: StoreError.self) { try await store.raiseLogHighWater(to: 1) }
         let moving = SharedLogStatus(
             verifierKey: "bank.example/evidence+01020304+AQ", moving: .init(size: 600, root: [UInt8](repeating: 3, count: 32)))
@@ -118,16 +123,25 @@ struct MongoStoreTests {
         // Raised, never lowered, and kept through the status's changes.
         try await store.raiseLogHighWater(to: 5)
         try await store.raiseLogHighWater(to: 3)
-        #expect(try await store.logHighWater() == 5)
+        #expect(try await store.logHighWater() == LogHighWater(answered: 5))
+        // A hole reported: the lowest one kept; cleared only by a put-back that reaches past it.
+        try await store.reportLogHole(at: 4)
+        try await store.reportLogHole(at: 2)
+        try await store.reportLogHole(at: 3)
+        #expect(try await store.logHighWater() == LogHighWater(answered: 5, hole: 2))
+        try await store.clearLogHole(below: 2)
+        #expect(try await store.logHighWater().hole == 2)
         #expect(try await store.replaceSharedLogStatus(ready, with: moving))
         #expect(try await store.sharedLogStatus() == moving)
-        #expect(try await store.logHighWater() == 5)
+        #expect(try await store.logHighWater() == LogHighWater(answered: 5, hole: 2))
         #expect(try await store.replaceSharedLogStatus(moving, with: ready))
-        #expect(try await store.logHighWater() == 5)
+        #expect(try await store.logHighWater() == LogHighWater(answered: 5, hole: 2))
+        try await store.clearLogHole(below: 3)
+        #expect(try await store.logHighWater() == LogHighWater(answered: 5))
         #expect(try await store.replaceSharedLogStatus(ready, with: moving))
         #expect(try await store.replaceSharedLogStatus(moving, with: nil))
         #expect(try await store.sharedLogStatus() == nil)
-        #expect(try await store.logHighWater() == 0)
+        #expect(try await store.logHighWater() == LogHighWater(answered: 0))
         // A batch whose stored end is not its first index plus its leaves is refused where it is read.
         #expect(try await store.logBatches(from: 2, limit: 1) == [two])
         try await store.overwriteForTesting(.evidenceLog, id: [0, 0, 0, 0, 0, 0, 0, 2], field: "end", with: .int64(7))

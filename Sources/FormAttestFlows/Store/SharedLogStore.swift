@@ -38,6 +38,33 @@ public struct LogBatch: Sendable, Equatable {
     }
 }
 
+/// Where a batch lies in the log and the root after it, without its leaves.
+public struct LogBatchExtent: Sendable, Equatable {
+    public var first: UInt64
+    public var end: UInt64
+    public var rootAfter: [UInt8]
+
+    public init(first: UInt64, end: UInt64, rootAfter: [UInt8]) {
+        self.first = first
+        self.end = end
+        self.rootAfter = rootAfter
+    }
+}
+
+/// The shared log's high-water mark, kept with its status (r10 G1).
+public struct LogHighWater: Sendable, Equatable {
+    /// No instance has answered an index at or past it.
+    public var answered: UInt64
+    /// The lowest index at which an instance found the store's batches end below ``answered``
+    /// (batches lost): an instance whose copy holds that index puts its batches back.
+    public var hole: UInt64?
+
+    public init(answered: UInt64, hole: UInt64? = nil) {
+        self.answered = answered
+        self.hole = hole
+    }
+}
+
 /// A shared log's identity and state, set by the first instance that joins it.
 public struct SharedLogStatus: Sendable, Equatable {
     /// A log being filled from one instance's directory.
@@ -87,9 +114,13 @@ public protocol SharedLogStore: Sendable {
     /// The last batch that starts before `index`, or nil when none does.
     func logBatch(before index: UInt64) async throws(StoreError) -> LogBatch?
 
-    /// The end and ``LogBatch/rootAfter`` of the last batch that starts before `index`, or nil
-    /// when none does; its leaves are not read.
-    func logBatchEnd(before index: UInt64) async throws(StoreError) -> (end: UInt64, rootAfter: [UInt8])?
+    /// Where the last batch that starts before `index` lies, or nil when none does; its leaves
+    /// are not read.
+    func logBatchExtent(before index: UInt64) async throws(StoreError) -> LogBatchExtent?
+
+    /// Where the batches that start at `first` or after, and before `end`, lie, in index order,
+    /// at most `limit`; their leaves are not read.
+    func logBatchExtents(from first: UInt64, before end: UInt64, limit: Int) async throws(StoreError) -> [LogBatchExtent]
 
     /// The log's status, or nil when no instance has claimed it yet.
     func sharedLogStatus() async throws(StoreError) -> SharedLogStatus?
@@ -100,16 +131,24 @@ public protocol SharedLogStore: Sendable {
     /// - Returns: false when the status is not `old` (nothing written).
     func replaceSharedLogStatus(_ old: SharedLogStatus?, with new: SharedLogStatus?) async throws(StoreError) -> Bool
 
-    /// The log's high-water mark: no instance has answered an index at or past it. 0 when no
-    /// instance has raised it (or the log has no status). The store's batches from index 0 reach
-    /// at least this far unless the store lost some (a restore from an older backup, a stray
-    /// writer): an instance whose copy ends below it after copying appends nothing.
-    func logHighWater() async throws(StoreError) -> UInt64
+    /// The log's high-water mark: no instance has answered an index at or past it (0 when none
+    /// has raised it, or the log has no status), and the hole an instance reported. The store's
+    /// batches from index 0 reach at least this far unless the store lost some (a restore from
+    /// an older backup, a stray writer): an instance whose copy ends below it after copying
+    /// appends nothing, and reports where its copy ends.
+    func logHighWater() async throws(StoreError) -> LogHighWater
 
     /// Raises the high-water mark to `end` if it is below (it never goes down), before an
     /// instance answers the indexes below `end`. Written with the log's status.
     /// - Throws: ``StoreError/Code/unavailable`` when the log has no status (nothing written).
     func raiseLogHighWater(to end: UInt64) async throws(StoreError)
+
+    /// Reports that the store's batches from index 0 end at `index`, below the mark: the hole
+    /// becomes the lower of `index` and the one reported before. Nothing without a status.
+    func reportLogHole(at index: UInt64) async throws(StoreError)
+
+    /// Clears a reported hole below `end`: the batches below `end` were put back.
+    func clearLogHole(below end: UInt64) async throws(StoreError)
 
     /// Stores a key registration document under its id (SHA-256 of the bytes), once: a document
     /// already stored under the id is kept.
