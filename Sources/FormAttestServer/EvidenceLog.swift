@@ -6,6 +6,7 @@
 package import FormAttestEvidence
 package import FormAttestFlows
 import Foundation
+import Logging
 import Metrics
 import NIOConcurrencyHelpers
 import NIOPosix
@@ -309,6 +310,7 @@ package actor EvidenceLog {
     /// ends below the mark copies first, and appends nothing when it still does (r10 G1). The
     /// mark is raised past the batch before its indexes are answered.
     private func appendShared(_ leaves: [[UInt8]], registrations: [[UInt8]], to shared: any SharedLogStore) async throws -> UInt64 {
+        if let forked = self.forked { throw OpenError(description: forked) }
         let files = self.files
         var putBack = false
         while true {
@@ -363,9 +365,24 @@ package actor EvidenceLog {
             }
             let batch = LogBatch(first: first, leaves: leaves, registrations: registrations, rootAfter: rootAfter, insertedAt: Date())
             if try await shared.insertLogBatch(batch) {
+                // The mark before the raise tells whether another instance answered indexes of this
+                // batch first: the store lost that batch between this instance's checks and its
+                // insert (r11 H4). A mark inside (first, end] can only mean that; one past `end`
+                // means that or appends after this batch, told apart by the store's batches from
+                // `end` reaching it. Then nothing is answered, the copy does not take the batch,
+                // and this instance appends and signs nothing more.
+                let before = try await shared.raiseLogHighWater(to: batch.end)
+                var overlapped = before > first && before <= batch.end
+                if before > batch.end { overlapped = try await !self.batches(from: batch.end, reach: before, in: shared) }
+                if overlapped {
+                    let reason =
+                        "indexes \(first)..<\(batch.end) of the shared log were answered by another instance before this one inserted its batch there (the store lost that batch meanwhile): this instance answers none of them, and appends and signs nothing more until it is restarted (docs/deployment.md)"
+                    self.forked = reason
+                    Logger(label: "formattest.evidence").critical("the shared evidence log forked", metadata: ["reason": "\(reason)"])
+                    throw OpenError(description: reason)
+                }
                 _ = try? await NIOThreadPool.singleton.runIfActive { try files.with { try $0.append(leaves) } }
-                try await shared.raiseLogHighWater(to: batch.end)
-                self.highWater = max(self.highWater, batch.end)
+                self.highWater = max(self.highWater, before, batch.end)
                 return first
             }
             // Another instance holds `first`: copy its batches, then try at the new end. Each
@@ -385,6 +402,24 @@ package actor EvidenceLog {
     /// The shared log's high-water mark as this instance last saw or raised it: every index below
     /// it was answered by some instance.
     private var highWater: UInt64 = 0
+
+    /// Why this instance found the shared log forked (another instance answered the indexes of a
+    /// batch this one inserted): it appends and signs nothing more.
+    private var forked: String?
+
+    /// Whether the store's batches follow one another from `start` to `end` at least.
+    private func batches(from start: UInt64, reach end: UInt64, in shared: any SharedLogStore) async throws -> Bool {
+        var next = start
+        while next < end {
+            let extents = try await shared.logBatchExtents(from: next, before: end, limit: 1_000)
+            guard let first = extents.first, first.first == next else { return false }
+            for extent in extents {
+                guard extent.first == next else { return false }
+                next = extent.end
+            }
+        }
+        return true
+    }
 
     /// Puts back the batches the store lost below this copy's end (a database restored from an
     /// older backup, batches deleted), wherever they are, if every batch the store holds there is
@@ -763,6 +798,7 @@ package actor EvidenceLog {
     /// With a shared log, the copy is first brought up to date (unless `catchingUp` is false: the
     /// group commit's own checkpoints), so that the checkpoint covers every instance's records.
     package func checkpoint(catchingUp: Bool = true) async throws -> String {
+        if let forked = self.forked { throw OpenError(description: forked) }
         if catchingUp { try await self.catchUp(askedAt: ContinuousClock.now) }
         let files = self.files
         let (size, root) = try await NIOThreadPool.singleton.runIfActive { files.with { ($0.size, $0.root) } }
@@ -818,6 +854,7 @@ package actor EvidenceLog {
     /// `size`, unless the copy ends below both `wanted` and the store's mark: the store lost
     /// batches (r10 G1), and a tree another instance signed is not "uncommitted" (503, not 400).
     private func current(_ size: UInt64, wanted: UInt64) throws -> UInt64 {
+        if let forked = self.forked { throw OpenError(description: forked) }
         guard size >= wanted || size >= self.highWater else { throw OpenError(description: Self.lostBatches(end: size, highWater: self.highWater)) }
         return size
     }

@@ -204,25 +204,22 @@ extension MongoAttestationStore: SharedLogStore {
         try await self.run { () throws in _ = try pool.command(command) }
     }
 
-    public func raiseLogHighWater(to end: UInt64) async throws(StoreError) {
+    @discardableResult
+    public func raiseLogHighWater(to end: UInt64) async throws(StoreError) -> UInt64 {
         guard let end = Int64(exactly: end) else { throw StoreError(code: .unavailable, reason: "MongoDB: a log of 2^63 leaves or more") }
+        let collection = self.evidenceLogStatus
         let command = BSONValue.document([
-            ("update", .string(self.evidenceLogStatus)),
-            (
-                "updates",
-                .array([
-                    .document([("q", .document([("_id", .string("log"))])), ("u", .document([("$max", .document([("answered", .int64(end))]))]))])
-                ])
-            ),
-            Self.majority,
+            ("findAndModify", .string(collection)), ("query", .document([("_id", .string("log"))])),
+            ("update", .document([("$max", .document([("answered", .int64(end))]))])), ("new", .bool(false)),
+            ("fields", .document([("answered", .int32(1))])), Self.majority,
         ])
         let pool = self.pool
-        let collection = self.evidenceLogStatus
-        try await self.run { () throws in
-            guard try CommandReply.count(try pool.command(command)) == 1 else {
+        return try await self.run { () throws -> UInt64 in
+            guard let value = try CommandReply.value(try pool.command(command)) else {
                 throw StoreError(
                     code: .unavailable, reason: "MongoDB: the evidence log has no status in \(collection): its high-water mark is not raised")
             }
+            return try StoredDocument(value, kind: "log status", collection: collection).index("answered") ?? 0
         }
     }
 

@@ -20,7 +20,16 @@ actor MemorySharedLog: SharedLogStore {
     var alterRegistrations = false
     private(set) var refusedInserts = 0
 
+    /// Run once, when a batch is about to be inserted at `index`: what happens meanwhile.
+    private var beforeInsert: (index: UInt64, body: @Sendable () async throws -> Void)?
+
+    func setBeforeInsert(at index: UInt64, _ body: @escaping @Sendable () async throws -> Void) { self.beforeInsert = (index, body) }
+
     func insertLogBatch(_ batch: LogBatch) async throws(StoreError) -> Bool {
+        if let hook = self.beforeInsert, hook.index == batch.first {
+            self.beforeInsert = nil
+            try? await hook.body()
+        }
         guard self.batches[batch.first] == nil else {
             self.refusedInserts += 1
             return false
@@ -61,9 +70,12 @@ actor MemorySharedLog: SharedLogStore {
 
     func logHighWater() async throws(StoreError) -> LogHighWater { self.highWater }
 
-    func raiseLogHighWater(to end: UInt64) async throws(StoreError) {
+    @discardableResult
+    func raiseLogHighWater(to end: UInt64) async throws(StoreError) -> UInt64 {
         guard self.status != nil else { throw StoreError(code: .unavailable, reason: "no status") }
-        self.highWater.answered = max(self.highWater.answered, end)
+        let before = self.highWater.answered
+        self.highWater.answered = max(before, end)
+        return before
     }
 
     func reportLogHole(at index: UInt64) async throws(StoreError) {
@@ -478,6 +490,47 @@ struct SharedEvidenceLogTests {
         let note = try await a.checkpoint()
         #expect(try await b.checkpoint() == note)
         #expect(try await started.checkpoint() == note)
+    }
+
+    @Test(
+        "r11 H4: the store loses another instance's answered batch while this one's insert is on its way: the mark before the raise tells, and this one answers nothing, signs nothing more"
+    )
+    func lostDuringInsert() async throws {
+        let files = try TemporaryFiles()
+        let shared = MemorySharedLog()
+        let a = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("a")), shared: shared)
+        let b = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("b")), shared: shared)
+        for n in 0..<6 { _ = try await a.append(Self.leaf("a", n)) }
+        #expect(try await b.size(atLeast: 6) == 6)
+        // a's checks pass; before its insert lands, b answers 6 and the store loses b's batch.
+        await shared.setBeforeInsert(at: 6) {
+            let index = try await b.append(Self.leaf("b", 0))
+            #expect(index == 6)
+            await shared.deleteBatch(first: 6)
+        }
+        do {
+            _ = try await a.append(Self.leaf("a", 6))
+            Issue.record("index 6 was answered twice")
+        } catch {
+            #expect("\(error)".contains("were answered by another instance before this one inserted its batch there"), "\(error)")
+        }
+        #expect(try await a.size() == 6)
+        await #expect(throws: (any Error).self) { try await a.checkpoint() }
+        await #expect(throws: (any Error).self) { try await a.append(Self.leaf("a", 7)) }
+        // The store now holds a's batch at 6, not the one b answered: b appends nothing past it.
+        await #expect(throws: (any Error).self) { try await b.append(Self.leaf("b", 1)) }
+        // The same race without the loss is an ordinary one: a's batch goes after b's.
+        let store = MemorySharedLog()
+        let c = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("c")), shared: store)
+        let d = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("d")), shared: store)
+        for n in 0..<6 { _ = try await c.append(Self.leaf("c", n)) }
+        #expect(try await d.size(atLeast: 6) == 6)
+        await store.setBeforeInsert(at: 6) {
+            let index = try await d.append(Self.leaf("d", 0))
+            #expect(index == 6)
+        }
+        #expect(try await c.append(Self.leaf("c", 6)) == 7)
+        #expect(try await c.checkpoint() == d.checkpoint())
     }
 
     @Test(

@@ -139,9 +139,13 @@ public protocol SharedLogStore: Sendable {
     func logHighWater() async throws(StoreError) -> LogHighWater
 
     /// Raises the high-water mark to `end` if it is below (it never goes down), before an
-    /// instance answers the indexes below `end`. Written with the log's status.
+    /// instance answers the indexes below `end`, in one atomic step with reading it. Written with
+    /// the log's status.
+    /// - Returns: the mark before: above the first index of the batch just inserted, it says
+    ///   another instance answered indexes there first (or appended after it: the caller tells).
     /// - Throws: ``StoreError/Code/unavailable`` when the log has no status (nothing written).
-    func raiseLogHighWater(to end: UInt64) async throws(StoreError)
+    @discardableResult
+    func raiseLogHighWater(to end: UInt64) async throws(StoreError) -> UInt64
 
     /// Reports that the store's batches from index 0 end at `index`, below the mark: the hole
     /// becomes the lower of `index` and the one reported before. Nothing without a status.
