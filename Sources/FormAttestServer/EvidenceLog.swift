@@ -452,6 +452,9 @@ package actor EvidenceLog {
             }
             do {
                 try await self.moveIntoShared(size: size, shared: shared, inserting: true)
+                // Raised while the log is claimed: an instance whose insert is on its way cannot
+                // take this raise for another instance's answer of its batch (r11 H4's check).
+                try await shared.raiseLogHighWater(to: size)
             } catch {
                 _ = try? await shared.replaceSharedLogStatus(restoring, with: ready)
                 throw notACopy(error)
@@ -461,7 +464,6 @@ package actor EvidenceLog {
             }
             Counter(label: "formattest_evidence_log_put_back_total").increment()
         }
-        try await shared.raiseLogHighWater(to: size)
         try await shared.clearLogHole(below: size)
         self.highWater = max(self.highWater, size)
     }
@@ -661,6 +663,7 @@ package actor EvidenceLog {
                 )
             }
             try await self.moveIntoShared(size: size, shared: shared, inserting: true)
+            try await shared.raiseLogHighWater(to: size)
             guard try await shared.replaceSharedLogStatus(status, with: ready) else {
                 throw OpenError(description: "the shared log's status changed while this instance moved its log in")
             }
@@ -698,15 +701,13 @@ package actor EvidenceLog {
             self.highWater = max(self.highWater, try await shared.logHighWater().answered)
             _ = try await self.exclusive { try await self.copyFromShared(shared) }
             let copied = try await NIOThreadPool.singleton.runIfActive { files.with { $0.size } }
+            // Only the instance that inserted a batch, or one putting batches back or moving a
+            // log in (while it holds the log's claim), raises the mark: a raise by a copy could
+            // look to an insert on its way like another instance's answer of its batch.
             if copied < self.highWater {
                 // Until an instance that holds them puts them back (asked by the hole reported).
                 try await shared.reportLogHole(at: copied)
                 self.stopped = Self.lostBatches(end: copied, highWater: self.highWater)
-            } else if copied > self.highWater {
-                // A copy the store has not marked (a log moved or put back, a store from before
-                // the mark): its indexes may have been answered.
-                try await shared.raiseLogHighWater(to: copied)
-                self.highWater = copied
             }
         } catch {
             self.stopped = "\(error)"

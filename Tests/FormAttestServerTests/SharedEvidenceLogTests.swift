@@ -70,8 +70,17 @@ actor MemorySharedLog: SharedLogStore {
 
     func logHighWater() async throws(StoreError) -> LogHighWater { self.highWater }
 
+    /// Run once, when the mark is about to be raised to `end`.
+    private var beforeRaise: (end: UInt64, body: @Sendable () async throws -> Void)?
+
+    func setBeforeRaise(to end: UInt64, _ body: @escaping @Sendable () async throws -> Void) { self.beforeRaise = (end, body) }
+
     @discardableResult
     func raiseLogHighWater(to end: UInt64) async throws(StoreError) -> UInt64 {
+        if let hook = self.beforeRaise, hook.end == end {
+            self.beforeRaise = nil
+            try? await hook.body()
+        }
         guard self.status != nil else { throw StoreError(code: .unavailable, reason: "no status") }
         let before = self.highWater.answered
         self.highWater.answered = max(before, end)
@@ -530,6 +539,20 @@ struct SharedEvidenceLogTests {
             #expect(index == 6)
         }
         #expect(try await c.append(Self.leaf("c", 6)) == 7)
+        #expect(try await c.checkpoint() == d.checkpoint())
+        // No false alarm: an instance that starts and copies c's batch before c's raise (it raises
+        // nothing), and one that appends after c's batch before c's raise.
+        let configurationE = try Self.configuration(files.directory.appendingPathComponent("e"))
+        await store.setBeforeRaise(to: 9) {
+            let e = try await EvidenceLog.open(configurationE, shared: store)
+            #expect(try await e.size() == 9)
+        }
+        #expect(try await c.append(Self.leaf("c", 7)) == 8)
+        await store.setBeforeRaise(to: 10) {
+            let index = try await d.append(Self.leaf("d", 1))
+            #expect(index == 10)
+        }
+        #expect(try await c.append(Self.leaf("c", 8)) == 9)
         #expect(try await c.checkpoint() == d.checkpoint())
     }
 
