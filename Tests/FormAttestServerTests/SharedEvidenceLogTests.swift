@@ -132,6 +132,17 @@ struct SharedEvidenceLogTests {
             catchUpInterval: .zero)
     }
 
+    /// Two instances on one store in memory, a having appended `count` leaves (one batch each)
+    /// and b having copied them.
+    static func twoInstances(_ files: TemporaryFiles, appended count: Int) async throws -> (MemorySharedLog, EvidenceLog, EvidenceLog) {
+        let shared = MemorySharedLog()
+        let a = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("a")), shared: shared)
+        let b = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("b")), shared: shared)
+        for n in 0..<count { _ = try await a.append(Self.leaf("a", n)) }
+        #expect(try await b.size(atLeast: UInt64(count)) == UInt64(count))
+        return (shared, a, b)
+    }
+
     /// A leaf as a version-1 record's payload looks to the log (canonical JSON, `version` 1).
     static func leaf(_ instance: String, _ n: Int) -> [UInt8] { Array("{\"instance\":\"\(instance)\",\"n\":\(n),\"version\":1}".utf8) }
 
@@ -426,11 +437,7 @@ struct SharedEvidenceLogTests {
     )
     func lostInTheMiddle() async throws {
         let files = try TemporaryFiles()
-        let shared = MemorySharedLog()
-        let a = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("a")), shared: shared)
-        let b = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("b")), shared: shared)
-        for n in 0..<8 { #expect(try await a.append(Self.leaf("a", n)) == UInt64(n)) }
-        #expect(try await b.size(atLeast: 8) == 8)
+        let (shared, a, b) = try await Self.twoInstances(files, appended: 8)
         await shared.deleteBatch(first: 3)
         // a's last batch is there: it goes on past the hole (a fresh index, answered once).
         #expect(try await a.append(Self.leaf("a", 8)) == 8)
@@ -454,11 +461,7 @@ struct SharedEvidenceLogTests {
     )
     func batchPastAHole() async throws {
         let files = try TemporaryFiles()
-        let shared = MemorySharedLog()
-        let a = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("a")), shared: shared)
-        let b = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("b")), shared: shared)
-        for n in 0..<6 { _ = try await a.append(Self.leaf("a", n)) }
-        #expect(try await b.size(atLeast: 6) == 6)
+        let (shared, a, b) = try await Self.twoInstances(files, appended: 6)
         // 3..5 deleted, and another instance's batch at 6 landed after the deletion.
         for first in UInt64(3)..<6 { await shared.deleteBatch(first: first) }
         let reference = try TileLogDirectory(directory: files.directory.appendingPathComponent("reference").path)
@@ -506,11 +509,7 @@ struct SharedEvidenceLogTests {
     )
     func lostDuringInsert() async throws {
         let files = try TemporaryFiles()
-        let shared = MemorySharedLog()
-        let a = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("a")), shared: shared)
-        let b = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("b")), shared: shared)
-        for n in 0..<6 { _ = try await a.append(Self.leaf("a", n)) }
-        #expect(try await b.size(atLeast: 6) == 6)
+        let (shared, a, b) = try await Self.twoInstances(files, appended: 6)
         // a's checks pass; before its insert lands, b answers 6 and the store loses b's batch.
         await shared.setBeforeInsert(at: 6) {
             let index = try await b.append(Self.leaf("b", 0))
