@@ -375,8 +375,12 @@ package actor EvidenceLog {
                 var overlapped = before > first && before <= batch.end
                 if before > batch.end { overlapped = try await !self.batches(from: batch.end, reach: before, in: shared) }
                 if overlapped {
+                    // Its batch is taken back and the hole reported, so that the instance that
+                    // answered those indexes puts its batch back: no instance copies this one.
+                    let takenBack = (try? await shared.takeBackLogBatch(first: first, rootAfter: rootAfter)) ?? false
+                    if takenBack { try? await shared.reportLogHole(at: first) }
                     let reason =
-                        "indexes \(first)..<\(batch.end) of the shared log were answered by another instance before this one inserted its batch there (the store lost that batch meanwhile): this instance answers none of them, and appends and signs nothing more until it is restarted (docs/deployment.md)"
+                        "indexes \(first)..<\(batch.end) of the shared log were answered by another instance before this one inserted its batch there (the store lost that batch meanwhile): this instance answers none of them\(takenBack ? ", took its batch back" : ", and could not take its batch back (delete it: docs/deployment.md)"), and appends and signs nothing more until it is restarted"
                     self.forked = reason
                     Logger(label: "formattest.evidence").critical("the shared evidence log forked", metadata: ["reason": "\(reason)"])
                     throw OpenError(description: reason)
@@ -451,10 +455,14 @@ package actor EvidenceLog {
                         "another instance is putting batches back or moving a log in: this instance's batches wait (the next append tries again)")
             }
             do {
-                try await self.moveIntoShared(size: size, shared: shared, inserting: true)
-                // Raised while the log is claimed: an instance whose insert is on its way cannot
-                // take this raise for another instance's answer of its batch (r11 H4's check).
-                try await shared.raiseLogHighWater(to: size)
+                // Raised to the end of what this instance put back, while the log is claimed: a
+                // batch past that (one whose inserter has not raised yet) is its inserter's to mark,
+                // which would otherwise take this raise for another instance's answer (r11 H4, K1).
+                let end = try await self.moveIntoShared(size: size, shared: shared, inserting: true)
+                if end > 0 {
+                    try await shared.raiseLogHighWater(to: end)
+                    self.highWater = max(self.highWater, end)
+                }
             } catch {
                 _ = try? await shared.replaceSharedLogStatus(restoring, with: ready)
                 throw notACopy(error)
@@ -465,7 +473,6 @@ package actor EvidenceLog {
             Counter(label: "formattest_evidence_log_put_back_total").increment()
         }
         try await shared.clearLogHole(below: size)
-        self.highWater = max(self.highWater, size)
     }
 
     /// The ranges below `size` where the store holds no batch. Every batch it holds there must
@@ -723,7 +730,9 @@ package actor EvidenceLog {
     /// hashed and checked against the directory's tree (its tiles) before it is inserted, so a
     /// damaged entry is refused here, never handed to the other instances. Without `inserting`,
     /// it only reads and checks.
-    private func moveIntoShared(size: UInt64, shared: any SharedLogStore, inserting: Bool) async throws {
+    /// - Returns: the end of the last batch it inserted, 0 when none.
+    @discardableResult
+    private func moveIntoShared(size: UInt64, shared: any SharedLogStore, inserting: Bool) async throws -> UInt64 {
         let files = self.files
         let registrations = self.registrations
         // Where the store holds nothing below `size`; a batch never crosses a hole's edge.
@@ -731,6 +740,7 @@ package actor EvidenceLog {
         let edges = holes.flatMap { [$0.lowerBound, $0.upperBound] }
         var moved = CompactRange()
         var first: UInt64 = 0
+        var inserted: UInt64 = 0
         while first < size {
             // A batch as the group commit makes them: at most ``LogBatch/maximumLeaves`` leaves and ``LogBatch/maximumBytes`` bytes.
             // Leaves the store holds already are read (and hashed), not inserted.
@@ -780,7 +790,10 @@ package actor EvidenceLog {
                 ids.append(id)
             }
             let batch = LogBatch(first: first, leaves: leaves, registrations: ids, rootAfter: moved.root, insertedAt: Date())
-            if try await shared.insertLogBatch(batch) { continue }
+            if try await shared.insertLogBatch(batch) {
+                inserted = batch.end
+                continue
+            }
             // Another instance holding this log took the move over at the same time: its batch
             // there must be this one.
             guard let other = try await shared.logBatches(from: first, limit: 1).first, other.first == first, other.leaves == leaves,
@@ -791,6 +804,7 @@ package actor EvidenceLog {
                         "the shared log's batch at \(first) is not the log being moved from \(self.configuration.directory): refusing to fork it")
             }
         }
+        return inserted
     }
 
     /// The signed checkpoint of the log's committed size (signed once per size). A checkpoint

@@ -47,6 +47,23 @@ extension MongoAttestationStore: SharedLogStore {
         }
     }
 
+    public func takeBackLogBatch(first: UInt64, rootAfter: [UInt8]) async throws(StoreError) -> Bool {
+        let command = BSONValue.document([
+            ("delete", .string(self.evidenceLog)),
+            (
+                "deletes",
+                .array([
+                    .document([
+                        ("q", .document([("_id", .int64(Int64(clamping: first))), ("rootAfter", .binary(rootAfter))])), ("limit", .int32(1)),
+                    ])
+                ])
+            ),
+            Self.majority,
+        ])
+        let pool = self.pool
+        return try await self.run { () throws -> Bool in try CommandReply.count(try pool.command(command)) == 1 }
+    }
+
     public func logBatches(from first: UInt64, limit: Int) async throws(StoreError) -> [LogBatch] {
         let filter = BSONValue.document([("_id", .document([("$gte", .int64(Int64(clamping: first)))]))])
         return try await self.findLogBatches(filter: filter, ascending: true, limit: max(1, limit))

@@ -38,6 +38,12 @@ actor MemorySharedLog: SharedLogStore {
         return true
     }
 
+    func takeBackLogBatch(first: UInt64, rootAfter: [UInt8]) async throws(StoreError) -> Bool {
+        guard self.batches[first]?.rootAfter == rootAfter else { return false }
+        self.batches[first] = nil
+        return true
+    }
+
     func logBatches(from first: UInt64, limit: Int) async throws(StoreError) -> [LogBatch] {
         Array(self.batches.keys.filter { $0 >= first }.sorted().prefix(limit).map { self.batches[$0]! })
     }
@@ -525,8 +531,13 @@ struct SharedEvidenceLogTests {
         #expect(try await a.size() == 6)
         await #expect(throws: (any Error).self) { try await a.checkpoint() }
         await #expect(throws: (any Error).self) { try await a.append(Self.leaf("a", 7)) }
-        // The store now holds a's batch at 6, not the one b answered: b appends nothing past it.
-        await #expect(throws: (any Error).self) { try await b.append(Self.leaf("b", 1)) }
+        // a took its batch back and reported the hole (r12 K2): b, which answered 6, puts its batch
+        // back at its next append, and a new instance copies b's record at 6.
+        #expect(try await shared.logHighWater() == LogHighWater(answered: 7, hole: 6))
+        #expect(try await b.append(Self.leaf("b", 1)) == 7)
+        #expect(try await shared.logBatches(from: 6, limit: 1).first?.leaves == [Self.leaf("b", 0)])
+        let later = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("later")), shared: shared)
+        #expect(try await later.checkpoint() == b.checkpoint())
         // The same race without the loss is an ordinary one: a's batch goes after b's.
         let store = MemorySharedLog()
         let c = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("c")), shared: store)
@@ -553,6 +564,32 @@ struct SharedEvidenceLogTests {
         }
         #expect(try await c.append(Self.leaf("c", 8)) == 9)
         #expect(try await c.checkpoint() == d.checkpoint())
+    }
+
+    @Test(
+        "r12 K1: an instance that puts a hole back while another's insert waits for its raise marks only what it put back: no false fork"
+    )
+    func putBackDuringInsert() async throws {
+        let files = try TemporaryFiles()
+        let (shared, a, _) = try await Self.twoInstances(files, appended: 6)
+        await shared.deleteBatch(first: 2)
+        let n = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("n")), shared: shared)
+        #expect(await n.stopped != nil)
+        // A copy that holds the hole and a's next batch starts while a's raise is on its way.
+        let holder = files.directory.appendingPathComponent("holder")
+        do {
+            let log = try TileLogDirectory(directory: holder.path)
+            _ = try log.append((0..<7).map { Self.leaf("a", $0) })
+        }
+        let configuration = try Self.configuration(holder)
+        await shared.setBeforeRaise(to: 7) {
+            let started = try await EvidenceLog.open(configuration, shared: shared)
+            #expect(await started.stopped == nil)
+        }
+        #expect(try await a.append(Self.leaf("a", 6)) == 6)
+        #expect(try await shared.logHighWater() == LogHighWater(answered: 7))
+        #expect(try await n.append(Self.leaf("n", 0)) == 7)
+        #expect(try await n.checkpoint() == a.checkpoint())
     }
 
     @Test(

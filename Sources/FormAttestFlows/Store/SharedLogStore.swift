@@ -97,7 +97,7 @@ public struct SharedLogStatus: Sendable, Equatable {
 /// decides which instance's batch gets which leaf indexes, by a unique insert.
 ///
 /// An index exists only once the insert of the batch that holds it committed, and a batch is
-/// never updated or deleted, so every instance that reads the first N leaves reads the same N:
+/// never updated or deleted (but by its inserter, before anything of it was answered), so every instance that reads the first N leaves reads the same N:
 /// the instances' trees cannot fork, and any two checkpoints signed over them extend one another.
 /// Each instance keeps a copy of the log in its own directory (the tiles its proofs are read from),
 /// filled from the store in index order.
@@ -107,6 +107,12 @@ public protocol SharedLogStore: Sendable {
     ///   the batches it missed and tries again at the new end.
     /// - Throws: ``StoreError/Code/unavailable``: the batch may or may not be in the log.
     func insertLogBatch(_ batch: LogBatch) async throws(StoreError) -> Bool
+
+    /// Takes back the batch at `first` if its root is `rootAfter`: only for the instance that
+    /// inserted it, when it found that another instance had answered those indexes (the store
+    /// lost that instance's batch meanwhile, r11 H4) and answered nothing from its own.
+    /// - Returns: false when no such batch is there (nothing deleted).
+    func takeBackLogBatch(first: UInt64, rootAfter: [UInt8]) async throws(StoreError) -> Bool
 
     /// The batches that start at `first` or after, in index order, at most `limit`.
     func logBatches(from first: UInt64, limit: Int) async throws(StoreError) -> [LogBatch]
