@@ -146,6 +146,11 @@ struct MongoStoreTests {
         #expect(try await store.logBatches(from: 2, limit: 1) == [two])
         try await store.overwriteForTesting(.evidenceLog, id: [0, 0, 0, 0, 0, 0, 0, 2], field: "end", with: .int64(7))
         await #expect(throws: StoreError.self) { try await store.logBatches(from: 2, limit: 1) }
+        // Taken back by its inserter: only the batch at that index with that root.
+        #expect(try await store.takeBackLogBatch(first: 2, rootAfter: zero.rootAfter) == false)
+        #expect(try await store.takeBackLogBatch(first: 0, rootAfter: two.rootAfter) == false)
+        #expect(try await store.takeBackLogBatch(first: 2, rootAfter: two.rootAfter))
+        #expect(try await store.logBatchExtents(from: 0, before: 100, limit: 10).map(\.first) == [0])
     }
 
     @Test("setup is idempotent: connecting twice to one database keeps its data")
