@@ -333,7 +333,20 @@ package actor EvidenceLog {
                 continue
             }
             let holdsCopy = first == 0 || (before?.end == first && before?.rootAfter == root)
-            if storeMark.answered < self.highWater || !holdsCopy || (storeMark.hole.map { $0 < first } ?? false) {
+            // A hole another instance reported, below this copy's end: looked for at most once per
+            // ``holeCheckInterval`` for one reported index (a report that stays, because no running
+            // instance holds what is missing, would otherwise cost a scan on every append: r12 K3).
+            var holeToFill = false
+            if let hole = storeMark.hole, hole < first {
+                let now = ContinuousClock.now
+                if let checked = self.checkedHole, checked.hole == hole, now - checked.at < Self.holeCheckInterval {
+                    holeToFill = false
+                } else {
+                    holeToFill = true
+                    self.checkedHole = (hole, now)
+                }
+            }
+            if storeMark.answered < self.highWater || !holdsCopy || holeToFill {
                 // The store went back (restored from an older backup while instances ran), lost
                 // this copy's last batches, or another instance reported a hole this copy holds:
                 // this copy puts back what the store lacks below its end, once, before anything
@@ -407,6 +420,11 @@ package actor EvidenceLog {
     /// it was answered by some instance.
     private var highWater: UInt64 = 0
 
+    /// The reported hole this instance last looked for, and when.
+    private var checkedHole: (hole: UInt64, at: ContinuousClock.Instant)?
+    /// How often one reported hole is looked for.
+    static let holeCheckInterval: Duration = .seconds(10)
+
     /// Why this instance found the shared log forked (another instance answered the indexes of a
     /// batch this one inserted): it appends and signs nothing more.
     private var forked: String?
@@ -430,7 +448,7 @@ package actor EvidenceLog {
     /// this copy's, with the log claimed as moving meanwhile so that no instance starts or inserts
     /// in the middle; then raises the high-water mark to the copy's end and clears a hole reported
     /// below it. A store that lacks nothing only has its mark raised.
-    private func putBack(_ shared: any SharedLogStore) async throws {
+    private func putBack(_ shared: any SharedLogStore, mayTakeOver: Bool = true) async throws {
         let files = self.files
         let (size, root) = try await NIOThreadPool.singleton.runIfActive { files.with { ($0.size, $0.root) } }
         guard size > 0 else { return }
@@ -450,6 +468,21 @@ package actor EvidenceLog {
             let ready = SharedLogStatus(verifierKey: self.configuration.signer.verifierKey)
             let restoring = SharedLogStatus(verifierKey: ready.verifierKey, moving: .init(size: size, root: root))
             guard try await shared.replaceSharedLogStatus(ready, with: restoring) else {
+                // A put-back (or move) holds the claim. If it is of a log this copy holds (its size
+                // and root), this instance does it too, so that a put-back whose instance died
+                // (kill -9) does not hold the claim for ever (r12 K6): the same leaves make the
+                // same batches, so two doing it at once insert nothing different.
+                if mayTakeOver, let status = try await shared.sharedLogStatus(), let move = status.moving, status.verifierKey == ready.verifierKey,
+                    move.size <= size, try await NIOThreadPool.singleton.runIfActive({ try files.with { try $0.root(size: move.size) } }) == move.root
+                {
+                    let end = try await self.moveIntoShared(size: move.size, shared: shared, inserting: true)
+                    if end > 0 { try await shared.raiseLogHighWater(to: end) }
+                    guard try await shared.replaceSharedLogStatus(status, with: ready) else {
+                        throw OpenError(description: "the shared log's status changed while this instance took a put-back over")
+                    }
+                    Counter(label: "formattest_evidence_log_put_back_total").increment()
+                    return try await self.putBack(shared, mayTakeOver: false)
+                }
                 throw OpenError(
                     description:
                         "another instance is putting batches back or moving a log in: this instance's batches wait (the next append tries again)")
@@ -475,27 +508,44 @@ package actor EvidenceLog {
         try await shared.clearLogHole(below: size)
     }
 
-    /// The ranges below `size` where the store holds no batch. Every batch it holds there must
-    /// end inside this copy with this copy's root at its end (read from the tiles), else this
-    /// copy is not the store's log: refused.
+    /// The ranges below `size` where the store holds no batch. The batches on either side of each
+    /// hole, and the last one, must end inside this copy with this copy's root at their end (read
+    /// from the tiles), else this copy is not the store's log there: refused. (Only those: a root
+    /// computed for every batch cost seconds on a log of a thousand batches, r12 K3.)
     private func holes(below size: UInt64, in shared: any SharedLogStore) async throws -> [Range<UInt64>] {
         let files = self.files
+        var extents: [LogBatchExtent] = []
+        var next: UInt64 = 0
+        while next < size {
+            let page = try await shared.logBatchExtents(from: next, before: size, limit: 1_000)
+            extents += page
+            guard page.count == 1_000, let last = page.last else { break }
+            next = last.first + 1
+        }
         var holes: [Range<UInt64>] = []
+        var checked: [LogBatchExtent] = []
         var expected: UInt64 = 0
-        while expected < size {
-            let extents = try await shared.logBatchExtents(from: expected, before: size, limit: 1_000)
-            for extent in extents {
-                let rootThere = try await NIOThreadPool.singleton.runIfActive { try files.with { try $0.root(size: min(extent.end, size)) } }
-                guard extent.end <= size, extent.rootAfter == rootThere else {
-                    throw OpenError(
-                        description: "the shared log's batch \(extent.first)..<\(extent.end) is not the log in \(self.configuration.directory)")
-                }
-                if extent.first > expected { holes.append(expected..<extent.first) }
-                expected = extent.end
+        for (position, extent) in extents.enumerated() {
+            guard extent.end <= size, extent.first >= expected else {
+                throw OpenError(
+                    description: "the shared log's batch \(extent.first)..<\(extent.end) is not the log in \(self.configuration.directory)")
             }
-            if extents.count < 1_000 { break }
+            if extent.first > expected {
+                holes.append(expected..<extent.first)
+                if position > 0 { checked.append(extents[position - 1]) }
+                checked.append(extent)
+            }
+            expected = extent.end
         }
         if expected < size { holes.append(expected..<size) }
+        if let last = extents.last { checked.append(last) }
+        for extent in checked {
+            let rootThere = try await NIOThreadPool.singleton.runIfActive { try files.with { try $0.root(size: extent.end) } }
+            guard extent.rootAfter == rootThere else {
+                throw OpenError(
+                    description: "the shared log's batch \(extent.first)..<\(extent.end) is not the log in \(self.configuration.directory)")
+            }
+        }
         return holes
     }
 

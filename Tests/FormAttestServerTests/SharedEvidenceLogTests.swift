@@ -593,6 +593,28 @@ struct SharedEvidenceLogTests {
     }
 
     @Test(
+        "r12 K6: a put-back whose instance died holds the claim: a running instance that holds the same log takes it over at its next look for the hole"
+    )
+    func putBackTakenOver() async throws {
+        let files = try TemporaryFiles()
+        let (shared, a, b) = try await Self.twoInstances(files, appended: 6)
+        await shared.deleteBatch(first: 2)
+        // The instance that claimed the put-back of a's 6 leaves died (kill -9) before inserting.
+        let ready = try #require(try await shared.sharedLogStatus())
+        let root = try TileLogDirectory(readingDirectory: files.directory.appendingPathComponent("a").path).root
+        #expect(
+            try await shared.replaceSharedLogStatus(ready, with: SharedLogStatus(verifierKey: ready.verifierKey, moving: .init(size: 6, root: root))))
+        // A stopped instance reported the hole; b holds the log and takes the put-back over.
+        try await shared.reportLogHole(at: 2)
+        #expect(try await b.append(Self.leaf("b", 0)) == 6)
+        #expect(try await shared.sharedLogStatus() == ready)
+        #expect(try await shared.logBatches(from: 2, limit: 1).first?.leaves == [Self.leaf("a", 2)])
+        #expect(try await a.append(Self.leaf("a", 6)) == 7)
+        let started = try await EvidenceLog.open(Self.configuration(files.directory.appendingPathComponent("new")), shared: shared)
+        #expect(try await started.checkpoint() == a.checkpoint())
+    }
+
+    @Test(
         "r10 G1: a store restored from an older backup (its batches and mark) while instances ran: the instance that saw the lost batches puts them back; if another appended into them first, it refuses to append"
     )
     func restoredWhileRunning() async throws {
