@@ -452,12 +452,7 @@ package actor EvidenceLog {
         let files = self.files
         let (size, root) = try await NIOThreadPool.singleton.runIfActive { files.with { ($0.size, $0.root) } }
         guard size > 0 else { return }
-        let notACopy = { (error: any Error) in
-            OpenError(
-                description:
-                    "the log in \(self.configuration.directory) (\(size) leaves) is not a copy of the shared log's first \(size) (\(error)): refusing to fork it; move the directory away to copy the shared log afresh"
-            )
-        }
+        let notACopy = { (error: any Error) in Self.notACopy(self.configuration.directory, size: size, "\(error)") }
         let missing: [Range<UInt64>]
         do {
             missing = try await self.holes(below: size, in: shared)
@@ -612,17 +607,7 @@ package actor EvidenceLog {
         let rest = Array(batch.leaves[Int(size - batch.first)...])
         try await NIOThreadPool.singleton.runIfActive {
             try files.with { log in
-                var mine: [[UInt8]] = []
-                var index = batch.first
-                while index < size {
-                    let bundle = try log.entryBundle(index / TileLayout.width)
-                    let from = Int(index % TileLayout.width)
-                    guard from < bundle.count else { break }
-                    let count = min(bundle.count - from, Int(size - index))
-                    mine += bundle[from..<(from + count)]
-                    index += UInt64(count)
-                }
-                guard mine == held, log.root(appending: rest) == batch.rootAfter else {
+                guard try Self.batchLeaves(of: log, from: batch.first, upTo: size) == held, log.root(appending: rest) == batch.rootAfter else {
                     throw OpenError(
                         description:
                             "the shared log's batch \(batch.first)..<\(batch.end) holds this copy's end (\(size)) but not its leaves: this copy and the store disagree"
@@ -632,6 +617,35 @@ package actor EvidenceLog {
             }
         }
         return UInt64(rest.count)
+    }
+
+    /// The copy's leaves from `start`, up to `end`, at most ``LogBatch/maximumLeaves`` of them and
+    /// ``LogBatch/maximumBytes`` bytes (at least one): a batch as the group commit makes them. Each
+    /// entry bundle is read once (`entry(at:)` reads its whole file).
+    private static func batchLeaves(of log: TileLogDirectory, from start: UInt64, upTo end: UInt64) throws -> [[UInt8]] {
+        var leaves: [[UInt8]] = []
+        var bytes = 0
+        var index = start
+        var bundle: (index: UInt64, entries: [[UInt8]])?
+        while index < end, leaves.count < LogBatch.maximumLeaves {
+            if bundle?.index != index / TileLayout.width {
+                bundle = (index / TileLayout.width, try log.entryBundle(index / TileLayout.width))
+            }
+            let leaf = bundle!.entries[Int(index % TileLayout.width)]
+            guard leaves.isEmpty || bytes + leaf.count <= LogBatch.maximumBytes else { break }
+            leaves.append(leaf)
+            bytes += leaf.count
+            index += 1
+        }
+        return leaves
+    }
+
+    /// Why a directory is refused as a copy of the shared log.
+    private static func notACopy(_ directory: String, size: UInt64, _ reason: String) -> OpenError {
+        OpenError(
+            description:
+                "the log in \(directory) (\(size) leaves) is not a copy of the shared log's first \(size) (\(reason)): refusing to fork it; move the directory away to copy the shared log afresh"
+        )
     }
 
     /// Stores in this copy a key registration another instance stored in the shared store.
@@ -725,12 +739,7 @@ package actor EvidenceLog {
                 throw OpenError(description: "the shared log's status changed while this instance moved its log in")
             }
         } else if size > 0 {
-            let notACopy = { (reason: String) in
-                OpenError(
-                    description:
-                        "the log in \(self.configuration.directory) (\(size) leaves) is not a copy of the shared log's first \(size) (\(reason)): refusing to fork it; move the directory away to copy the shared log afresh"
-                )
-            }
+            let notACopy = { (reason: String) in Self.notACopy(self.configuration.directory, size: size, reason) }
             // A copy that ends inside a batch (one a put-back made) is completed from it first.
             do {
                 _ = try await self.completeBatch(shared)
@@ -798,22 +807,8 @@ package actor EvidenceLog {
             let end = edges.first { $0 > start } ?? size
             let (leaves, tilesRoot) = try await NIOThreadPool.singleton.runIfActive {
                 try files.with { log in
-                    var leaves: [[UInt8]] = []
-                    var bytes = 0
-                    var index = start
-                    // An entry bundle read once for its leaves (`entry(at:)` reads its whole file).
-                    var bundle: (index: UInt64, entries: [[UInt8]])?
-                    while index < end, leaves.count < LogBatch.maximumLeaves {
-                        if bundle?.index != index / TileLayout.width {
-                            bundle = (index / TileLayout.width, try log.entryBundle(index / TileLayout.width))
-                        }
-                        let leaf = bundle!.entries[Int(index % TileLayout.width)]
-                        guard leaves.isEmpty || bytes + leaf.count <= LogBatch.maximumBytes else { break }
-                        leaves.append(leaf)
-                        bytes += leaf.count
-                        index += 1
-                    }
-                    return (leaves, try log.root(size: index))
+                    let leaves = try Self.batchLeaves(of: log, from: start, upTo: end)
+                    return (leaves, try log.root(size: start + UInt64(leaves.count)))
                 }
             }
             for leaf in leaves { moved.append(leafHash: MerkleHash.leaf(leaf)) }

@@ -69,11 +69,6 @@ extension MongoAttestationStore: SharedLogStore {
         return try await self.findLogBatches(filter: filter, ascending: true, limit: max(1, limit))
     }
 
-    public func logBatch(before index: UInt64) async throws(StoreError) -> LogBatch? {
-        let filter = BSONValue.document([("_id", .document([("$lt", .int64(Int64(clamping: index)))]))])
-        return try await self.findLogBatches(filter: filter, ascending: false, limit: 1).first
-    }
-
     public func logBatchExtent(before index: UInt64) async throws(StoreError) -> LogBatchExtent? {
         let filter = BSONValue.document([("_id", .document([("$lt", .int64(Int64(clamping: index)))]))])
         return try await self.findLogBatchExtents(filter: filter, ascending: false, limit: 1).first

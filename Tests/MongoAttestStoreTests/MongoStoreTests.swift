@@ -72,9 +72,9 @@ struct MongoStoreTests {
         #expect(try await store.logBatches(from: 0, limit: 1) == [zero])
         #expect(try await store.logBatches(from: 1, limit: 10) == [two])
         #expect(try await store.logBatches(from: 3, limit: 10) == [])
-        #expect(try await store.logBatch(before: 0) == nil)
-        #expect(try await store.logBatch(before: 2) == zero)
-        #expect(try await store.logBatch(before: 100) == two)
+        #expect(try await store.logBatches(from: 2, limit: 1) == [two])
+        #expect(try await store.logBatches(from: 0, limit: 2).last == two)
+        #expect(try await store.logBatches(from: 100, limit: 1).isEmpty)
         // The end and root of the batch before an index, without its leaves.
         #expect(try await store.logBatchExtent(before: 0) == nil)
         #expect(try await store.logBatchExtent(before: 100) == LogBatchExtent(first: 2, end: 3, rootAfter: two.rootAfter))

@@ -117,9 +117,6 @@ public protocol SharedLogStore: Sendable {
     /// The batches that start at `first` or after, in index order, at most `limit`.
     func logBatches(from first: UInt64, limit: Int) async throws(StoreError) -> [LogBatch]
 
-    /// The last batch that starts before `index`, or nil when none does.
-    func logBatch(before index: UInt64) async throws(StoreError) -> LogBatch?
-
     /// Where the last batch that starts before `index` lies, or nil when none does; its leaves
     /// are not read.
     func logBatchExtent(before index: UInt64) async throws(StoreError) -> LogBatchExtent?
