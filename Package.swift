@@ -500,6 +500,7 @@ let package = Package(
             dependencies: [
                 "SQLiteAttestStore", "FormAttestFlows", "AttestationStoreContract", "AppAttest",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),

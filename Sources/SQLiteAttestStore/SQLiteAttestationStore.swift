@@ -50,10 +50,20 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
     ///     checkpoints, the requests' transactions that held the writer 50 ms or more); none by
     ///     default.
     /// - Throws: ``StoreError/Code/unavailable`` when the file cannot be opened or migrated.
-    public init(
+    public convenience init(
         path: String = SQLiteAttestationStore.defaultPath,
         logger: Logger = Logger(label: "formattest.sqlite", factory: { _ in SwiftLogNoOpLogHandler() })
     ) throws(StoreError) {
+        try self.init(path: path, logger: logger, busyTimeout: Self.busyTimeout)
+    }
+
+    /// How long a write waits for another connection's write lock before it fails
+    /// (``StoreError/Code/unavailable``).
+    package static let busyTimeout: TimeInterval = 5
+
+    /// Opens the store with its own busy timeout: for tests that hold the write lock on purpose
+    /// while they look at the writes queued behind it, and must not race the timeout under load.
+    package init(path: String, logger: Logger, busyTimeout: TimeInterval) throws(StoreError) {
         do {
             let url = URL(fileURLWithPath: path)
             // Owner-only: the directories it creates 0700, the database 0600 (SQLite gives its
@@ -67,7 +77,7 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
                 _ = FileManager.default.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o600])
             }
             var configuration = Configuration()
-            configuration.busyMode = .timeout(5)
+            configuration.busyMode = .timeout(busyTimeout)
             self.database = try DatabasePool(path: path, configuration: configuration)
             // GRDB sets WAL connections to synchronous = NORMAL, which survives a process crash but
             // may lose the last commits on an OS crash or power loss. A lost replay record would

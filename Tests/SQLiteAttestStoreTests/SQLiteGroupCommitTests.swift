@@ -8,6 +8,7 @@ import AttestationStoreContract
 import FormAttestFlows
 import Foundation
 import GRDB
+import Logging
 import SQLiteAttestStore
 import Testing
 
@@ -58,6 +59,13 @@ struct SQLiteGroupCommitTests {
     /// Waits (polling, no timing assertion) until `count` writes were submitted to `store`. The
     /// deadline only stops a test that would hang: under the full suite's load in CI a task
     /// waited over 3 s for its turn (the writes were submitted, later).
+    /// A store whose writes wait for the write lock for as long as a test under load may take to
+    /// look at them (the production timeout, 5 s, is what `aFailedTransactionFailsItsWholeGroup`
+    /// tests).
+    static func storeThatWaits(_ path: String) throws -> SQLiteAttestationStore {
+        try SQLiteAttestationStore(path: path, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }), busyTimeout: 600)
+    }
+
     static func waitForSubmitted(_ count: Int, _ store: SQLiteAttestationStore) async throws {
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: .seconds(60))
@@ -81,7 +89,7 @@ struct SQLiteGroupCommitTests {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sqlite-group-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         let path = directory.appendingPathComponent("formattest.sqlite").path
-        let store = try SQLiteAttestationStore(path: path)
+        let store = try Self.storeThatWaits(path)
         let count = 24
         // genuine: its own key (counter 0), challenge and form: accepted.
         // replay: its own key and challenge, a form accepted before the burst: refused, changes nothing.
@@ -246,7 +254,7 @@ struct SQLiteGroupCommitTests {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sqlite-group-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         let path = directory.appendingPathComponent("formattest.sqlite").path
-        let store = try SQLiteAttestationStore(path: path)
+        let store = try Self.storeThatWaits(path)
         try await store.insertKey(self.key(Self.id(1, 0)))
         // An idle writer: it runs at once, forced or not.
         #expect(await store.catchUpCheckpoint(force: false))
