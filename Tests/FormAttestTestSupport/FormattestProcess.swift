@@ -62,8 +62,16 @@ public enum Formattest {
         public let errors: Pipe
 
         /// Sends SIGTERM and waits up to `seconds` for the process to exit; kills it otherwise.
+        /// The wait runs on a dispatch thread (``Formattest/offloaded(_:)``).
         /// - Returns: whether it exited by itself in time.
-        public func terminate(within seconds: Double) -> Bool {
+        public func terminate(within seconds: Double) async -> Bool {
+            await Formattest.offloaded { self.blockingTerminate(within: seconds) }
+        }
+
+        /// The same, blocking the calling thread: for `defer` blocks and synchronous code.
+        public func terminate(within seconds: Double) -> Bool { self.blockingTerminate(within: seconds) }
+
+        private func blockingTerminate(within seconds: Double) -> Bool {
             self.process.terminate()
             let deadline = Date().addingTimeInterval(seconds)
             while self.process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
@@ -75,7 +83,16 @@ public enum Formattest {
             return true
         }
 
-        public func finish() -> Result {
+        /// Reads both pipes to their end and waits for the exit, on a dispatch thread
+        /// (``Formattest/offloaded(_:)``).
+        public func finish() async -> Result {
+            await Formattest.offloaded { self.blockingFinish() }
+        }
+
+        /// The same, blocking the calling thread: for synchronous code.
+        public func finish() -> Result { self.blockingFinish() }
+
+        fileprivate func blockingFinish() -> Result {
             // Read stderr on another thread so that neither pipe can fill up and block the child.
             let errors = self.errors
             let stderrData = LockedData()
@@ -145,7 +162,7 @@ public enum Formattest {
             DispatchQueue.global().async {
                 continuation.resume(
                     with: Swift.Result {
-                        try self.start(arguments, stdin: stdin, environment: environment, currentDirectory: currentDirectory).finish()
+                        try self.start(arguments, stdin: stdin, environment: environment, currentDirectory: currentDirectory).blockingFinish()
                     })
             }
         }
@@ -175,9 +192,32 @@ public enum Formattest {
         return bound ? Int(UInt16(bigEndian: address.sin_port)) : Int.random(in: 20_000...60_000)
     }
 
+    /// Runs blocking work (a wait for a child process, a pipe read to its end, a polling loop
+    /// with `Thread.sleep`) on a dispatch thread. The concurrency pool has one thread per core,
+    /// two on the CI machine: a test that blocked one of them for the seconds a service takes to
+    /// start under load stalled every other test's tasks in the process, long enough for their
+    /// timers and the services' timeouts to run out.
+    public static func offloaded<T>(_ work: @escaping () -> T) async -> T {
+        let box = UncheckedBox(work)
+        return await withCheckedContinuation { (continuation: CheckedContinuation<UncheckedBox<T>, Never>) in
+            DispatchQueue.global().async { continuation.resume(returning: UncheckedBox(box.value())) }
+        }.value
+    }
+
     /// Waits until something accepts TCP connections on 127.0.0.1:`port`, for at most `seconds`,
     /// or until `process` (when given) has exited: a server that failed to start is not waited for.
+    /// The polling runs on a dispatch thread (``offloaded(_:)``).
+    public static func waitForListener(port: Int, seconds: Double = 120, process: Process? = nil) async -> Bool {
+        let process = UncheckedBox(process)
+        return await Self.offloaded { Self.blockingWaitForListener(port: port, seconds: seconds, process: process.value) }
+    }
+
+    /// The same, blocking the calling thread: for synchronous code.
     public static func waitForListener(port: Int, seconds: Double = 120, process: Process? = nil) -> Bool {
+        Self.blockingWaitForListener(port: port, seconds: seconds, process: process)
+    }
+
+    private static func blockingWaitForListener(port: Int, seconds: Double, process: Process?) -> Bool {
         let deadline = Date().addingTimeInterval(seconds)
         while Date() < deadline {
             if let process, !process.isRunning { return false }
@@ -268,4 +308,11 @@ public final class TemporaryFiles {
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path)
         return path
     }
+}
+
+/// A value handed to a dispatch thread and back: the test helpers' processes and pipes, which
+/// Foundation does not mark `Sendable`, used by one thread at a time.
+struct UncheckedBox<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
 }

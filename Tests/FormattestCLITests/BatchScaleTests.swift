@@ -177,7 +177,7 @@ struct BatchScaleTests {
             try await Task.sleep(for: .milliseconds(10))
         }
         kill(running.process.processIdentifier, SIGKILL)
-        let killed = running.finish()
+        let killed = await running.finish()
         try #require(running.process.terminationReason == .uncaughtSignal, "the run ended before it was killed: \(killed.stdout)")
         let before = (try? String(contentsOfFile: watched, encoding: .utf8))?.filter { $0 == "\n" }.count ?? 0
         #expect(before < count)

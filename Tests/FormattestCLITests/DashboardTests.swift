@@ -101,9 +101,9 @@ struct DashboardTests {
 
         let files = try TemporaryFiles()
         let adminPort = Formattest.freePort()
-        let (server, port) = try ServeConfigurationTests.start(["--admin-port", String(adminPort)], files: files)
+        let (server, port) = try await ServeConfigurationTests.start(["--admin-port", String(adminPort)], files: files)
         defer { _ = server.terminate(within: 10) }
-        try #require(Formattest.waitForListener(port: adminPort, process: server.process))
+        try #require(await Formattest.waitForListener(port: adminPort, process: server.process))
         // A flow (its outcome counter) and an answer (the request counter and latency histogram).
         #expect(try await LiveCallerTests.get(port, "/api/appattest/challenge?username=alice").0 == 200)
         let (status, page) = try await LiveCallerTests.get(adminPort, "/metrics")

@@ -70,10 +70,10 @@ struct DeploymentTests {
             ],
             environment: ["FORMATTEST_UNUSED": "1"]
         )
-        try #require(Formattest.waitForListener(port: port, process: server.process), "serve did not start with deploy/formattest.json")
-        #expect(Formattest.waitForListener(port: adminPort, seconds: 10, process: server.process))
-        #expect(server.terminate(within: 10))
-        let log = server.finish().stderr
+        try #require(await Formattest.waitForListener(port: port, process: server.process), "serve did not start with deploy/formattest.json")
+        #expect(await Formattest.waitForListener(port: adminPort, seconds: 10, process: server.process))
+        #expect(await server.terminate(within: 10))
+        let log = await server.finish().stderr
         #expect(log.contains("appId=ABCDE12345.com.example.bank") && log.contains("accepted=production"), "\(log)")
 
         let typo = try files.write(
@@ -112,7 +112,7 @@ struct DeploymentTests {
             environment: ["FORMATTEST_UNUSED": "1"]
         )
         defer { _ = server.terminate(within: 10) }
-        try #require(Formattest.waitForListener(port: port, process: server.process), "serve did not start")
+        try #require(await Formattest.waitForListener(port: port, process: server.process), "serve did not start")
         #expect(try await LiveCallerTests.get(port, "/healthz").0 == 200)  // a write (the health probe)
         let database = dataDirectory.appendingPathComponent("formattest.sqlite").path
         let backup = files.directory.appendingPathComponent("backup.sqlite").path

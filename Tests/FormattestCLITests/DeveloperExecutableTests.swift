@@ -27,7 +27,7 @@ struct DeveloperExecutableTests {
 
     @Test("the developer commands are unknown to formattest (exit 2)", arguments: [["bench"], ["simulate", "root"], ["pool", "status"]])
     func developerCommandsAreNotInTheProduct(_ arguments: [String]) async throws {
-        let refused = try Formattest.start(arguments, stdin: nil, keepStdinOpen: false, executable: Formattest.executable).finish()
+        let refused = try await Formattest.start(arguments, stdin: nil, keepStdinOpen: false, executable: Formattest.executable).finish()
         #expect(refused.status == 2, "\(refused.stderr)")
         #expect(refused.stderr.lowercased().contains("unexpected argument"), "\(refused.stderr)")
         #expect(refused.stderr.contains("'\(arguments[0])'"), "\(refused.stderr)")
@@ -46,11 +46,12 @@ struct DeveloperExecutableTests {
         let files = try TemporaryFiles()
         let port = Formattest.freePort()
         let base = ["serve", "--store", "memory", "--port", String(port), "--data-dir", files.directory.appendingPathComponent("data").path]
-        let flag = try Formattest.start(base + ["--dev-simulator"], stdin: nil, keepStdinOpen: false, executable: Formattest.executable).finish()
+        let flag = try await Formattest.start(base + ["--dev-simulator"], stdin: nil, keepStdinOpen: false, executable: Formattest.executable)
+            .finish()
         #expect(flag.status == 2)
         #expect(flag.stderr.contains("--dev-simulator (command line): this binary contains no simulator"), "\(flag.stderr)")
         #expect(flag.stderr.contains("formattest-dev serve --dev-simulator"), "\(flag.stderr)")
-        let environment = try Formattest.start(
+        let environment = try await Formattest.start(
             base, stdin: nil, keepStdinOpen: false, environment: ["FORMATTEST_DEV_SIMULATOR": "true"], executable: Formattest.executable
         ).finish()
         #expect(environment.status == 2)
@@ -67,7 +68,7 @@ struct DeveloperExecutableTests {
             ["serve", "--dev-simulator", "--store", "memory", "--port", String(port), "--data-dir", files.directory.path, "--log-level", "warning"]
         )
         defer { _ = server.terminate(within: 10) }
-        try #require(Formattest.waitForListener(port: port, process: server.process))
+        try #require(await Formattest.waitForListener(port: port, process: server.process))
         #expect(server.process.executableURL == Formattest.developerExecutable)
         var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)/api/dev/simulate")!)
         request.httpMethod = "POST"

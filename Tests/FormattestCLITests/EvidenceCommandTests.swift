@@ -26,7 +26,7 @@ struct EvidenceCommandTests {
             "--evidence-dir", evidence.path, "--evidence-in-answer",
         ])
         defer { _ = server.terminate(within: 10) }
-        try #require(Formattest.waitForListener(port: port, process: server.process), "the service did not start listening")
+        try #require(await Formattest.waitForListener(port: port, process: server.process), "the service did not start listening")
         let check = try await interop.run(
             "e2e/interop/evidence_end_to_end.py",
             ["http://127.0.0.1:\(port)", evidence.path, Formattest.executable.path, work.path, Formattest.developerExecutable.path]

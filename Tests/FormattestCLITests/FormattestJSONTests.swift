@@ -60,8 +60,8 @@ struct FormattestPoolTests {
         // Start both before reading either, so that they run at the same time.
         let first = try Formattest.start(["pool", "take", "--container", container, "--all", "--mark-used"])
         let second = try Formattest.start(["pool", "take", "--container", container, "--all", "--mark-used"])
-        let a = first.finish()
-        let b = second.finish()
+        let a = await first.finish()
+        let b = await second.finish()
         #expect(a.status == 0 && b.status == 0)
         let keysA = Set(a.stdout.split(separator: "\n"))
         let keysB = Set(b.stdout.split(separator: "\n"))

@@ -24,11 +24,11 @@ struct LiveCallerTests {
         return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
     }
 
-    static func serve(_ arguments: [String], files: TemporaryFiles) throws -> (Formattest.Running, Int) {
+    static func serve(_ arguments: [String], files: TemporaryFiles) async throws -> (Formattest.Running, Int) {
         let port = Formattest.freePort()
         let server = try Formattest.start(
             ["serve", "--port", String(port), "--data-dir", files.directory.path, "--log-level", "warning"] + arguments)
-        try #require(Formattest.waitForListener(port: port, process: server.process), "the service did not start listening")
+        try #require(await Formattest.waitForListener(port: port, process: server.process), "the service did not start listening")
         return (server, port)
     }
 
@@ -37,7 +37,7 @@ struct LiveCallerTests {
         let provider = try TestIdentityProvider()
         let files = try TemporaryFiles()
         let jwks = try files.write(Data(try provider.jwks()), named: "jwks.json")
-        let (server, port) = try Self.serve(
+        let (server, port) = try await Self.serve(
             [
                 "--store", "memory", "--caller-jwks", jwks, "--caller-issuer", TestIdentityProvider.issuer, "--caller-audience",
                 TestIdentityProvider.audience,
@@ -63,7 +63,7 @@ struct LiveCallerTests {
         let files = try TemporaryFiles()
         let secret = String(repeating: "s", count: 40)
         let secretFile = try files.writeSecret(secret, named: "secrets")
-        let (server, port) = try Self.serve(["--store", "memory", "--caller-secret-file", secretFile], files: files)
+        let (server, port) = try await Self.serve(["--store", "memory", "--caller-secret-file", secretFile], files: files)
         defer { _ = server.terminate(within: 10) }
         let (status, body) = try await Self.get(port, path + "?username=alice")
         #expect(status == 401 || status == 404, "\(path): \(status) \(body)")
@@ -117,7 +117,7 @@ struct LiveCallerTests {
     )
     func refusedBodiesClose() async throws {
         let files = try TemporaryFiles()
-        let (server, port) = try Self.serve(
+        let (server, port) = try await Self.serve(
             ["--store", "memory", "--insecure-no-caller-auth", "--body-timeout", "3", "--idle-timeout", "5"], files: files)
         defer { _ = server.terminate(within: 10) }
         let declared = try Self.heldConnection(
@@ -169,7 +169,7 @@ struct LiveCallerTests {
     )
     func refusedBodiesEndTheConnection() async throws {
         let files = try TemporaryFiles()
-        let (server, port) = try Self.serve(
+        let (server, port) = try await Self.serve(
             ["--store", "memory", "--insecure-no-caller-auth", "--body-timeout", "3", "--idle-timeout", "5"], files: files)
         defer { _ = server.terminate(within: 10) }
         let oversized =
@@ -240,12 +240,12 @@ struct LiveCallerTests {
                 "serve", "--port", String(port), "--data-dir", files.directory.path, "--log-level", "info", "--store", "memory",
                 "--insecure-no-caller-auth",
             ])
-        try #require(Formattest.waitForListener(port: port, process: server.process), "the service did not start listening")
+        try #require(await Formattest.waitForListener(port: port, process: server.process), "the service did not start listening")
         for _ in 0..<3 { try Self.resetMidBody(port: port) }
         try await Task.sleep(for: .milliseconds(500))
         #expect(try await Self.get(port, "/healthz").0 == 200)
-        _ = server.terminate(within: 10)
-        let log = server.finish().stderr.split(separator: "\n").filter { $0.contains("/api/appattest/assert") || $0.contains("unexpected") }
+        _ = await server.terminate(within: 10)
+        let log = await server.finish().stderr.split(separator: "\n").filter { $0.contains("/api/appattest/assert") || $0.contains("unexpected") }
         #expect(log.count >= 3, "\(log)")
         #expect(log.allSatisfy { !$0.contains("status=500") && !$0.contains("unexpected error") }, "\(log)")
         #expect(log.contains { $0.contains("status=400") }, "\(log)")
@@ -266,9 +266,9 @@ struct LiveCallerTests {
     static func sharedLimit(store: [String]) async throws {
         let files = try TemporaryFiles()
         let limits = ["--insecure-no-caller-auth", "--rate-limit-per-user", "4", "--rate-limit-per-address", "1000", "--rate-limit-window", "3600"]
-        let (first, firstPort) = try Self.serve(store + limits, files: files)
+        let (first, firstPort) = try await Self.serve(store + limits, files: files)
         defer { _ = first.terminate(within: 10) }
-        let (second, secondPort) = try Self.serve(store + limits, files: files)
+        let (second, secondPort) = try await Self.serve(store + limits, files: files)
         defer { _ = second.terminate(within: 10) }
         try await Formattest.awayFromWindowEdge(3600, margin: 120)
         var statuses: [Int] = []

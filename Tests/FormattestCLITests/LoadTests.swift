@@ -47,7 +47,7 @@ struct LoadTests {
             "--rate-limit-per-address", "1000000",
         ])
         defer { _ = server.terminate(within: 10) }
-        try #require(Formattest.waitForListener(port: port, process: server.process), "the service did not start listening")
+        try #require(await Formattest.waitForListener(port: port, process: server.process), "the service did not start listening")
 
         let arguments = ["load", "--port", String(port), "--connections", "2", "--duration", "60", "--bodies", bodies.path]
         // Each connection runs out of bodies long before the window ends: every one was answered.

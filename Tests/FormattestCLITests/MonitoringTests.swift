@@ -19,9 +19,9 @@ struct MonitoringTests {
     func prometheusScrapesAndEvaluates() async throws {
         let files = try TemporaryFiles()
         let adminPort = Formattest.freePort()
-        let (server, port) = try ServeConfigurationTests.start(["--admin-port", String(adminPort)], files: files)
+        let (server, port) = try await ServeConfigurationTests.start(["--admin-port", String(adminPort)], files: files)
         defer { _ = server.terminate(within: 10) }
-        try #require(Formattest.waitForListener(port: adminPort, process: server.process))
+        try #require(await Formattest.waitForListener(port: adminPort, process: server.process))
         // Traffic for the series the rules read: answers by status, latencies, flow outcomes.
         #expect(try await LiveCallerTests.get(port, "/healthz").0 == 200)
         let refused = try await LiveCallerTests.get(port, "/api/appattest/assert").0
@@ -56,7 +56,7 @@ struct MonitoringTests {
             prometheus.terminate()
             prometheus.waitUntilExit()
         }
-        try #require(Formattest.waitForListener(port: prometheusPort, seconds: 60, process: prometheus), "Prometheus did not start")
+        try #require(await Formattest.waitForListener(port: prometheusPort, seconds: 60, process: prometheus), "Prometheus did not start")
 
         // Scraped: the service's answers are in Prometheus, by status.
         var scraped: [[String: Any]] = []

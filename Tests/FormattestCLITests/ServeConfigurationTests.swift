@@ -18,7 +18,7 @@ struct ServeConfigurationTests {
     /// the arguments say otherwise), and waits for `port` (the public one unless given).
     static func start(
         _ arguments: [String], environment: [String: String] = [:], files: TemporaryFiles, listenPort: Int? = nil
-    ) throws -> (Formattest.Running, Int) {
+    ) async throws -> (Formattest.Running, Int) {
         let port = listenPort ?? Formattest.freePort()
         let server = try Formattest.start(
             ["serve", "--store", "memory", "--insecure-no-caller-auth", "--data-dir", files.directory.path]
@@ -27,7 +27,7 @@ struct ServeConfigurationTests {
             environment: environment.merging(["FORMATTEST_UNUSED": "1"]) { $1 }
         )
         try #require(
-            Formattest.waitForListener(port: port, process: server.process), "the service did not start listening: \(server.process.isRunning)")
+            await Formattest.waitForListener(port: port, process: server.process), "the service did not start listening: \(server.process.isRunning)")
         return (server, port)
     }
 
@@ -106,27 +106,27 @@ struct ServeConfigurationTests {
             ([], ["FORMATTEST_PORT": String(environmentPort)], environmentPort),
             ([], [:], filePort),
         ] as [([String], [String: String], Int)] {
-            let (server, _) = try Self.start(
+            let (server, _) = try await Self.start(
                 ["--config", config, "--log-level", "info"] + arguments, environment: environment, files: files, listenPort: expected)
-            #expect(server.terminate(within: 10))
-            let log = server.finish().stderr
+            #expect(await server.terminate(within: 10))
+            let log = await server.finish().stderr
             #expect(log.contains("address=http://127.0.0.1:\(expected)"), "\(log)")
             // --log-level on the command line beats the file's notice: info lines are there.
             #expect(log.contains("level=info source=command line"), "\(log)")
         }
         // With neither flag nor variable, the file's level holds: no info line at all.
-        let (quiet, _) = try Self.start(["--config", config], files: files, listenPort: filePort)
-        #expect(quiet.terminate(within: 10))
-        let log = quiet.finish().stderr
+        let (quiet, _) = try await Self.start(["--config", config], files: files, listenPort: filePort)
+        #expect(await quiet.terminate(within: 10))
+        let log = await quiet.finish().stderr
         #expect(!log.contains(" info ") && !log.contains("public listener"), "\(log)")
     }
 
     @Test("LOG_LEVEL is honoured (warning: no info lines) and checked (a bad one stops serve, named)")
     func logLevelVariable() async throws {
         let files = try TemporaryFiles()
-        let (server, _) = try Self.start([], environment: ["LOG_LEVEL": "warning"], files: files)
-        #expect(server.terminate(within: 10))
-        let log = server.finish().stderr
+        let (server, _) = try await Self.start([], environment: ["LOG_LEVEL": "warning"], files: files)
+        #expect(await server.terminate(within: 10))
+        let log = await server.finish().stderr
         #expect(!log.contains("public listener") && log.contains("warning"), "\(log)")
         let bad = try await Self.refused(["--store", "memory"], environment: ["LOG_LEVEL": "loud"])
         #expect(bad.status == 2 && bad.stderr.contains("LOG_LEVEL (environment)") && bad.stderr.contains("loud"), "\(bad.stderr)")
@@ -166,9 +166,9 @@ struct ServeConfigurationTests {
         let files = try TemporaryFiles()
         let config = try files.write(
             Data(#"{"app-id": ["ZYXWV98765.com.example.one", "ZYXWV98765.com.example.two"], "environment": "production"}"#.utf8), named: "c.json")
-        let (server, _) = try Self.start([], environment: ["FORMATTEST_CONFIG": config], files: files)
-        #expect(server.terminate(within: 10))
-        let log = server.finish().stderr
+        let (server, _) = try await Self.start([], environment: ["FORMATTEST_CONFIG": config], files: files)
+        #expect(await server.terminate(within: 10))
+        let log = await server.finish().stderr
         #expect(log.contains("appId=ZYXWV98765.com.example.one") && log.contains("appId=ZYXWV98765.com.example.two"), "\(log)")
         #expect(log.contains("accepted=production"), "\(log)")
         #expect(log.contains("configuration file") && log.contains("source=environment"), "\(log)")
@@ -196,10 +196,10 @@ struct ServeConfigurationTests {
         #expect(fromVariable.status == 2 && fromVariable.stderr.contains("--demo-dir (environment)"), "\(fromVariable.stderr)")
         let files = try TemporaryFiles()
         let demo = repositoryDirectory.appendingPathComponent("demo").path
-        let (server, port) = try Self.start(["--demo-dir", demo], files: files)
+        let (server, port) = try await Self.start(["--demo-dir", demo], files: files)
         #expect(try await LiveCallerTests.get(port, "/appattest-demo.html").0 == 200)
-        #expect(server.terminate(within: 10))
-        let log = server.finish().stderr
+        #expect(await server.terminate(within: 10))
+        let log = await server.finish().stderr
         #expect(log.contains("demo page") && log.contains("url=http://127.0.0.1:\(port)/appattest-demo.html"), "\(log)")
     }
 
@@ -216,9 +216,9 @@ struct ServeConfigurationTests {
         let server = try Formattest.start(
             ["serve", "--insecure-no-caller-auth", "--data-dir", dataDirectory.path, "--port", String(port)], environment: ["FORMATTEST_UNUSED": "1"]
         )
-        try #require(Formattest.waitForListener(port: port, process: server.process), "the service did not start")
-        #expect(server.terminate(within: 10))
-        let log = server.finish().stderr
+        try #require(await Formattest.waitForListener(port: port, process: server.process), "the service did not start")
+        #expect(await server.terminate(within: 10))
+        let log = await server.finish().stderr
         #expect(FileManager.default.fileExists(atPath: dataDirectory.appendingPathComponent("formattest.sqlite").path), "\(log)")
         #expect(log.contains("kind=sqlite") && log.contains("location=sqlite:\(dataDirectory.path)/formattest.sqlite"), "\(log)")
     }
@@ -227,9 +227,9 @@ struct ServeConfigurationTests {
     func startupLog() async throws {
         let files = try TemporaryFiles()
         let adminPort = Formattest.freePort()
-        let (server, port) = try Self.start(["--admin-port", String(adminPort), "--app-id", "ABCDE12345.com.example.bank"], files: files)
-        #expect(server.terminate(within: 10))
-        let log = server.finish().stderr
+        let (server, port) = try await Self.start(["--admin-port", String(adminPort), "--app-id", "ABCDE12345.com.example.bank"], files: files)
+        #expect(await server.terminate(within: 10))
+        let log = await server.finish().stderr
         for fact in [
             "public listener", "address=http://127.0.0.1:\(port)", "operators' listener", "address=http://127.0.0.1:\(adminPort)",
             "store", "kind=memory", "data directory", "path=\(files.directory.standardizedFileURL.path)", "trust anchor",
@@ -259,8 +259,8 @@ struct ServeConfigurationTests {
         let secret = "operator-secret-0123456789abcdef"
         let secretFile = try files.writeSecret("\(secret)\n", named: "admin")
         let adminPort = Formattest.freePort()
-        let (server, port) = try Self.start(["--admin-port", String(adminPort), "--admin-secret-file", secretFile], files: files)
-        try #require(Formattest.waitForListener(port: adminPort, process: server.process))
+        let (server, port) = try await Self.start(["--admin-port", String(adminPort), "--admin-secret-file", secretFile], files: files)
+        try #require(await Formattest.waitForListener(port: adminPort, process: server.process))
         #expect(try await LiveCallerTests.get(port, "/metrics").0 == 404)
         #expect(try await LiveCallerTests.get(port, "/admin/users/alice/keys", bearer: secret).0 == 404)
         #expect(try await LiveCallerTests.get(port, "/healthz").0 == 200)
@@ -270,13 +270,13 @@ struct ServeConfigurationTests {
         #expect(try await LiveCallerTests.get(adminPort, "/admin/users/alice/keys").0 == 401)
         #expect(try await LiveCallerTests.get(adminPort, "/healthz").0 == 404)
         #expect(try await LiveCallerTests.get(adminPort, "/api/appattest/challenge").0 == 404)
-        #expect(server.terminate(within: 10))
+        #expect(await server.terminate(within: 10))
 
-        let (shared, sharedPort) = try Self.start(["--admin-secret-file", secretFile], files: files)
+        let (shared, sharedPort) = try await Self.start(["--admin-secret-file", secretFile], files: files)
         #expect(try await LiveCallerTests.get(sharedPort, "/metrics").0 == 200)
         #expect(try await LiveCallerTests.get(sharedPort, "/admin/users/alice/keys", bearer: secret).0 == 200)
-        #expect(shared.terminate(within: 10))
-        #expect(shared.finish().stderr.contains("share the public port"))
+        #expect(await shared.terminate(within: 10))
+        #expect(await shared.finish().stderr.contains("share the public port"))
     }
 
     @Test(
@@ -318,9 +318,9 @@ struct ServeConfigurationTests {
     @Test("a retention of revoked keys of exactly 30 days is accepted: serve listens")
     func revokedKeyRetentionAtTheMinimum() async throws {
         let files = try TemporaryFiles()
-        let (server, _) = try Self.start(["--revoked-key-retention", "2592000"], files: files)
+        let (server, _) = try await Self.start(["--revoked-key-retention", "2592000"], files: files)
         #expect(server.process.isRunning)
-        _ = server.terminate(within: 10)
+        _ = await server.terminate(within: 10)
     }
 
     @Test(

@@ -35,7 +35,7 @@ struct SharedStoreTests {
         let form = ["--nonce", "transfer-1", "--timestamp", timestamp, "--counter", "1"]
         let first = try Formattest.start(Self.simulate("assert", store: uri, database: database, form))
         let second = try Formattest.start(Self.simulate("assert", store: uri, database: database, form))
-        let outcomes = [try Self.outcome(first.finish()), try Self.outcome(second.finish())]
+        let outcomes = await [try Self.outcome(first.finish()), try Self.outcome(second.finish())]
         #expect(outcomes.filter(\.accepted).count == 1, "\(outcomes)")
         #expect(outcomes.first(where: { !$0.accepted })?.code == "replay")
 
@@ -67,7 +67,7 @@ struct SharedStoreTests {
         let form = ["--nonce", "s-1", "--timestamp", timestamp]
         let first = try Formattest.start(["simulate", "assert", "--store", store, "--seed", "78", "--counter", "1"] + form)
         let second = try Formattest.start(["simulate", "assert", "--store", store, "--seed", "78", "--counter", "1"] + form)
-        let outcomes = [try Self.outcome(first.finish()), try Self.outcome(second.finish())]
+        let outcomes = await [try Self.outcome(first.finish()), try Self.outcome(second.finish())]
         #expect(outcomes.filter(\.accepted).count == 1, "\(outcomes)")
         #expect(outcomes.first(where: { !$0.accepted })?.code == "replay")
     }

@@ -307,7 +307,7 @@ struct SignalOptionTests {
             environment: ["FORMATTEST_VALIDATION_CATEGORIES": "app-store", "FORMATTEST_REQUIRE_EXTENSIONS": "true"]
         )
         defer { _ = server.terminate(within: 10) }
-        try #require(Formattest.waitForListener(port: port, process: server.process), "the service did not start listening")
+        try #require(await Formattest.waitForListener(port: port, process: server.process), "the service did not start listening")
         let check = try await PythonCheck(venv: ".venv-interop", overrideVariable: "FORMATTEST_INTEROP_PYTHON").run(
             "e2e/interop/serve_signal_policy.py", ["http://127.0.0.1:\(port)"]
         )

@@ -69,15 +69,15 @@ struct SustainedOperationTests {
         }
 
         /// `serve` on this store, listening.
-        func serve(purgeInterval: String, port: Int) throws -> Formattest.Running {
+        func serve(purgeInterval: String, port: Int) async throws -> Formattest.Running {
             let server = try Formattest.start([
                 "serve", "--port", String(port), "--store", self.store, "--root", self.rootPath, "--data-dir", self.files.directory.path,
                 "--log-level", "notice", "--form-max-age", "3600", "--insecure-no-caller-auth", "--purge-interval", purgeInterval,
                 // Load, not a hostile user: each key signs more forms than the default per-user budget.
                 "--rate-limit-assertions-per-user", "100000", "--rate-limit-per-address", "1000000",
             ])
-            guard Formattest.waitForListener(port: port, process: server.process) else {
-                _ = server.terminate(within: 5)
+            guard await Formattest.waitForListener(port: port, process: server.process) else {
+                _ = await server.terminate(within: 5)
                 throw CocoaError(.fileReadUnknown, userInfo: [NSDebugDescriptionErrorKey: "the service did not start listening"])
             }
             return server
@@ -153,7 +153,7 @@ struct SustainedOperationTests {
     func backlogPurgedUnderLoad() async throws {
         let fixture = try await Fixture(expiredForms: 60000, challenges: 5000, perKey: 150)
         let port = Formattest.freePort()
-        let server = try fixture.serve(purgeInterval: "0.5", port: port)
+        let server = try await fixture.serve(purgeInterval: "0.5", port: port)
         var stopped = false
         defer { if !stopped { _ = server.terminate(within: 10) } }
 
@@ -174,8 +174,8 @@ struct SustainedOperationTests {
         #expect(wal <= Self.walBoundBytes, "the write-ahead log grew to \(wal) bytes")
 
         stopped = true
-        #expect(server.terminate(within: 10))
-        let log = server.finish().stderr
+        #expect(await server.terminate(within: 10))
+        let log = await server.finish().stderr
         let passes = log.split(separator: "\n").filter { $0.contains("purged expired records") }
         try #require(!passes.isEmpty, "no purge pass was logged: \(log)")
         for pass in passes { print("purge pass:", pass) }
@@ -197,16 +197,16 @@ struct SustainedOperationTests {
         let fixture = try await Fixture(expiredForms: 240_000, challenges: 0, perKey: 50)
         // Accept 100 forms first, with no purge due.
         let port = Formattest.freePort()
-        let first = try fixture.serve(purgeInterval: "3600", port: port)
+        let first = try await fixture.serve(purgeInterval: "3600", port: port)
         let accepted = try await fixture.load(port: port)
         #expect(accepted["requests"] as? Int == 100)
         #expect((accepted["errors"] as? [String: Int]) == Self.noErrors)
-        #expect(first.terminate(within: 10))
+        #expect(await first.terminate(within: 10))
         #expect(try fixture.live() == 102)
         #expect(try fixture.expired() == 240_000)
 
         // Restarted with a purge due at once; killed once the purge has begun and before it ended.
-        let second = try fixture.serve(purgeInterval: "0.2", port: port)
+        let second = try await fixture.serve(purgeInterval: "0.2", port: port)
         let database = fixture.database
         let begun = await fixture.kill(second.process, once: { try Fixture.expired(database) < 240_000 }, seconds: 60)
         if !begun { kill(second.process.processIdentifier, SIGKILL) }
@@ -218,7 +218,7 @@ struct SustainedOperationTests {
         #expect(try Self.text(fixture.database, "PRAGMA integrity_check") == "ok")
 
         // Restarted: the rest goes, the live records stay, and every accepted form is still a replay.
-        let third = try fixture.serve(purgeInterval: "0.2", port: port)
+        let third = try await fixture.serve(purgeInterval: "0.2", port: port)
         defer { _ = third.terminate(within: 10) }
         #expect(try await fixture.wait(seconds: 120) { try fixture.expired() == 0 })
         #expect(try fixture.live() == 102)
@@ -231,7 +231,7 @@ struct SustainedOperationTests {
     func soakReportsItsLastWindow() async throws {
         let fixture = try await Fixture(expiredForms: 0, challenges: 0, perKey: 1)
         let port = Formattest.freePort()
-        let server = try fixture.serve(purgeInterval: "3600", port: port)
+        let server = try await fixture.serve(purgeInterval: "3600", port: port)
         defer { _ = server.terminate(within: 10) }
         // 2.5 s in windows of 1 s: two whole windows and a last one of half a second. The keys
         // are those of `simulate backlog` (backlog-0 and backlog-1, counter 0); the fixture's

@@ -219,11 +219,17 @@ struct SQLiteStoreTests {
             )
         }
         let since = now.addingTimeInterval(-30 * 86_400)
+        // Each the fastest of three runs: a run that the loaded machine preempted says nothing of the query.
         let clock = ContinuousClock()
         var listed = 0
-        let listing = try await clock.measure { listed = try await store.keys(username: "alice").filter { $0.createdAt >= since }.count }
         var counted = 0
-        let counting = try await clock.measure { counted = try await store.countKeys(username: "alice", .createdSince(since)) }
+        var listing = Duration.seconds(3600)
+        var counting = Duration.seconds(3600)
+        for _ in 0..<3 {
+            listing = min(
+                listing, try await clock.measure { listed = try await store.keys(username: "alice").filter { $0.createdAt >= since }.count })
+            counting = min(counting, try await clock.measure { counted = try await store.countKeys(username: "alice", .createdSince(since)) })
+        }
         #expect(counted == 721 && listed == counted)
         #expect(try await store.countKeys(username: "alice", .active) == 10)
         #expect(try await store.countKeys(username: "alice", .all) == 1_200)

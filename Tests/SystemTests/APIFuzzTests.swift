@@ -27,7 +27,7 @@ struct APIFuzzTests {
             "--evidence-log", files.directory.appendingPathComponent("log").path, "--evidence-log-key", logKey,
         ])
         defer { _ = server.terminate(within: 10) }
-        try #require(Formattest.waitForListener(port: port, process: server.process), "the service did not start listening")
+        try #require(await Formattest.waitForListener(port: port, process: server.process), "the service did not start listening")
 
         let (status, output) = try await schemathesis.run(
             tool: "schemathesis",

@@ -71,9 +71,9 @@ struct DemoPageTests {
         let server = try Formattest.start([
             "serve", "--port", String(port), "--store", "memory", "--insecure-no-caller-auth", "--data-dir", files.directory.path,
         ])
-        try #require(Formattest.waitForListener(port: port, process: server.process), "the service did not start listening")
+        try #require(await Formattest.waitForListener(port: port, process: server.process), "the service did not start listening")
         #expect(server.process.isRunning, "the service did not stay up")
-        #expect(server.terminate(within: 10), "the service did not exit within 10 s of SIGTERM")
+        #expect(await server.terminate(within: 10), "the service did not exit within 10 s of SIGTERM")
         #expect(server.process.terminationReason == .exit)
         #expect(server.process.terminationStatus == 0)
     }

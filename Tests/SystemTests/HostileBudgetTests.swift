@@ -36,7 +36,7 @@ struct HostileBudgetTests {
         let secretFile = try files.writeSecret(HostileUserTests.secret, named: "backend-secret")
         let bearer = [("Authorization", "Bearer \(HostileUserTests.secret)")]
         // The backend's own pool budget is far away: only the user's can refuse.
-        let backend = try Service(
+        let backend = try await Service(
             [
                 "--store", "memory", "--caller-secret-file", secretFile, "--rate-limit-pool", "1000", "--rate-limit-per-backend", "1000",
                 "--rate-limit-per-user", "1000", "--rate-limit-pool-per-user", "3",
@@ -55,10 +55,10 @@ struct HostileBudgetTests {
         // Another user's budget is their own; alice's form challenges are not pool challenges.
         #expect(try Self.exchange(backend.port, "/api/appattest/challenge?purpose=pool&username=bob", headers: bearer).status == 200)
         #expect(try Self.exchange(backend.port, "/api/appattest/challenge?username=alice", headers: bearer).status == 200)
-        _ = backend.stop()
+        _ = await backend.stop()
 
         // Without caller authentication (the demo's mode), from many addresses' worth of budget.
-        let open = try Service(
+        let open = try await Service(
             [
                 "--store", "memory", "--insecure-no-caller-auth", "--rate-limit-per-address", "1000", "--rate-limit-per-user", "1000",
                 "--rate-limit-pool-per-user", "2",
@@ -68,7 +68,7 @@ struct HostileBudgetTests {
         var carol: [Int] = []
         for _ in 0..<3 { carol.append(try Self.exchange(open.port, "/api/appattest/challenge?purpose=pool&username=carol").status) }
         #expect(carol == [200, 200, 429], "\(carol)")
-        _ = open.stop()
+        _ = await open.stop()
     }
 
     /// A service trusting one backend (the secret `HostileUserTests.secret`) with `settings`,
@@ -77,8 +77,8 @@ struct HostileBudgetTests {
         let files = try TemporaryFiles()
         let secretFile = try files.writeSecret(HostileUserTests.secret, named: "backend-secret")
         let service = try HostileStateTests.Service(["--caller-secret-file", secretFile] + settings, files: files)
-        let listening = Formattest.waitForListener(port: service.port, process: service.server.process)
-        if !listening { service.stop() }
+        let listening = await Formattest.waitForListener(port: service.port, process: service.server.process)
+        if !listening { await service.stop() }
         try #require(listening, "the service did not start listening")
         try await Formattest.awayFromWindowEdge(window, margin: 120)
         return service

@@ -37,12 +37,15 @@ struct HostileStateTests {
             )
         }
 
+        func stop() async { _ = await self.server.terminate(within: 10) }
+
+        /// The same, blocking the calling thread: for `defer` blocks.
         func stop() { _ = self.server.terminate(within: 10) }
 
         /// Stops the service and returns what it logged.
-        func stopAndLog() -> String {
-            _ = self.server.terminate(within: 10)
-            return self.server.finish().stderr
+        func stopAndLog() async -> String {
+            _ = await self.server.terminate(within: 10)
+            return await self.server.finish().stderr
         }
 
         func send(_ method: String, _ path: String, _ body: [String: Any]? = nil, bearer: String? = nil) async throws -> (Int, [String: Any]) {
@@ -118,7 +121,7 @@ struct HostileStateTests {
         // Instance A, receipts not required, registers a key whose attestation carries a garbage receipt.
         let first = try Service([])
         defer { first.stop() }
-        try #require(Formattest.waitForListener(port: first.port, process: first.server.process))
+        try #require(await Formattest.waitForListener(port: first.port, process: first.server.process))
         let form = Service.form("1.00")
         let (_, simulated) = try await first.send("POST", "/api/dev/simulate", ["action": "attest", "form": form])
         let keyID = try #require(simulated["keyId"] as? String)
@@ -132,12 +135,12 @@ struct HostileStateTests {
         #expect(registered == 200, "\(answer)")
         // Instance B, on the same store with evidence records: the key's receipt is parsed, and refused.
         let second = try Service(["--evidence-dir", first.files.directory.path], logLevel: "info", files: first.files)
-        try #require(Formattest.waitForListener(port: second.port, process: second.server.process))
+        try #require(await Formattest.waitForListener(port: second.port, process: second.server.process))
         let (status, refused) = try await second.send("POST", "/api/appattest/assert", try await first.signed(keyID, amount: "2.00"))
         let message = ((refused["error"] as? [String: Any])?["message"] as? String) ?? ""
         #expect(status == 428 && second.code(refused) == "key_attestation_unverifiable", "\(status) \(refused)")
         #expect(message.contains("receipt") && !message.contains(".swift:"), "\(message)")
-        let log = second.stopAndLog()
+        let log = await second.stopAndLog()
         #expect(log.contains("rejected: library detail") && log.contains(".swift:"), "\(log)")
     }
 
@@ -146,7 +149,7 @@ struct HostileStateTests {
         for rule in ["tolerant", "strict"] {
             let service = try Service(["--counter-rule", rule])
             defer { service.stop() }
-            try #require(Formattest.waitForListener(port: service.port, process: service.server.process))
+            try #require(await Formattest.waitForListener(port: service.port, process: service.server.process))
             let keyID = try await service.register()
             let first = try await service.signed(keyID, amount: "1.00")
             let second = try await service.signed(keyID, amount: "2.00")
@@ -167,7 +170,7 @@ struct HostileStateTests {
     func assertionBudget() async throws {
         let service = try Service(["--rate-limit-assertions-per-user", "3", "--rate-limit-window", "3600"])
         defer { service.stop() }
-        try #require(Formattest.waitForListener(port: service.port, process: service.server.process))
+        try #require(await Formattest.waitForListener(port: service.port, process: service.server.process))
         try await Formattest.awayFromWindowEdge(3600, margin: 120)
         let alice = try await service.register()
         let bob = try await service.register(user: "bob")
@@ -191,7 +194,7 @@ struct HostileStateTests {
             ])
         }
         let service = try start("3")
-        try #require(Formattest.waitForListener(port: service.port, process: service.server.process))
+        try #require(await Formattest.waitForListener(port: service.port, process: service.server.process))
         try await Formattest.awayFromWindowEdge(3600, margin: 120)
         let alice = try await service.register()
         // Five forged assertions: alice's keyId, an assertion over another form (401 each).
@@ -211,12 +214,12 @@ struct HostileStateTests {
         let refusedRequest = try await service.signed(alice, amount: "4.00")
         let (refused, answer) = try await service.send("POST", "/api/appattest/assert", refusedRequest)
         #expect(refused == 429 && service.code(answer) == "rate_limited", "\(refused) \(answer)")
-        service.stop()
+        await service.stop()
         // The refused form changed nothing: with a larger budget, the very same request is accepted
         // (not a replay, its counter still above the stored one).
         let larger = try start("100")
         defer { larger.stop() }
-        try #require(Formattest.waitForListener(port: larger.port, process: larger.server.process))
+        try #require(await Formattest.waitForListener(port: larger.port, process: larger.server.process))
         let (again, againAnswer) = try await larger.send("POST", "/api/appattest/assert", refusedRequest)
         #expect(again == 200, "\(again) \(againAnswer)")
     }
@@ -225,7 +228,7 @@ struct HostileStateTests {
     func assertionAddressBudget() async throws {
         let service = try Service(["--rate-limit-per-address", "3", "--rate-limit-window", "3600"])
         defer { service.stop() }
-        try #require(Formattest.waitForListener(port: service.port, process: service.server.process))
+        try #require(await Formattest.waitForListener(port: service.port, process: service.server.process))
         try await Formattest.awayFromWindowEdge(3600, margin: 120)
         var statuses: [Int] = []
         for index in 0..<5 {
@@ -243,7 +246,7 @@ struct HostileStateTests {
         // 100 TB free required (the largest threshold): no filesystem of this machine has it.
         let low = try Service(["--min-free-space", "100000000"])
         defer { low.stop() }
-        try #require(Formattest.waitForListener(port: low.port, process: low.server.process))
+        try #require(await Formattest.waitForListener(port: low.port, process: low.server.process))
         let (challengeStatus, challenge) = try await low.send("GET", "/api/appattest/challenge?username=alice")
         #expect(challengeStatus == 507 && low.code(challenge) == "insufficient_storage", "\(challenge)")
         let form = Service.form("1.00")
@@ -261,7 +264,7 @@ struct HostileStateTests {
         // One thing changed: 1 MB required, and the same requests are taken.
         let roomy = try Service(["--min-free-space", "1"])
         defer { roomy.stop() }
-        try #require(Formattest.waitForListener(port: roomy.port, process: roomy.server.process))
+        try #require(await Formattest.waitForListener(port: roomy.port, process: roomy.server.process))
         #expect(try await roomy.send("GET", "/api/appattest/challenge?username=alice").0 == 200)
         _ = try await roomy.register()
         let (roomyHealth, roomyAnswer) = try await roomy.send("GET", "/healthz")
@@ -276,7 +279,7 @@ struct HostileStateTests {
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: secretFile)
         let service = try Service(["--admin-secret-file", secretFile, "--max-keys-per-user", "2"])
         defer { service.stop() }
-        try #require(Formattest.waitForListener(port: service.port, process: service.server.process))
+        try #require(await Formattest.waitForListener(port: service.port, process: service.server.process))
         for _ in 0..<5 { _ = try await service.register() }
         var seen = 0
         var path = "/admin/users/alice/keys?limit=2"

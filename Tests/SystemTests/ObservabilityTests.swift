@@ -23,15 +23,15 @@ struct ObservabilityTests {
             ["serve", "--store", "memory", "--insecure-no-caller-auth", "--data-dir", files.directory.path, "--port", String(port)] + extra
         }
 
-        static func start(_ extra: [String], environment: [String: String] = [:], files: TemporaryFiles) throws -> (Formattest.Running, Int) {
+        static func start(_ extra: [String], environment: [String: String] = [:], files: TemporaryFiles) async throws -> (Formattest.Running, Int) {
             let port = Formattest.freePort()
             let server = try Formattest.start(Self.arguments(extra, files: files, port: port), environment: environment)
-            try #require(Formattest.waitForListener(port: port, process: server.process), "the service did not start")
+            try #require(await Formattest.waitForListener(port: port, process: server.process), "the service did not start")
             return (server, port)
         }
 
-        static func refused(_ extra: [String], environment: [String: String] = [:], files: TemporaryFiles) throws -> Formattest.Result {
-            try Formattest.start(Self.arguments(extra, files: files, port: Formattest.freePort()), environment: environment).finish()
+        static func refused(_ extra: [String], environment: [String: String] = [:], files: TemporaryFiles) async throws -> Formattest.Result {
+            try await Formattest.start(Self.arguments(extra, files: files, port: Formattest.freePort()), environment: environment).finish()
         }
     }
 
@@ -67,7 +67,7 @@ struct ObservabilityTests {
     func jsonLogs() async throws {
         let service = try Service(["--log-format", "json"], logLevel: "info")
         defer { if service.server.process.isRunning { service.stop() } }
-        try #require(Formattest.waitForListener(port: service.port, process: service.server.process))
+        try #require(await Formattest.waitForListener(port: service.port, process: service.server.process))
         let user = "u" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
         let keyID = try await service.register(user: user)
         let signed = try await service.signed(keyID, amount: "1.00", user: user)
@@ -89,8 +89,8 @@ struct ObservabilityTests {
             #expect(status >= 400)
             refusals.append((status, code))
         }
-        service.stop()
-        let output = service.server.finish()
+        await service.stop()
+        let output = await service.server.finish()
         let (lines, bad) = Self.jsonLines(output.stderr)
         #expect(bad.isEmpty, "lines that are not JSON objects: \(bad)")
         #expect(lines.count >= 10, "\(output.stderr)")
@@ -129,17 +129,17 @@ struct ObservabilityTests {
     func otlpEndpointSetting() async throws {
         let files = try TemporaryFiles()
         let unused = "http://127.0.0.1:\(Formattest.freePort())"
-        let (server, port) = try ServeLauncher.start([], environment: ["OTEL_EXPORTER_OTLP_ENDPOINT": unused], files: files)
+        let (server, port) = try await ServeLauncher.start([], environment: ["OTEL_EXPORTER_OTLP_ENDPOINT": unused], files: files)
         defer { _ = server.terminate(within: 10) }
         var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)/healthz")!)
         request.setValue("00-\(Self.randomHex(bytes: 16))-\(Self.randomHex(bytes: 8))-01", forHTTPHeaderField: "traceparent")
         let (_, response) = try await URLSession.shared.data(for: request)
         #expect((response as? HTTPURLResponse)?.value(forHTTPHeaderField: "traceresponse") != nil, "\(response)")
 
-        let scheme = try ServeLauncher.refused(["--otlp-endpoint", "ftp://127.0.0.1:4318"], files: files)
+        let scheme = try await ServeLauncher.refused(["--otlp-endpoint", "ftp://127.0.0.1:4318"], files: files)
         #expect(scheme.status == 2, "\(scheme.stderr)")
         #expect(scheme.stderr.contains("--otlp-endpoint (command line): must be an http:// or https:// URL"), "\(scheme.stderr)")
-        let conflict = try ServeLauncher.refused(
+        let conflict = try await ServeLauncher.refused(
             ["--otlp-endpoint", "http://127.0.0.1:4318"], environment: ["OTEL_EXPORTER_OTLP_ENDPOINT": unused], files: files)
         #expect(conflict.status == 2, "\(conflict.stderr)")
         #expect(conflict.stderr.contains("OTEL_EXPORTER_OTLP_ENDPOINT is also set, to another URL"), "\(conflict.stderr)")
@@ -149,13 +149,13 @@ struct ObservabilityTests {
     func logFormatSetting() async throws {
         let service = try Service([], logLevel: "info")
         defer { if service.server.process.isRunning { service.stop() } }
-        try #require(Formattest.waitForListener(port: service.port, process: service.server.process))
-        service.stop()
-        let text = service.server.finish()
+        try #require(await Formattest.waitForListener(port: service.port, process: service.server.process))
+        await service.stop()
+        let text = await service.server.finish()
         #expect(text.stderr.contains("log format"), "\(text.stderr)")
         #expect(Self.jsonLines(text.stderr).objects.isEmpty, "\(text.stderr)")
         let files = try TemporaryFiles()
-        let refused = try ServeLauncher.refused(["--log-format", "xml"], files: files)
+        let refused = try await ServeLauncher.refused(["--log-format", "xml"], files: files)
         #expect(refused.status == 2, "\(refused.stderr)")
         #expect(refused.stderr.contains("--log-format (command line): must be one of text, json"), "\(refused.stderr)")
     }
@@ -214,7 +214,7 @@ struct ObservabilityTests {
             ["--log-format", "json", "--otlp-endpoint", "http://127.0.0.1:\(receiver.port)", "--evidence-in-answer"], logLevel: "info"
         )
         defer { if service.server.process.isRunning { service.stop() } }
-        try #require(Formattest.waitForListener(port: service.port, process: service.server.process))
+        try #require(await Formattest.waitForListener(port: service.port, process: service.server.process))
         let user = "u" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
         let keyID = try await service.register(user: user)
         let signed = try await service.signed(keyID, amount: "1.00", user: user)
@@ -240,8 +240,8 @@ struct ObservabilityTests {
         #expect(refusedStatus == 409, "\(refusedAnswer)")
 
         // Stopping the service flushes its exporter; the receiver has the spans by then or soon after.
-        service.stop()
-        let output = service.server.finish()
+        await service.stop()
+        let output = await service.server.finish()
         var spans: [[String: Any]] = []
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {

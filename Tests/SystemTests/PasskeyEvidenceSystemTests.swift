@@ -26,7 +26,7 @@ struct PasskeyEvidenceSystemTests {
             "--evidence-dir", evidence.path,
         ])
         defer { service.stop() }
-        try #require(Formattest.waitForListener(port: service.port, process: service.server.process))
+        try #require(await Formattest.waitForListener(port: service.port, process: service.server.process))
         var device = PasskeyDevice()
         let (_, options) = try await service.send("GET", "/api/passkeys/options?username=alice")
         let challengeText = try #require((options["challenge"] as? [String: Any])?["challenge"] as? String)

@@ -32,7 +32,7 @@ struct PasskeySystemTests {
             "--challenge-lifetime", "900",
         ])
         defer { service.stop() }
-        try #require(Formattest.waitForListener(port: service.port, process: service.server.process))
+        try #require(await Formattest.waitForListener(port: service.port, process: service.server.process))
         var device = PasskeyDevice()
         // The passkey's registration: options, then the response to their challenge.
         let (optionsStatus, options) = try await service.send("GET", "/api/passkeys/options?username=alice")

@@ -17,11 +17,11 @@ struct RevokedRetentionTests {
     typealias Service = HostileStateTests.Service
 
     /// Runs `sql` on the store's file with the sqlite3 shell (beside the running service: SQLite
-    /// serializes the writers, and the shell waits up to 5 s for the lock); its output.
+    /// serializes the writers, and the shell waits up to 60 s for the lock); its output.
     static func sqlite(_ path: String, _ sql: String) throws -> String {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
-        process.arguments = ["-cmd", ".timeout 5000", path, sql]
+        process.arguments = ["-cmd", ".timeout 60000", path, sql]
         let output = Pipe()
         process.standardOutput = output
         process.standardError = output
@@ -52,7 +52,7 @@ struct RevokedRetentionTests {
             "--rate-limit-per-user", "1000", "--rate-limit-per-address", "1000",
         ])
         defer { service.stop() }
-        try #require(Formattest.waitForListener(port: service.port, process: service.server.process))
+        try #require(await Formattest.waitForListener(port: service.port, process: service.server.process))
         let store = service.files.directory.appendingPathComponent("store.sqlite").path
 
         // 12 registrations with at most 2 active keys: 10 revoked by the limit, each with its registration.
@@ -135,7 +135,7 @@ struct RevokedRetentionTests {
             "--rate-limit-per-user", "1000", "--rate-limit-per-address", "1000",
         ])
         defer { service.stop() }
-        try #require(Formattest.waitForListener(port: service.port, process: service.server.process))
+        try #require(await Formattest.waitForListener(port: service.port, process: service.server.process))
         let store = service.files.directory.appendingPathComponent("store.sqlite").path
 
         // Three passkeys, at most one active: the first two are revoked by the limit (each new one
