@@ -571,6 +571,15 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "FormattestCommandsTests",
+            dependencies: [
+                "FormattestCommands", "FormAttestFlows",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "FormattestCLITests",
             dependencies: [
                 "formattest", "formattest-dev", "AppAttest", "AppAttestSimulator", "FormAttestTestSupport", "ReceiptExchangeFake",

@@ -55,178 +55,110 @@ public struct ServeOptions: ParsableArguments {
 
     public init() {}
 
-    @Option(name: .customLong("config"), help: ServeSettings.help("config")) var config: String?
-    @Option(name: .customLong("host"), help: ServeSettings.help("host")) var host: String?
-    @Option(name: .customLong("port"), help: ServeSettings.help("port")) var port: String?
-    @Option(name: .customLong("admin-host"), help: ServeSettings.help("admin-host")) var adminHost: String?
-    @Option(name: .customLong("admin-port"), help: ServeSettings.help("admin-port")) var adminPort: String?
-    @Option(name: .customLong("store"), help: ServeSettings.help("store")) var store: String?
-    @Option(name: .customLong("mongodb-database"), help: ServeSettings.help("mongodb-database")) var mongoDatabase: String?
-    @Option(name: .customLong("mongodb-collection-prefix"), help: ServeSettings.help("mongodb-collection-prefix")) var mongoCollectionPrefix: String?
-    @Option(name: .customLong("data-dir"), help: ServeSettings.help("data-dir")) var dataDirectory: String?
-    @Option(name: .customLong("signing-key"), help: ServeSettings.help("signing-key")) var signingKey: String?
-    @Option(name: .customLong("issuer"), help: ServeSettings.help("issuer")) var issuer: String?
-    @Option(name: .customLong("audience"), help: ServeSettings.help("audience")) var audience: String?
-    @Option(name: .customLong("app-id"), help: ServeSettings.help("app-id")) var appIDs: [String] = []
-    @Option(name: .customLong("environment"), help: ServeSettings.help("environment")) var environment: String?
-    @Option(name: .customLong("root"), help: ServeSettings.help("root")) var roots: [String] = []
-    @Option(name: .customLong("form-max-age"), help: ServeSettings.help("form-max-age")) var formMaxAge: String?
-    @Option(name: .customLong("form-max-skew"), help: ServeSettings.help("form-max-skew")) var formMaxSkew: String?
-    @Option(name: .customLong("challenge-lifetime"), help: ServeSettings.help("challenge-lifetime")) var challengeLifetime: String?
-    @Flag(name: .customLong("require-challenge"), help: ServeSettings.help("require-challenge")) var requireChallenge = false
-    @Flag(name: .customLong("rotate-challenges"), help: ServeSettings.help("rotate-challenges")) var rotateChallenges = false
-    @Option(name: .customLong("max-key-age"), help: ServeSettings.help("max-key-age")) var maxKeyAge: String?
-    @Option(name: .customLong("counter-rule"), help: ServeSettings.help("counter-rule")) var counterRule: String?
-    @Option(name: .customLong("idle-timeout"), help: ServeSettings.help("idle-timeout")) var idleTimeout: String?
-    @Option(name: .customLong("body-timeout"), help: ServeSettings.help("body-timeout")) var bodyTimeout: String?
-    @Option(name: .customLong("min-body-rate"), help: ServeSettings.help("min-body-rate")) var minBodyRate: String?
-    @Option(name: .customLong("purge-interval"), help: ServeSettings.help("purge-interval")) var purgeInterval: String?
-    @Option(name: .customLong("purge-step-target"), help: ServeSettings.help("purge-step-target")) var purgeStepTarget: String?
-    @Option(name: .customLong("revoked-key-retention"), help: ServeSettings.help("revoked-key-retention")) var revokedKeyRetention: String?
-    @Flag(name: .customLong("require-valid-receipt"), help: ServeSettings.help("require-valid-receipt")) var requireValidReceipt = false
-    @Option(name: .customLong("validation-category"), help: ServeSettings.help("validation-category")) var validationCategories: [String] = []
-    @Option(name: .customLong("minimum-bundle-version"), help: ServeSettings.help("minimum-bundle-version")) var minimumBundleVersion: String?
-    @Option(name: .customLong("allowed-cdhash"), help: ServeSettings.help("allowed-cdhash")) var allowedCDHashes: [String] = []
-    @Option(name: .customLong("allowed-cdhashes-file"), help: ServeSettings.help("allowed-cdhashes-file")) var allowedCDHashesFile: String?
-    @Flag(name: .customLong("require-cdhash"), help: ServeSettings.help("require-cdhash")) var requireCDHash = false
-    @Flag(name: .customLong("require-extensions"), help: ServeSettings.help("require-extensions")) var requireExtensions = false
-    @Option(name: .customLong("macos-access-control"), help: ServeSettings.help("macos-access-control")) var macOSAccessControl: String?
-    @Option(name: .customLong("caller-jwks"), help: ServeSettings.help("caller-jwks")) var callerJWKS: String?
-    @Option(name: .customLong("caller-issuer"), help: ServeSettings.help("caller-issuer")) var callerIssuer: String?
-    @Option(name: .customLong("caller-audience"), help: ServeSettings.help("caller-audience")) var callerAudience: String?
-    @Option(name: .customLong("caller-user-claim"), help: ServeSettings.help("caller-user-claim")) var callerUserClaim: String?
-    @Option(name: .customLong("bind-session"), help: ServeSettings.help("bind-session")) var bindSession: String?
-    @Option(name: .customLong("caller-secret-file"), help: ServeSettings.help("caller-secret-file")) var callerSecretFile: String?
-    @Option(name: .customLong("admin-secret-file"), help: ServeSettings.help("admin-secret-file")) var adminSecretFile: String?
-    @Flag(name: .customLong("insecure-no-caller-auth"), help: ServeSettings.help("insecure-no-caller-auth")) var insecureNoCallerAuth = false
-    @Option(name: .customLong("max-keys-per-user"), help: ServeSettings.help("max-keys-per-user")) var maxKeysPerUser: String?
-    @Option(name: .customLong("passkey-rp-id"), help: ServeSettings.help("passkey-rp-id")) var passkeyRelyingPartyID: String?
-    @Option(name: .customLong("passkey-origin"), help: ServeSettings.help("passkey-origin")) var passkeyOrigins: [String] = []
-    @Option(name: .customLong("factor-policy"), help: ServeSettings.help("factor-policy")) var factorPolicy: String?
-    @Option(name: .customLong("max-passkeys-per-user"), help: ServeSettings.help("max-passkeys-per-user")) var maxPasskeysPerUser: String?
-    @Option(name: .customLong("rate-limit-per-user"), help: ServeSettings.help("rate-limit-per-user")) var rateLimitPerUser: String?
-    @Option(name: .customLong("rate-limit-per-address"), help: ServeSettings.help("rate-limit-per-address")) var rateLimitPerAddress: String?
-    @Option(name: .customLong("rate-limit-assertions-per-user"), help: ServeSettings.help("rate-limit-assertions-per-user"))
+    @Option(help: ServeSettings.help("config")) var config: String?
+    @Option(help: ServeSettings.help("host")) var host: String?
+    @Option(help: ServeSettings.help("port")) var port: String?
+    @Option(help: ServeSettings.help("admin-host")) var adminHost: String?
+    @Option(help: ServeSettings.help("admin-port")) var adminPort: String?
+    @Option(help: ServeSettings.help("store")) var store: String?
+    @Option(help: ServeSettings.help("mongodb-database")) var mongodbDatabase: String?
+    @Option(help: ServeSettings.help("mongodb-collection-prefix")) var mongodbCollectionPrefix: String?
+    @Option(help: ServeSettings.help("data-dir")) var dataDir: String?
+    @Option(help: ServeSettings.help("signing-key")) var signingKey: String?
+    @Option(help: ServeSettings.help("issuer")) var issuer: String?
+    @Option(help: ServeSettings.help("audience")) var audience: String?
+    @Option(help: ServeSettings.help("app-id")) var appId: [String] = []
+    @Option(help: ServeSettings.help("environment")) var environment: String?
+    @Option(help: ServeSettings.help("root")) var root: [String] = []
+    @Option(help: ServeSettings.help("form-max-age")) var formMaxAge: String?
+    @Option(help: ServeSettings.help("form-max-skew")) var formMaxSkew: String?
+    @Option(help: ServeSettings.help("challenge-lifetime")) var challengeLifetime: String?
+    @Flag(help: ServeSettings.help("require-challenge")) var requireChallenge = false
+    @Flag(help: ServeSettings.help("rotate-challenges")) var rotateChallenges = false
+    @Option(help: ServeSettings.help("max-key-age")) var maxKeyAge: String?
+    @Option(help: ServeSettings.help("counter-rule")) var counterRule: String?
+    @Option(help: ServeSettings.help("idle-timeout")) var idleTimeout: String?
+    @Option(help: ServeSettings.help("body-timeout")) var bodyTimeout: String?
+    @Option(help: ServeSettings.help("min-body-rate")) var minBodyRate: String?
+    @Option(help: ServeSettings.help("purge-interval")) var purgeInterval: String?
+    @Option(help: ServeSettings.help("purge-step-target")) var purgeStepTarget: String?
+    @Option(help: ServeSettings.help("revoked-key-retention")) var revokedKeyRetention: String?
+    @Flag(help: ServeSettings.help("require-valid-receipt")) var requireValidReceipt = false
+    @Option(help: ServeSettings.help("validation-category")) var validationCategory: [String] = []
+    @Option(help: ServeSettings.help("minimum-bundle-version")) var minimumBundleVersion: String?
+    @Option(help: ServeSettings.help("allowed-cdhash")) var allowedCdhash: [String] = []
+    @Option(help: ServeSettings.help("allowed-cdhashes-file")) var allowedCdhashesFile: String?
+    @Flag(help: ServeSettings.help("require-cdhash")) var requireCdhash = false
+    @Flag(help: ServeSettings.help("require-extensions")) var requireExtensions = false
+    @Option(help: ServeSettings.help("macos-access-control")) var macosAccessControl: String?
+    @Option(help: ServeSettings.help("caller-jwks")) var callerJwks: String?
+    @Option(help: ServeSettings.help("caller-issuer")) var callerIssuer: String?
+    @Option(help: ServeSettings.help("caller-audience")) var callerAudience: String?
+    @Option(help: ServeSettings.help("caller-user-claim")) var callerUserClaim: String?
+    @Option(help: ServeSettings.help("bind-session")) var bindSession: String?
+    @Option(help: ServeSettings.help("caller-secret-file")) var callerSecretFile: String?
+    @Option(help: ServeSettings.help("admin-secret-file")) var adminSecretFile: String?
+    @Flag(help: ServeSettings.help("insecure-no-caller-auth")) var insecureNoCallerAuth = false
+    @Option(help: ServeSettings.help("max-keys-per-user")) var maxKeysPerUser: String?
+    @Option(help: ServeSettings.help("passkey-rp-id")) var passkeyRpId: String?
+    @Option(help: ServeSettings.help("passkey-origin")) var passkeyOrigin: [String] = []
+    @Option(help: ServeSettings.help("factor-policy")) var factorPolicy: String?
+    @Option(help: ServeSettings.help("max-passkeys-per-user")) var maxPasskeysPerUser: String?
+    @Option(help: ServeSettings.help("rate-limit-per-user")) var rateLimitPerUser: String?
+    @Option(help: ServeSettings.help("rate-limit-per-address")) var rateLimitPerAddress: String?
+    @Option(help: ServeSettings.help("rate-limit-assertions-per-user"))
     var rateLimitAssertionsPerUser: String?
-    @Option(name: .customLong("rate-limit-window"), help: ServeSettings.help("rate-limit-window")) var rateLimitWindow: String?
-    @Option(name: .customLong("trusted-proxy-hops"), help: ServeSettings.help("trusted-proxy-hops")) var trustedProxyHops: String?
-    @Option(name: .customLong("rate-limit-per-backend"), help: ServeSettings.help("rate-limit-per-backend")) var rateLimitPerBackend: String?
-    @Option(name: .customLong("rate-limit-backend-unnamed"), help: ServeSettings.help("rate-limit-backend-unnamed")) var rateLimitBackendUnnamed:
-        String?
-    @Option(name: .customLong("rate-limit-ipv6-prefix"), help: ServeSettings.help("rate-limit-ipv6-prefix")) var rateLimitIPv6Prefix: String?
-    @Option(name: .customLong("rate-limit-inspect"), help: ServeSettings.help("rate-limit-inspect")) var rateLimitInspect: String?
-    @Option(name: .customLong("rate-limit-pool"), help: ServeSettings.help("rate-limit-pool")) var rateLimitPool: String?
-    @Option(name: .customLong("rate-limit-pool-per-user"), help: ServeSettings.help("rate-limit-pool-per-user")) var rateLimitPoolPerUser: String?
-    @Option(name: .customLong("rate-limit-registrations-per-backend"), help: ServeSettings.help("rate-limit-registrations-per-backend"))
+    @Option(help: ServeSettings.help("rate-limit-window")) var rateLimitWindow: String?
+    @Option(help: ServeSettings.help("trusted-proxy-hops")) var trustedProxyHops: String?
+    @Option(help: ServeSettings.help("rate-limit-per-backend")) var rateLimitPerBackend: String?
+    @Option(help: ServeSettings.help("rate-limit-backend-unnamed")) var rateLimitBackendUnnamed: String?
+    @Option(help: ServeSettings.help("rate-limit-ipv6-prefix")) var rateLimitIpv6Prefix: String?
+    @Option(help: ServeSettings.help("rate-limit-inspect")) var rateLimitInspect: String?
+    @Option(help: ServeSettings.help("rate-limit-pool")) var rateLimitPool: String?
+    @Option(help: ServeSettings.help("rate-limit-pool-per-user")) var rateLimitPoolPerUser: String?
+    @Option(help: ServeSettings.help("rate-limit-registrations-per-backend"))
     var rateLimitRegistrationsPerBackend: String?
-    @Option(name: .customLong("rate-limit-backend-user-share"), help: ServeSettings.help("rate-limit-backend-user-share"))
+    @Option(help: ServeSettings.help("rate-limit-backend-user-share"))
     var rateLimitBackendUserShare: String?
-    @Option(name: .customLong("rate-limit-registrations-per-user"), help: ServeSettings.help("rate-limit-registrations-per-user"))
+    @Option(help: ServeSettings.help("rate-limit-registrations-per-user"))
     var rateLimitRegistrationsPerUser: String?
-    @Option(name: .customLong("max-connections"), help: ServeSettings.help("max-connections")) var maxConnections: String?
-    @Option(name: .customLong("max-connections-per-address"), help: ServeSettings.help("max-connections-per-address")) var maxConnectionsPerAddress:
-        String?
-    @Option(name: .customLong("header-timeout"), help: ServeSettings.help("header-timeout")) var headerTimeout: String?
-    @Option(name: .customLong("max-requests-per-connection"), help: ServeSettings.help("max-requests-per-connection")) var maxRequestsPerConnection:
-        String?
-    @Option(name: .customLong("max-connection-age"), help: ServeSettings.help("max-connection-age")) var maxConnectionAge: String?
-    @Option(name: .customLong("attestation-ca"), help: ServeSettings.help("attestation-ca")) var attestationCA: String?
-    @Option(name: .customLong("rp-id"), help: ServeSettings.help("rp-id")) var relyingPartyID: String?
-    @Option(name: .customLong("evidence-dir"), help: ServeSettings.help("evidence-dir")) var evidenceDirectory: String?
-    @Flag(name: .customLong("evidence-in-answer"), help: ServeSettings.help("evidence-in-answer")) var evidenceInAnswer = false
-    @Option(name: .customLong("evidence-log"), help: ServeSettings.help("evidence-log")) var evidenceLog: String?
-    @Option(name: .customLong("evidence-log-key"), help: ServeSettings.help("evidence-log-key")) var evidenceLogKey: String?
-    @Option(name: .customLong("min-free-space"), help: ServeSettings.help("min-free-space")) var minFreeSpace: String?
-    @Flag(name: .customLong("dev-simulator"), help: ServeSettings.help("dev-simulator")) var devSimulator = false
-    @Option(name: .customLong("demo-dir"), help: ServeSettings.help("demo-dir")) var demoDirectory: String?
-    @Option(name: .customLong("log-level"), help: ServeSettings.help("log-level")) var logLevel: String?
-    @Option(name: .customLong("log-format"), help: ServeSettings.help("log-format")) var logFormat: String?
-    @Option(name: .customLong("otlp-endpoint"), help: ServeSettings.help("otlp-endpoint")) var otlpEndpoint: String?
+    @Option(help: ServeSettings.help("max-connections")) var maxConnections: String?
+    @Option(help: ServeSettings.help("max-connections-per-address")) var maxConnectionsPerAddress: String?
+    @Option(help: ServeSettings.help("header-timeout")) var headerTimeout: String?
+    @Option(help: ServeSettings.help("max-requests-per-connection")) var maxRequestsPerConnection: String?
+    @Option(help: ServeSettings.help("max-connection-age")) var maxConnectionAge: String?
+    @Option(help: ServeSettings.help("attestation-ca")) var attestationCa: String?
+    @Option(help: ServeSettings.help("rp-id")) var rpId: String?
+    @Option(help: ServeSettings.help("evidence-dir")) var evidenceDir: String?
+    @Flag(help: ServeSettings.help("evidence-in-answer")) var evidenceInAnswer = false
+    @Option(help: ServeSettings.help("evidence-log")) var evidenceLog: String?
+    @Option(help: ServeSettings.help("evidence-log-key")) var evidenceLogKey: String?
+    @Option(help: ServeSettings.help("min-free-space")) var minFreeSpace: String?
+    @Flag(help: ServeSettings.help("dev-simulator")) var devSimulator = false
+    @Option(help: ServeSettings.help("demo-dir")) var demoDir: String?
+    @Option(help: ServeSettings.help("log-level")) var logLevel: String?
+    @Option(help: ServeSettings.help("log-format")) var logFormat: String?
+    @Option(help: ServeSettings.help("otlp-endpoint")) var otlpEndpoint: String?
 
-    /// The flags given, by setting key (the command-line source of the provider chain).
-    var givenFlags: [String: [String]] {
-        [
-            "config": self.config.map { [$0] } ?? [],
-            "host": self.host.map { [$0] } ?? [],
-            "port": self.port.map { [$0] } ?? [],
-            "admin-host": self.adminHost.map { [$0] } ?? [],
-            "admin-port": self.adminPort.map { [$0] } ?? [],
-            "store": self.store.map { [$0] } ?? [],
-            "mongodb-database": self.mongoDatabase.map { [$0] } ?? [],
-            "mongodb-collection-prefix": self.mongoCollectionPrefix.map { [$0] } ?? [],
-            "data-dir": self.dataDirectory.map { [$0] } ?? [],
-            "signing-key": self.signingKey.map { [$0] } ?? [],
-            "issuer": self.issuer.map { [$0] } ?? [],
-            "audience": self.audience.map { [$0] } ?? [],
-            "app-id": self.appIDs,
-            "environment": self.environment.map { [$0] } ?? [],
-            "root": self.roots,
-            "form-max-age": self.formMaxAge.map { [$0] } ?? [],
-            "form-max-skew": self.formMaxSkew.map { [$0] } ?? [],
-            "challenge-lifetime": self.challengeLifetime.map { [$0] } ?? [],
-            "require-challenge": self.requireChallenge ? ["true"] : [],
-            "rotate-challenges": self.rotateChallenges ? ["true"] : [],
-            "max-key-age": self.maxKeyAge.map { [$0] } ?? [],
-            "counter-rule": self.counterRule.map { [$0] } ?? [],
-            "idle-timeout": self.idleTimeout.map { [$0] } ?? [],
-            "body-timeout": self.bodyTimeout.map { [$0] } ?? [],
-            "min-body-rate": self.minBodyRate.map { [$0] } ?? [],
-            "purge-interval": self.purgeInterval.map { [$0] } ?? [],
-            "purge-step-target": self.purgeStepTarget.map { [$0] } ?? [],
-            "revoked-key-retention": self.revokedKeyRetention.map { [$0] } ?? [],
-            "require-valid-receipt": self.requireValidReceipt ? ["true"] : [],
-            "validation-category": self.validationCategories,
-            "minimum-bundle-version": self.minimumBundleVersion.map { [$0] } ?? [],
-            "allowed-cdhash": self.allowedCDHashes,
-            "allowed-cdhashes-file": self.allowedCDHashesFile.map { [$0] } ?? [],
-            "require-cdhash": self.requireCDHash ? ["true"] : [],
-            "require-extensions": self.requireExtensions ? ["true"] : [],
-            "macos-access-control": self.macOSAccessControl.map { [$0] } ?? [],
-            "caller-jwks": self.callerJWKS.map { [$0] } ?? [],
-            "caller-issuer": self.callerIssuer.map { [$0] } ?? [],
-            "caller-audience": self.callerAudience.map { [$0] } ?? [],
-            "caller-user-claim": self.callerUserClaim.map { [$0] } ?? [],
-            "bind-session": self.bindSession.map { [$0] } ?? [],
-            "caller-secret-file": self.callerSecretFile.map { [$0] } ?? [],
-            "admin-secret-file": self.adminSecretFile.map { [$0] } ?? [],
-            "insecure-no-caller-auth": self.insecureNoCallerAuth ? ["true"] : [],
-            "max-keys-per-user": self.maxKeysPerUser.map { [$0] } ?? [],
-            "passkey-rp-id": self.passkeyRelyingPartyID.map { [$0] } ?? [],
-            "passkey-origin": self.passkeyOrigins,
-            "factor-policy": self.factorPolicy.map { [$0] } ?? [],
-            "max-passkeys-per-user": self.maxPasskeysPerUser.map { [$0] } ?? [],
-            "rate-limit-per-user": self.rateLimitPerUser.map { [$0] } ?? [],
-            "rate-limit-per-address": self.rateLimitPerAddress.map { [$0] } ?? [],
-            "rate-limit-assertions-per-user": self.rateLimitAssertionsPerUser.map { [$0] } ?? [],
-            "rate-limit-window": self.rateLimitWindow.map { [$0] } ?? [],
-            "trusted-proxy-hops": self.trustedProxyHops.map { [$0] } ?? [],
-            "rate-limit-per-backend": self.rateLimitPerBackend.map { [$0] } ?? [],
-            "rate-limit-backend-unnamed": self.rateLimitBackendUnnamed.map { [$0] } ?? [],
-            "rate-limit-ipv6-prefix": self.rateLimitIPv6Prefix.map { [$0] } ?? [],
-            "rate-limit-inspect": self.rateLimitInspect.map { [$0] } ?? [],
-            "rate-limit-pool": self.rateLimitPool.map { [$0] } ?? [],
-            "rate-limit-pool-per-user": self.rateLimitPoolPerUser.map { [$0] } ?? [],
-            "rate-limit-registrations-per-backend": self.rateLimitRegistrationsPerBackend.map { [$0] } ?? [],
-            "rate-limit-backend-user-share": self.rateLimitBackendUserShare.map { [$0] } ?? [],
-            "rate-limit-registrations-per-user": self.rateLimitRegistrationsPerUser.map { [$0] } ?? [],
-            "max-connections": self.maxConnections.map { [$0] } ?? [],
-            "max-connections-per-address": self.maxConnectionsPerAddress.map { [$0] } ?? [],
-            "header-timeout": self.headerTimeout.map { [$0] } ?? [],
-            "max-requests-per-connection": self.maxRequestsPerConnection.map { [$0] } ?? [],
-            "max-connection-age": self.maxConnectionAge.map { [$0] } ?? [],
-            "attestation-ca": self.attestationCA.map { [$0] } ?? [],
-            "rp-id": self.relyingPartyID.map { [$0] } ?? [],
-            "evidence-dir": self.evidenceDirectory.map { [$0] } ?? [],
-            "evidence-in-answer": self.evidenceInAnswer ? ["true"] : [],
-            "evidence-log": self.evidenceLog.map { [$0] } ?? [],
-            "evidence-log-key": self.evidenceLogKey.map { [$0] } ?? [],
-            "min-free-space": self.minFreeSpace.map { [$0] } ?? [],
-            "dev-simulator": self.devSimulator ? ["true"] : [],
-            "demo-dir": self.demoDirectory.map { [$0] } ?? [],
-            "log-level": self.logLevel.map { [$0] } ?? [],
-            "log-format": self.logFormat.map { [$0] } ?? [],
-            "otlp-endpoint": self.otlpEndpoint.map { [$0] } ?? [],
-        ]
+    /// The flags given, by setting key (the command-line source of the provider chain). Each
+    /// `@Option` and `@Flag` above is named after its setting's key in camel case, which is also
+    /// how ArgumentParser spells its flag (`maxConnections`, `--max-connections`); `ServeOptionsTests`
+    /// parse every key of ``ServeSettings/all`` through its flag, and a property whose name is not
+    /// a key stops the first `resolve` (``ServeSettings/setting(_:)``).
+    package var givenFlags: [String: [String]] {
+        var flags: [String: [String]] = [:]
+        for child in Mirror(reflecting: self).children {
+            // A property wrapper is stored as `_name`.
+            guard let label = child.label, label.hasPrefix("_") else { continue }
+            let key = ServeSettings.key(ofProperty: String(label.dropFirst()))
+            switch child.value {
+            case let option as Option<String?>: flags[key] = option.wrappedValue.map { [$0] } ?? []
+            case let option as Option<[String]>: flags[key] = option.wrappedValue
+            case let flag as Flag<Bool>: flags[key] = flag.wrappedValue ? ["true"] : []
+            default: preconditionFailure("serve's property \(label) is not a String?, [String] or Bool setting")
+            }
+        }
+        return flags
     }
 
     /// What `--dev-simulator` adds, made for the first app id: the device behind
@@ -248,7 +180,7 @@ public struct ServeOptions: ParsableArguments {
                 "--dev-simulator (\(settings.source("dev-simulator"))): this binary contains no simulator; run the developer executable instead: formattest-dev serve --dev-simulator"
             )
         }
-        let level = Logger.Level(rawValue: settings.text("log-level") ?? "info") ?? .info  // checked: a choice
+        let level = settings.choice("log-level", as: Logger.Level.self)
         let jsonLog = settings.text("log-format") == "json"
         LoggingSystem.bootstrap { label in
             var handler: any LogHandler = jsonLog ? JSONLogHandler(label: label) : StreamLogHandler.standardError(label: label)
@@ -291,27 +223,27 @@ public struct ServeOptions: ParsableArguments {
         configuration.host = plan.host
         configuration.port = plan.port
         configuration.adminListener = plan.adminListener
-        configuration.idleTimeout = .milliseconds(Int64((settings.seconds("idle-timeout") ?? 60) * 1000))
-        configuration.bodyTimeout = .milliseconds(Int64((settings.seconds("body-timeout") ?? 10) * 1000))
-        configuration.minimumBodyRate = settings.integer("min-body-rate") ?? 1000
-        configuration.purgeInterval = .milliseconds(Int64((settings.seconds("purge-interval") ?? 60) * 1000))
-        configuration.purgeStepTarget = .microseconds(Int64((settings.seconds("purge-step-target") ?? 0.005) * 1_000_000))
-        configuration.revokedRetention = settings.seconds("revoked-key-retention") ?? ServeSettings.minimumRevokedKeyRetention
+        configuration.idleTimeout = settings.duration("idle-timeout")
+        configuration.bodyTimeout = settings.duration("body-timeout")
+        configuration.minimumBodyRate = settings.integer("min-body-rate")
+        configuration.purgeInterval = settings.duration("purge-interval")
+        configuration.purgeStepTarget = settings.duration("purge-step-target")
+        configuration.revokedRetention = settings.seconds("revoked-key-retention")
         configuration.connectionLimits = ConnectionLimits(
-            total: plan.maxConnections, perAddress: settings.integer("max-connections-per-address") ?? 128,
-            headerTimeout: .milliseconds(Int64((settings.seconds("header-timeout") ?? 10) * 1000)),
-            maximumRequests: settings.integer("max-requests-per-connection") ?? 1000,
-            maximumAge: .milliseconds(Int64((settings.seconds("max-connection-age") ?? 300) * 1000))
+            total: plan.maxConnections, perAddress: settings.integer("max-connections-per-address"),
+            headerTimeout: settings.duration("header-timeout"),
+            maximumRequests: settings.integer("max-requests-per-connection"),
+            maximumAge: settings.duration("max-connection-age")
         )
         configuration.flows = FlowConfiguration(
-            formPolicy: FormPolicy(maximumAge: settings.seconds("form-max-age") ?? 300, maximumFutureSkew: settings.seconds("form-max-skew") ?? 30),
-            formChallengeLifetime: settings.seconds("challenge-lifetime") ?? 120,
+            formPolicy: FormPolicy(maximumAge: settings.seconds("form-max-age"), maximumFutureSkew: settings.seconds("form-max-skew")),
+            formChallengeLifetime: settings.seconds("challenge-lifetime"),
             requireServerChallenge: settings.toggle("require-challenge"),
             rotateChallenges: settings.toggle("rotate-challenges"),
-            maximumKeyAge: settings.seconds("max-key-age")
+            maximumKeyAge: settings.secondsIfSet("max-key-age")
         )
         configuration.flows.maximumKeysPerUser = plan.caller.maxKeysPerUser
-        configuration.flows.counterRule = CounterRule(rawValue: settings.text("counter-rule") ?? "tolerant") ?? .tolerant  // checked: a choice
+        configuration.flows.counterRule = settings.choice("counter-rule", as: CounterRule.self)
         try Self.applyPasskeySettings(settings, to: &configuration)
         configuration.rateLimits = plan.caller.rateLimits
         // The process's metrics: bootstrapped here, once, and rendered by `/metrics` (before the
@@ -335,18 +267,18 @@ public struct ServeOptions: ParsableArguments {
         if case .trustedBackend(let secrets) = configuration.callerAuthentication { callerSecrets = secrets }
         try StrictModes.check(
             plan, callerSecrets: callerSecrets, adminSecrets: configuration.adminSecrets,
-            configurationFile: settings.text("config").map { ($0, settings.configurationHoldsSecret) }
+            configurationFile: settings.textIfSet("config").map { ($0, settings.configurationHoldsSecret) }
         )
         let descriptors = try DescriptorLimit.ensure(
             connections: plan.maxConnections, listeners: plan.adminListener == nil ? 1 : 2, explicit: settings.isSet("max-connections"))
         configuration.connectionLimits.total = descriptors.connections
         configuration.packedAttestation = try plan.packed.packed()
         configuration.evidence = plan.evidence
-        configuration.assertionsPerUser = settings.integer("rate-limit-assertions-per-user") ?? 60
+        configuration.assertionsPerUser = settings.integer("rate-limit-assertions-per-user")
         // The low-space guard, on the filesystems that grow with every form: the SQLite store's
         // and the evidence archive's (a MongoDB server watches its own disk).
         let guardedPaths = [plan.sqliteDirectory, plan.evidence?.archiveDirectory, plan.evidence?.log?.directory].compactMap { $0 }
-        let minimumFreeMegabytes = settings.integer("min-free-space") ?? 256
+        let minimumFreeMegabytes = settings.integer("min-free-space")
         if minimumFreeMegabytes > 0 && !guardedPaths.isEmpty {
             configuration.storageGuard = StorageGuardConfiguration(paths: guardedPaths, minimumFreeBytes: UInt64(minimumFreeMegabytes) * 1_000_000)
         }
@@ -415,7 +347,7 @@ public struct ServeOptions: ParsableArguments {
             ]
         )
         logger.info("log level", metadata: ["level": "\(level)", "source": "\(settings.source("log-level"))"])
-        if let endpoint = settings.text("otlp-endpoint") {
+        if let endpoint = settings.textIfSet("otlp-endpoint") {
             logger.info("traces", metadata: ["otlpEndpoint": "\(endpoint)", "source": "\(settings.source("otlp-endpoint"))"])
         } else {
             logger.info("traces: off")
@@ -439,7 +371,7 @@ public struct ServeOptions: ParsableArguments {
     /// its HTTP servers, so that the last spans are sent). Traces only: the logs stay swift-log's
     /// and the metrics Prometheus's. Without it: nil, and nothing is bootstrapped.
     static func tracing(_ settings: ServeSettings.Resolved, logger: Logger) throws -> (any Service)? {
-        guard let endpoint = settings.text("otlp-endpoint") else { return nil }
+        guard let endpoint = settings.textIfSet("otlp-endpoint") else { return nil }
         // swift-otel reads the standard variables itself, and they would win over a flag: a flag
         // or a file entry beside a different OTEL_EXPORTER_OTLP_ENDPOINT is refused, not guessed.
         let environment = ProcessInfo.processInfo.environment
@@ -512,20 +444,20 @@ struct ServePlan {
                 return settings.list(key).map { "\(setting.flag)=\($0)" }
             }
         }
-        self.host = settings.text("host") ?? "127.0.0.1"
-        self.maxConnections = settings.integer("max-connections") ?? 1024
-        self.port = settings.integer("port") ?? 8080
+        self.host = settings.text("host")
+        self.maxConnections = settings.integer("max-connections")
+        self.port = settings.integer("port")
         self.appIDs = settings.list("app-id")
         self.roots = settings.list("root")
-        self.environment = EnvironmentChoice(rawValue: settings.text("environment") ?? "any") ?? .any
+        self.environment = settings.choice("environment", as: EnvironmentChoice.self)
         self.devSimulator = settings.toggle("dev-simulator")
         if self.devSimulator && self.environment == .production {
             throw UsageError("--dev-simulator is refused with --environment production: the simulator is not Apple.")
         }
 
         // The operators' listener: a port of its own, never the public one.
-        if let adminPort = settings.integer("admin-port") {
-            let adminHost = settings.text("admin-host") ?? "127.0.0.1"
+        if let adminPort = settings.integerIfSet("admin-port") {
+            let adminHost = settings.textIfSet("admin-host") ?? "127.0.0.1"
             guard adminPort != self.port else {
                 throw UsageError(
                     "--admin-port (\(settings.source("admin-port"))) must differ from --port: the operators' listener is a separate one.")
@@ -539,8 +471,9 @@ struct ServePlan {
         }
 
         // The demo page: a directory that was asked for must exist; the default may be missing.
-        let demo = settings.text("demo-dir") ?? "demo"
-        self.demoDefault = ServeSettings.setting("demo-dir").defaultValue ?? "demo"
+        let demo = settings.text("demo-dir")
+        // When the page is off, the directory was the default (one asked for and missing is refused below).
+        self.demoDefault = demo
         var isDirectory: ObjCBool = false
         let exists = FileManager.default.fileExists(atPath: demo, isDirectory: &isDirectory) && isDirectory.boolValue
         if settings.isSet("demo-dir") && !exists {
@@ -550,17 +483,7 @@ struct ServePlan {
         self.demoDirectory = exists ? demo : nil
 
         self.signing = try SigningOptions.parse(arguments(["data-dir", "signing-key", "issuer", "audience"]))
-        self.caller = try CallerOptions.parse(
-            arguments([
-                "caller-jwks", "caller-issuer", "caller-audience", "caller-user-claim", "bind-session", "caller-secret-file", "admin-secret-file",
-                "insecure-no-caller-auth", "max-keys-per-user", "rate-limit-per-user", "rate-limit-per-address", "rate-limit-window",
-                "trusted-proxy-hops",
-                "rate-limit-per-backend", "rate-limit-backend-unnamed", "rate-limit-ipv6-prefix", "rate-limit-inspect", "rate-limit-pool",
-                "rate-limit-pool-per-user", "rate-limit-registrations-per-backend", "rate-limit-backend-user-share",
-                "rate-limit-registrations-per-user",
-            ])
-        )
-        try self.caller.validate(devSimulator: self.devSimulator)
+        self.caller = try CallerOptions(settings, devSimulator: self.devSimulator)
         self.packed = try PackedOptions.parse(arguments(["attestation-ca", "rp-id"]))
         self.evidence = try EvidenceOptions.parse(arguments(["evidence-dir", "evidence-in-answer", "evidence-log", "evidence-log-key"]))
             .configuration()
@@ -575,7 +498,7 @@ struct ServePlan {
         // The store: a SQLite file's directory must exist (a mistyped path must not create
         // directories and an empty store), but for the data directory, which serve creates.
         let dataDirectory = URL(fileURLWithPath: self.signing.dataDirectory).standardizedFileURL.path
-        let location = settings.text("store") ?? "sqlite:" + URL(fileURLWithPath: dataDirectory).appendingPathComponent("formattest.sqlite").path
+        let location = settings.textIfSet("store") ?? "sqlite:" + URL(fileURLWithPath: dataDirectory).appendingPathComponent("formattest.sqlite").path
         self.storeOptions = try StoreOptions.parse(["--store=\(location)"] + arguments(["mongodb-database", "mongodb-collection-prefix"]))
         self.storeLocationForLog = StoreOptions.redacted(location)
         if location.hasPrefix("sqlite:") {

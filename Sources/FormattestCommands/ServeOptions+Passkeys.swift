@@ -13,7 +13,7 @@ extension ServeOptions {
     /// settings would refuse those forms forever: that is a usage error at start, as is one of the
     /// two passkey settings without the other.
     static func applyPasskeySettings(_ settings: ServeSettings.Resolved, to configuration: inout ServerConfiguration) throws {
-        let relyingPartyID = settings.text("passkey-rp-id")
+        let relyingPartyID = settings.textIfSet("passkey-rp-id")
         let origins = settings.list("passkey-origin")
         switch (relyingPartyID, origins.isEmpty) {
         case (let relyingPartyID?, false):
@@ -34,14 +34,14 @@ extension ServeOptions {
         case (nil, false):
             throw UsageError("--passkey-origin (\(settings.source("passkey-origin"))) needs --passkey-rp-id.")
         }
-        // Checked when the settings were read (the setting's own check): the default is valid.
-        let policy = (try? FactorPolicy(setting: settings.text("factor-policy") ?? "*=app-attest")) ?? .appAttestOnly
+        // Checked when the settings were read (the setting's own check), the default too.
+        let policy = try FactorPolicy(setting: settings.text("factor-policy"))
         if policy.mayRequirePasskey && configuration.passkeys == nil {
             throw UsageError(
                 "--factor-policy (\(settings.source("factor-policy"))) requires passkeys, and no --passkey-rp-id and --passkey-origin are set: those forms could never be accepted."
             )
         }
         configuration.flows.factorPolicy = policy
-        configuration.flows.maximumPasskeysPerUser = settings.integer("max-passkeys-per-user") ?? 10
+        configuration.flows.maximumPasskeysPerUser = settings.integer("max-passkeys-per-user")
     }
 }

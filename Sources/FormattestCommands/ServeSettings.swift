@@ -14,8 +14,8 @@ import Foundation
 /// flag is `--key`), its environment variables, what values it takes, its default and its help.
 /// Flags, environment variables and the configuration file are read through swift-configuration's
 /// providers, and every value, whatever its source, goes through the same strict check.
-struct ServeSetting: Sendable {
-    enum Kind: Sendable {
+package struct ServeSetting: Sendable {
+    package enum Kind: Sendable {
         /// Non-empty text without control characters.
         case text
         /// A file or directory path (non-empty text without control characters).
@@ -34,12 +34,12 @@ struct ServeSetting: Sendable {
         case list
     }
 
-    let key: String
+    package let key: String
     /// The variables that set it, in the documented spelling (the first is the one to use).
     let environment: [String]
-    let kind: Kind
+    package let kind: Kind
     /// The default value (checked like any other); `nil` when there is none.
-    let defaultValue: String?
+    package let defaultValue: String?
     /// What the default means, for the table when there is no default value ("none").
     let defaultMeaning: String?
     let help: String
@@ -62,7 +62,7 @@ struct ServeSetting: Sendable {
         self.check = check
     }
 
-    var flag: String { "--" + self.key }
+    package var flag: String { "--" + self.key }
 
     /// The help ArgumentParser prints: the text, the default and the variables.
     var argumentHelp: ArgumentHelp {
@@ -76,12 +76,12 @@ struct ServeSetting: Sendable {
 
 /// The table of every `serve` setting (docs/configuration.md is generated from it; a test keeps
 /// the two the same).
-enum ServeSettings {
+package enum ServeSettings {
     /// The shortest `revoked-key-retention`: the window the service counts a user's registrations
     /// and pool challenges over (``ServerConfiguration/minimumRevokedRetention`` with serve's flows).
     static let minimumRevokedKeyRetention: Double = 30 * 86_400
 
-    static let all: [ServeSetting] = [
+    package static let all: [ServeSetting] = [
         .init(
             "config", env: ["FORMATTEST_CONFIG"], .path, meaning: "none",
             help: "A JSON configuration file: an object whose members are the settings below by their key"),
@@ -411,6 +411,20 @@ enum ServeSettings {
         return setting
     }
 
+    /// The setting key of a `ServeOptions` property: its name in kebab case (`maxConnections`,
+    /// `max-connections`), as ArgumentParser spells the property's flag.
+    package static func key(ofProperty name: String) -> String {
+        var key = ""
+        for character in name {
+            if character.isUppercase {
+                key += "-" + character.lowercased()
+            } else {
+                key.append(character)
+            }
+        }
+        return key
+    }
+
     /// The help of `key`'s flag.
     static func help(_ key: String) -> ArgumentHelp { Self.setting(key).argumentHelp }
 
@@ -443,7 +457,7 @@ enum ServeSettings {
     // MARK: - Resolution
 
     /// Every setting's value after the providers (flag > environment > file > default), checked.
-    struct Resolved: Sendable {
+    package struct Resolved: Sendable {
         struct Value: Sendable {
             let texts: [String]
             /// "command line", "environment", "config file PATH", "default".
@@ -454,19 +468,63 @@ enum ServeSettings {
         /// The configuration file holds a secret (StrictModes then refuses it readable by others).
         fileprivate(set) var configurationHoldsSecret = false
 
-        func text(_ key: String) -> String? { self.values[key]?.texts.first }
-        func list(_ key: String) -> [String] { self.values[key]?.texts ?? [] }
-        func toggle(_ key: String) -> Bool { self.text(key) == "true" }
-        func integer(_ key: String) -> Int? { self.text(key).flatMap { Int($0) } }
-        func seconds(_ key: String) -> Double? { self.text(key).flatMap { Double($0) } }
-        func source(_ key: String) -> String { self.values[key]?.source ?? "default" }
-        func isSet(_ key: String) -> Bool { self.values[key].map { $0.source != "default" } ?? false }
+        // The readers. Every value was checked against its kind when it was resolved, and the
+        // defaults are filled in from the table: a setting with a default is read without a
+        // fallback (`integer`, `seconds`, `text`, `choice`), one without by its `IfSet` reader. A
+        // key that is not in the table, a setting without a default read as if it had one, or a
+        // choice its type cannot hold is a programming error: it stops `serve` at start, which
+        // every test that runs the binary does (`ServeOptionsTests` also resolve every default and
+        // convert every choice).
+
+        /// The setting's value, its default when no source sets it.
+        package func text(_ key: String) -> String { self.required(key) }
+        package func textIfSet(_ key: String) -> String? { self.first(key) }
+        package func list(_ key: String) -> [String] {
+            _ = ServeSettings.setting(key)
+            return self.values[key]?.texts ?? []
+        }
+        package func toggle(_ key: String) -> Bool { self.first(key) == "true" }
+        package func integer(_ key: String) -> Int { Self.converted(self.required(key), key, Int.init) }
+        package func integerIfSet(_ key: String) -> Int? { self.first(key).map { Self.converted($0, key, Int.init) } }
+        package func seconds(_ key: String) -> Double { Self.converted(self.required(key), key, Double.init) }
+        package func secondsIfSet(_ key: String) -> Double? { self.first(key).map { Self.converted($0, key, Double.init) } }
+        /// A `seconds` setting as a duration, to the microsecond.
+        package func duration(_ key: String) -> Duration { .microseconds(Int64((self.seconds(key) * 1_000_000).rounded())) }
+        /// A `choice` setting as the type whose raw values its words are.
+        package func choice<Choice: RawRepresentable>(_ key: String, as type: Choice.Type = Choice.self) -> Choice where Choice.RawValue == String {
+            Self.converted(self.required(key), key, Choice.init(rawValue:))
+        }
+        package func source(_ key: String) -> String {
+            _ = ServeSettings.setting(key)
+            return self.values[key]?.source ?? "default"
+        }
+        package func isSet(_ key: String) -> Bool {
+            _ = ServeSettings.setting(key)
+            return self.values[key].map { $0.source != "default" } ?? false
+        }
+
+        private func first(_ key: String) -> String? {
+            _ = ServeSettings.setting(key)
+            return self.values[key]?.texts.first
+        }
+
+        private func required(_ key: String) -> String {
+            guard let text = self.first(key) else { preconditionFailure("serve setting \(key) has no default: read it with its IfSet reader") }
+            return text
+        }
+
+        private static func converted<Value>(_ text: String, _ key: String, _ convert: (String) -> Value?) -> Value {
+            guard let value = convert(text) else {
+                preconditionFailure("serve setting \(key): \(text.debugDescription) passed its check but does not convert")
+            }
+            return value
+        }
     }
 
     /// Reads every setting from the flags given, the environment and the configuration file (named
     /// by `config`, from the flags or the environment), checks each value the same way, and fills
     /// in the defaults. Throws a ``UsageError`` that names the setting as its source spells it.
-    static func resolve(flags: [String: [String]], environment: [String: String]) throws -> Resolved {
+    package static func resolve(flags: [String: [String]], environment: [String: String]) throws -> Resolved {
         let secretKeys = Set(Self.all.filter(\.secret).map(\.key))
         var flagValues: [AbsoluteConfigKey: ConfigValue] = [:]
         for (key, texts) in flags where !texts.isEmpty {
@@ -693,12 +751,12 @@ enum ServeSettings {
 }
 
 extension ServeSetting.Kind {
-    var isList: Bool {
+    package var isList: Bool {
         if case .list = self { return true }
         return false
     }
 
-    var isToggle: Bool {
+    package var isToggle: Bool {
         if case .toggle = self { return true }
         return false
     }

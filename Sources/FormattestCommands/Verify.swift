@@ -19,7 +19,7 @@ struct Verify: AsyncParsableCommand {
 }
 
 /// `--environment development|production|any`.
-enum EnvironmentChoice: String, ExpressibleByArgument, CaseIterable {
+package enum EnvironmentChoice: String, ExpressibleByArgument, CaseIterable {
     case development, production, any
 
     var environments: Set<AppAttestEnvironment> {

@@ -1,0 +1,98 @@
+//===----------------------------------------------------------------------===//
+// FormAttest — server-side Apple App Attest for signed forms.
+// SPDX-License-Identifier: Apache-2.0
+//===----------------------------------------------------------------------===//
+
+import ArgumentParser
+import FormAttestFlows
+import FormattestCommands
+import Logging
+import Testing
+
+/// `serve`'s settings are declared once, in ``ServeSettings/all``: its flags, their values and
+/// its readers are checked against that table here, so that a setting misspelled, missing or
+/// read as something it is not fails a test rather than falling back to a default in production.
+struct ServeOptionsTests {
+    /// A value each kind accepts (the lower end of a range).
+    static func sample(_ setting: ServeSetting) -> String? {
+        switch setting.kind {
+        case .text, .path, .list: return "x"
+        case .port: return "8080"
+        case .integer(let range): return String(range.lowerBound)
+        case .seconds(let range): return String(Int(range.lowerBound.rounded(.up)))
+        case .choice(let words): return words[0]
+        case .toggle: return nil
+        }
+    }
+
+    @Test("every setting of the table is one flag of serve, given under its own key and no other; serve has no flag outside the table")
+    func everySettingIsOneFlag() throws {
+        let keys = ServeSettings.all.map(\.key)
+        #expect(Set(keys).count == keys.count, "a key twice in the table")
+        #expect(Set(try ServeOptions.parse([]).givenFlags.keys) == Set(keys))
+        for setting in ServeSettings.all {
+            let value = Self.sample(setting)
+            let options = try ServeOptions.parse([setting.flag] + (value.map { [$0] } ?? []))
+            let given = options.givenFlags
+            #expect(given[setting.key] == [value ?? "true"], "\(setting.flag)")
+            #expect(given.filter { $0.key != setting.key && !$0.value.isEmpty }.isEmpty, "\(setting.flag): \(given)")
+        }
+        // A flag the table does not have is refused by the parser.
+        #expect(throws: (any Error).self) { try ServeOptions.parse(["--max-conections", "10"]) }
+    }
+
+    @Test("with no sources every setting that has a default resolves to it, from the default; the others are unset")
+    func defaultsResolve() throws {
+        let resolved = try ServeSettings.resolve(flags: [:], environment: [:])
+        for setting in ServeSettings.all {
+            #expect(resolved.source(setting.key) == "default")
+            #expect(!resolved.isSet(setting.key))
+            if let value = setting.defaultValue {
+                if setting.kind.isList {
+                    #expect(resolved.list(setting.key).joined(separator: ",") == value)
+                } else if setting.kind.isToggle {
+                    #expect(resolved.toggle(setting.key) == (value == "true"))
+                } else {
+                    #expect(resolved.text(setting.key) == value)
+                }
+            } else {
+                #expect(resolved.textIfSet(setting.key) == nil, "\(setting.key)")
+            }
+        }
+        // The typed readers give the table's defaults (what serve's settings were before: 60 s of
+        // idle timeout, 1,024 connections, 5 ms purge steps, the tolerant counter rule).
+        #expect(resolved.duration("idle-timeout") == .seconds(60))
+        #expect(resolved.integer("max-connections") == 1024)
+        #expect(resolved.duration("purge-step-target") == .milliseconds(5))
+        #expect(resolved.choice("counter-rule", as: CounterRule.self) == .tolerant)
+        #expect(resolved.choice("log-level", as: Logger.Level.self) == .info)
+    }
+
+    @Test("every word of a choice read as a type is one of that type's values, spelled the same")
+    func choicesConvert() throws {
+        func words(_ key: String) -> [String] {
+            guard case .choice(let words) = ServeSettings.all.first(where: { $0.key == key })?.kind else { return [] }
+            return words
+        }
+        let checks: [(String, (ServeSettings.Resolved, String) -> String)] = [
+            ("log-level", { $0.choice($1, as: Logger.Level.self).rawValue }),
+            ("counter-rule", { $0.choice($1, as: CounterRule.self).rawValue }),
+            ("environment", { $0.choice($1, as: EnvironmentChoice.self).rawValue }),
+        ]
+        for (key, read) in checks {
+            #expect(!words(key).isEmpty, "\(key) is not a choice")
+            for word in words(key) {
+                let resolved = try ServeSettings.resolve(flags: [key: [word]], environment: [:])
+                #expect(resolved.source(key) == "command line")
+                #expect(read(resolved, key) == word)
+            }
+        }
+    }
+
+    @Test("a setting's key is its ServeOptions property's name in kebab case")
+    func propertyKeys() {
+        #expect(ServeSettings.key(ofProperty: "maxConnections") == "max-connections")
+        #expect(ServeSettings.key(ofProperty: "rateLimitIpv6Prefix") == "rate-limit-ipv6-prefix")
+        #expect(ServeSettings.key(ofProperty: "port") == "port")
+    }
+}
