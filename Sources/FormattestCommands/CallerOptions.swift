@@ -67,6 +67,8 @@ struct CallerOptions {
     /// A secret file's text. One that starts with a UTF-8 byte order mark is refused: the mark
     /// (EF BB BF, invisible in editors) would otherwise silently become part of the first secret.
     static func secretText(_ path: String, _ flag: String) throws -> String {
+        // Read before StrictModes judges the file's mode: its type is judged here, first.
+        try StrictModes.checkRegularFile(path, flag)
         let text = try InputFile.readText(path)
         guard !text.utf8.starts(with: [0xEF, 0xBB, 0xBF]) else {
             throw UsageError(

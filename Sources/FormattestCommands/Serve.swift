@@ -379,6 +379,14 @@ public struct ServeOptions: ParsableArguments {
             throw UsageError(
                 "otlp-endpoint (\(settings.source("otlp-endpoint"))): OTEL_EXPORTER_OTLP_ENDPOINT is also set, to another URL; set one of them.")
         }
+        // The traces' own variable wins over both inside swift-otel: one that names another URL
+        // would send the traces elsewhere than this instance logs (r13).
+        let tracesURL = endpoint.hasSuffix("/") ? "\(endpoint)v1/traces" : "\(endpoint)/v1/traces"
+        if let variable = environment["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"], variable != tracesURL {
+            throw UsageError(
+                "otlp-endpoint (\(settings.source("otlp-endpoint"))): OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is also set, to another URL than its /v1/traces, and the traces would go there; unset it or set one URL."
+            )
+        }
         var configuration = OTel.Configuration.default
         configuration.serviceName = "formattest"
         configuration.logs.enabled = false
@@ -387,7 +395,7 @@ public struct ServeOptions: ParsableArguments {
         configuration.traces.exporter = .otlp
         configuration.traces.otlpExporter.protocol = .httpProtobuf
         // A base URL, as OTEL_EXPORTER_OTLP_ENDPOINT is: the traces go to its /v1/traces.
-        configuration.traces.otlpExporter.endpoint = endpoint.hasSuffix("/") ? "\(endpoint)v1/traces" : "\(endpoint)/v1/traces"
+        configuration.traces.otlpExporter.endpoint = tracesURL
         configuration.propagators = [.traceContext]
         configuration.diagnosticLogger = .custom(logger)
         do {

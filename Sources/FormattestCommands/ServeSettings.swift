@@ -97,7 +97,8 @@ package enum ServeSettings {
         ),
         .init(
             "store", env: ["FORMATTEST_STORE", "FORMATTEST_MONGODB_URI"], .text, meaning: "sqlite:DATA-DIR/formattest.sqlite", secret: true,
-            help: "sqlite:PATH (its directory must exist, but for the data directory), a mongodb:// or mongodb+srv:// URI, or memory"
+            help: "sqlite:PATH (its directory must exist, but for the data directory), a mongodb:// or mongodb+srv:// URI, or memory",
+            check: { StoreOptions.locationProblem($0) }
         ),
         .init("mongodb-database", env: ["FORMATTEST_MONGODB_DATABASE"], .text, meaning: "the URI's, else formattest", help: "MongoDB database name"),
         .init(
@@ -197,6 +198,7 @@ package enum ServeSettings {
             help: "A JSON file of allowed CDHashes by bundle version: {\"1.2.3\": [\"hex\", ...]}",
             check: { path in
                 do {
+                    try StrictModes.checkRegularFile(path, "the file")
                     _ = try SignalPolicyOptions.cdHashFile(path, name: "")
                     return nil
                 } catch {
@@ -696,6 +698,7 @@ package enum ServeSettings {
     private static func configFile(_ path: String, secretKeys: Set<String>) throws -> (snapshot: any ConfigSnapshot, holdsSecret: Bool) {
         let label = "config file \(path)"
         let bytes: [UInt8]
+        try StrictModes.checkRegularFile(path, "--config (\(label)): the configuration file")
         do {
             bytes = try InputFile.readBytes(path)
         } catch {

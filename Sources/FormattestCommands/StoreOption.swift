@@ -35,6 +35,7 @@ public struct StoreOptions: ParsableArguments {
     /// Opens the store; fails closed (exit 2 with the reason) when it cannot be reached.
     public func open() async throws -> any OperationalAttestationStore {
         let location = self.location
+        if let problem = Self.locationProblem(location) { throw UsageError("--store: \(problem).") }
         do {
             if location.hasPrefix("mongodb://") || location.hasPrefix("mongodb+srv://") {
                 return try await MongoAttestationStore.connect(
@@ -51,18 +52,64 @@ public struct StoreOptions: ParsableArguments {
                 return MemoryAttestationStore()
             }
         } catch {
-            throw UsageError("the store \(Self.redacted(location)) is unavailable: \(error.reason)")
+            throw UsageError("the store \(Self.redacted(location)) is unavailable: \(Self.scrubbed(error.reason, of: location))")
         }
         throw UsageError("--store takes sqlite:PATH, a mongodb:// URI or memory")
     }
 
-    /// The location without credentials, for messages and logs: a URI's user information (all
-    /// before the last `@` of its authority) becomes `***`.
+    /// What is wrong with a store location, never quoting it (it may carry a password); nil when
+    /// it is one of the three kinds. A MongoDB URI's user name and password must percent-encode
+    /// `@` (`%40`), as the URI format requires: with two, the driver would take part of the
+    /// password for the host (and print it in its error, and ask the resolver for it).
+    static func locationProblem(_ location: String) -> String? {
+        if location == "memory" { return nil }
+        if location.hasPrefix("sqlite:") {
+            return location.utf8.count > "sqlite:".utf8.count ? nil : "sqlite: needs the database file's path (sqlite:PATH)"
+        }
+        guard location.hasPrefix("mongodb://") || location.hasPrefix("mongodb+srv://") else {
+            return "must be sqlite:PATH, a mongodb:// or mongodb+srv:// URI, or memory"
+        }
+        guard location.utf8.count(where: { $0 == UInt8(ascii: "@") }) <= 1 else {
+            return "the MongoDB URI holds more than one @: percent-encode an @ in its user name or password as %40"
+        }
+        return nil
+    }
+
+    /// The location without secrets, for messages and logs: a URI's user information (all before
+    /// its `@`) and its options (all after `?`, where a TLS key's password or a cloud session token
+    /// may be) become `***`.
     static func redacted(_ location: String) -> String {
         guard let scheme = location.range(of: "://") else { return location }
+        var rest = String(location[scheme.upperBound...])
+        if let at = rest.lastIndex(of: "@") { rest = "***" + rest[at...] }
+        if let query = rest.firstIndex(of: "?") { rest = rest[..<query] + "?***" }
+        return String(location[..<scheme.upperBound]) + rest
+    }
+
+    /// A driver's error about `location`, with every piece of the location's user information and
+    /// options (as written and percent-decoded) replaced by `***`: libmongoc quotes what it could
+    /// not parse or resolve.
+    static func scrubbed(_ reason: String, of location: String) -> String {
+        guard let scheme = location.range(of: "://") else { return reason }
         let rest = location[scheme.upperBound...]
-        let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? rest.endIndex
-        guard let at = rest[..<authorityEnd].lastIndex(of: "@") else { return location }
-        return String(location[..<scheme.upperBound]) + "***" + String(rest[at...])
+        var secrets: [String] = []
+        if let at = rest.lastIndex(of: "@") {
+            let userInformation = String(rest[..<at])
+            secrets.append(userInformation)
+            secrets += userInformation.split(separator: ":").map(String.init)
+        }
+        if let query = rest.firstIndex(of: "?") {
+            for option in rest[rest.index(after: query)...].split(separator: "&") {
+                secrets.append(String(option))
+                secrets += option.split(separator: "=", maxSplits: 1).dropFirst().flatMap { $0.split(separator: ":").map(String.init) + [String($0)] }
+            }
+        }
+        secrets += secrets.compactMap { $0.removingPercentEncoding }
+        var scrubbed = reason
+        // Longest first, so that a piece inside another is not left half replaced.
+        for secret in Set(secrets).filter({ $0.utf8.count >= 3 }).sorted(by: { $0.utf8.count > $1.utf8.count }) {
+            scrubbed = scrubbed.replacingOccurrences(of: secret, with: "***")
+        }
+        return scrubbed
     }
 }

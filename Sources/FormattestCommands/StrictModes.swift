@@ -56,6 +56,18 @@ enum StrictModes {
         return (permissions & 0o7777, uid_t(owner))
     }
 
+    /// Refuses a path that exists and is not a regular file (after symbolic links): reading a FIFO
+    /// blocks until a writer comes, so `serve` would hang at start without a word (r13), and a
+    /// device or a directory is no file of settings, keys or secrets. A missing path is left to
+    /// the read, which says so.
+    static func checkRegularFile(_ path: String, _ what: String) throws {
+        var information = stat()
+        guard stat(path, &information) == 0 else { return }
+        guard information.st_mode & S_IFMT == S_IFREG else {
+            throw UsageError("\(what) \(path) is not a regular file (a pipe, a device or a directory); give a file.")
+        }
+    }
+
     /// The permission bits of `path` (following symbolic links), or nil when it does not exist.
     static func mode(_ path: String) -> Int? { Self.status(path)?.mode }
 
@@ -179,6 +191,7 @@ enum StrictModes {
     /// Refuses a file that decides trust (public, but not to be changed by others) that group or
     /// others may write or another user owns, and unsafe directories above it and its links.
     static func checkTrustFile(_ path: String, _ what: String) throws {
+        try Self.checkRegularFile(path, what)
         guard let target = Self.resolved(path), let status = Self.status(target) else { return }
         let shown = target == URL(fileURLWithPath: path).standardizedFileURL.path ? path : "\(path) (-> \(target))"
         guard status.mode & 0o022 == 0 else {
@@ -196,6 +209,7 @@ enum StrictModes {
     /// Refuses a key or secret file that group or others may read or write, or another user
     /// owns, judged by its target when it is a symbolic link, and unsafe directories above it.
     static func checkSecretFile(_ path: String, _ what: String) throws {
+        try Self.checkRegularFile(path, what)
         guard let target = Self.resolved(path), let status = Self.status(target) else { return }
         let shown = target == URL(fileURLWithPath: path).standardizedFileURL.path ? path : "\(path) (-> \(target))"
         guard status.mode & 0o077 == 0 else {

@@ -251,6 +251,53 @@ struct ServeConfigurationTests {
         #expect(result.stderr.contains("mongodb://***@127.0.0.1:1/formattest"), "\(result.stderr)")
     }
 
+    @Test(
+        "r13: a store location's secrets stay out of the log and the errors: the URI's options, a password with an unencoded @, a location of no known kind; every source's location is checked",
+        arguments: [
+            // The options may carry a TLS key's password or a cloud session token.
+            (["--store", "mongodb://127.0.0.1:1/db?tlsCertificateKeyFilePassword=PWSECRET1&serverSelectionTimeoutMS=200"], [:], "is unavailable"),
+            (
+                ["--store", "mongodb://127.0.0.1:1/db?authMechanismProperties=AWS_SESSION_TOKEN:PWSECRET1&serverSelectionTimeoutMS=200"], [:],
+                "is unavailable"
+            ),
+            // Two @: the driver would resolve part of the password as the host.
+            (["--store", "mongodb://u:PWSEC@RET1@127.0.0.1:1/db"], [:], "store (command line): the MongoDB URI holds more than one @"),
+            // No scheme: once logged whole as a MongoDB location before it was refused.
+            (["--store", "u:PWSECRET1@127.0.0.1"], [:], "store (command line): must be sqlite:PATH, a mongodb:// or mongodb+srv:// URI, or memory"),
+            (["--store", "sqlite:"], [:], "store (command line): sqlite: needs the database file's path"),
+            // A location from a lower source is checked too, though the flag wins.
+            (["--store", "memory"], ["FORMATTEST_STORE": "PWSECRET1"], "FORMATTEST_STORE (environment): must be sqlite:PATH"),
+        ] as [([String], [String: String], String)])
+    func storeSecretsStayOut(arguments: [String], environment: [String: String], named: String) async throws {
+        let result = try await Self.refused(arguments, environment: environment)
+        #expect(result.status == 2, "\(result.stderr)")
+        #expect(result.stderr.contains(named), "\(result.stderr)")
+        for piece in ["PWSEC", "RET1"] {
+            #expect(!result.stderr.contains(piece), "\(piece) in: \(result.stderr)")
+        }
+    }
+
+    @Test(
+        "r13: a FIFO, a device or a directory given as one of serve's files is refused at start (exit 2), never read: a FIFO blocked the start without a word",
+        arguments: ["--config", "--caller-secret-file", "--admin-secret-file", "--caller-jwks", "--root", "--allowed-cdhashes-file", "--signing-key"])
+    func filesMustBeRegular(flag: String) async throws {
+        let files = try TemporaryFiles()
+        let fifo = files.directory.appendingPathComponent("fifo").path
+        #expect(mkfifo(fifo, 0o600) == 0)
+        var extra: [String] = []
+        if flag == "--caller-jwks" { extra = ["--caller-issuer", "https://idp.example", "--caller-audience", "formattest"] }
+        let arguments = [flag, fifo] + extra
+        let result = try await Formattest.run(
+            [
+                "serve", "--data-dir", files.directory.appendingPathComponent("data").path, "--port", String(Formattest.freePort()), "--store",
+                "memory",
+            ]
+                + (["--caller-secret-file", "--caller-jwks"].contains(flag) ? [] : ["--insecure-no-caller-auth"]) + arguments,
+            environment: ["FORMATTEST_UNUSED": "1"])
+        #expect(result.status == 2, "\(flag): \(result.status) \(result.stderr)")
+        #expect(result.stderr.contains("is not a regular file") || result.stderr.contains("not a regular"), "\(flag): \(result.stderr)")
+    }
+
     // MARK: - The operators' listener
 
     @Test("--admin-port: /metrics and /admin/* on their own listener, 404 on the public port; without it, on the public port with a warning")

@@ -143,6 +143,11 @@ struct ObservabilityTests {
             ["--otlp-endpoint", "http://127.0.0.1:4318"], environment: ["OTEL_EXPORTER_OTLP_ENDPOINT": unused], files: files)
         #expect(conflict.status == 2, "\(conflict.stderr)")
         #expect(conflict.stderr.contains("OTEL_EXPORTER_OTLP_ENDPOINT is also set, to another URL"), "\(conflict.stderr)")
+        // r13: the traces' own variable, which swift-otel prefers, naming another URL.
+        let traces = try await ServeLauncher.refused(
+            ["--otlp-endpoint", "http://127.0.0.1:4318"], environment: ["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "\(unused)/v1/traces"], files: files)
+        #expect(traces.status == 2, "\(traces.stderr)")
+        #expect(traces.stderr.contains("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is also set, to another URL"), "\(traces.stderr)")
     }
 
     @Test("serve --log-format: text stays the default; a value other than text or json stops the service (exit 2)")
