@@ -61,9 +61,9 @@ enum StrictModes {
     /// device or a directory is no file of settings, keys or secrets. A missing path is left to
     /// the read, which says so.
     static func checkRegularFile(_ path: String, _ what: String) throws {
-        var information = stat()
-        guard stat(path, &information) == 0 else { return }
-        guard information.st_mode & S_IFMT == S_IFREG else {
+        // FileManager reads the link itself (lstat): ask it about the resolved path.
+        guard let target = Self.resolved(path), let attributes = try? FileManager.default.attributesOfItem(atPath: target) else { return }
+        guard attributes[.type] as? FileAttributeType == .typeRegular else {
             throw UsageError("\(what) \(path) is not a regular file (a pipe, a device or a directory); give a file.")
         }
     }
