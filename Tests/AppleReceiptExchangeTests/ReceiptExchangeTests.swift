@@ -188,8 +188,9 @@ struct ReceiptExchangeTests {
             await Self.expectExchangeError(.unavailable) {
                 _ = try await setup.client(url, timeout: .milliseconds(300)).exchange(key.receipt, environment: .production)
             }
-            // The fake answers after 1.5 s: an error (not that answer) means the 300 ms deadline fired.
-            #expect(ContinuousClock.now - started < .seconds(10))
+            // The fake answers after 1.5 s: an error (not that answer) means the 300 ms deadline
+            // fired. The bound is only that the wait ended (CI's load once stretched it to 11.9 s).
+            #expect(ContinuousClock.now - started < .seconds(60))
         }
     }
 

@@ -193,15 +193,14 @@ public enum Formattest {
     }
 
     /// Runs blocking work (a wait for a child process, a pipe read to its end, a polling loop
-    /// with `Thread.sleep`) on a dispatch thread. The concurrency pool has one thread per core,
-    /// two on the CI machine: a test that blocked one of them for the seconds a service takes to
-    /// start under load stalled every other test's tasks in the process, long enough for their
-    /// timers and the services' timeouts to run out.
+    /// with `Thread.sleep`) for an async test. It runs on the calling thread, as these waits
+    /// always did: dispatched to their own threads, they let every system test start its services
+    /// at once, and in a fresh-clone CI run the in-process receipt tests were then starved past
+    /// their 10 s deadlines (two failures; the same suite had passed before with the waits
+    /// blocking). The async signature stays, so that a bound on the services started at once can
+    /// replace this without touching the callers.
     public static func offloaded<T>(_ work: @escaping () -> T) async -> T {
-        let box = UncheckedBox(work)
-        return await withCheckedContinuation { (continuation: CheckedContinuation<UncheckedBox<T>, Never>) in
-            DispatchQueue.global().async { continuation.resume(returning: UncheckedBox(box.value())) }
-        }.value
+        work()
     }
 
     /// Waits until something accepts TCP connections on 127.0.0.1:`port`, for at most `seconds`,

@@ -31,6 +31,9 @@ struct ReceiptCommandTests {
             let arguments = [
                 "receipt", "refresh", "--store", store, "--key-id", keyID, "--app-id", appID, "--team-id", "ABCDE12345",
                 "--apple-key-id", "KEY1234567", "--apple-key", keyPath, "--endpoint", url, "--json",
+                // What this checks is the receipt, not the deadline: the fake runs in the test's
+                // own process, which CI's load once starved past the default 10 s.
+                "--timeout", "120",
             ]
             let refreshed = try await Formattest.run(arguments + ["--receipt-root", rootPath])
             #expect(refreshed.status == 0, "\(refreshed.stdout) \(refreshed.stderr)")
