@@ -102,7 +102,8 @@ struct Load: AsyncParsableCommand {
             + "\"p50Microseconds\":\(percentile(50)),\"p90Microseconds\":\(percentile(90)),\"p99Microseconds\":\(percentile(99)),"
             + "\"maxMicroseconds\":\(latencies.last ?? 0),"
             + "\"errors\":{\(errors.map { "\"\($0.0)\":\($0.1)" }.joined(separator: ","))},"
-            + "\"exhaustedConnections\":\(results.filter(\.exhausted).count),\"cpuMicroseconds\":\(cpuMicroseconds)}"
+            + "\"exhaustedConnections\":\(results.filter(\.exhausted).count),"
+            + "\"reconnections\":\(results.reduce(0) { $0 + $1.reconnections }),\"cpuMicroseconds\":\(cpuMicroseconds)}"
     }
 }
 
@@ -133,17 +134,31 @@ struct LoadTarget: ParsableArguments {
     func connect(on loop: any EventLoop, _ handlers: [@Sendable () -> LoadConnection]) async -> [(any Channel)?] {
         var channels: [(any Channel)?] = []
         for handler in handlers {
-            let bootstrap = ClientBootstrap(group: loop)
-                .channelOption(.socketOption(.tcp_nodelay), value: 1)
-                .channelInitializer { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHTTPClientHandlers(leftOverBytesStrategy: .fireError)
-                        try channel.pipeline.syncOperations.addHandler(handler())
-                    }
-                }
-            channels.append(try? await bootstrap.connect(host: self.host, port: self.port).get())
+            let connection = self.open(on: loop, handler)
+            channels.append(try? await connection.get())
         }
         return channels
+    }
+
+    /// Opens a connection on `loop` whose pipeline ends with the handler `make` makes, and gives
+    /// that handler the way to open its next connection when the server closes this one.
+    private func open(on loop: any EventLoop, _ make: @escaping @Sendable () -> LoadConnection) -> EventLoopFuture<any Channel> {
+        let target = self
+        return ClientBootstrap(group: loop)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHTTPClientHandlers(leftOverBytesStrategy: .fireError)
+                    let handler = make()
+                    // The next connection carries the same handler on: its requests, its results.
+                    handler.reopen = { handler in
+                        let bound = NIOLoopBound(handler, eventLoop: loop)
+                        return target.open(on: loop, { bound.value })
+                    }
+                    try channel.pipeline.syncOperations.addHandler(handler)
+                }
+            }
+            .connect(host: self.host, port: self.port)
     }
 
     /// Starts every connection at once (on `loop`); succeeds with each one's result when the
@@ -179,10 +194,17 @@ struct ConnectionResult: Sendable {
     var timeouts = 0
     /// The connection ran out of bodies inside the window (the figures are then not valid).
     var exhausted = false
+    /// Answers that carried `Connection: close` (the service's `--max-requests-per-connection`
+    /// and `--max-connection-age`), after which the next request went on a new connection, as
+    /// an HTTP client's pool does.
+    var reconnections = 0
 }
 
 /// One connection: sends its requests one at a time, each after the previous one's answer ended
-/// (and, when paced, not before its scheduled time). Confined to its channel's event loop.
+/// (and, when paced, not before its scheduled time). When an answer carries `Connection: close`
+/// (the service's `--max-requests-per-connection` and `--max-connection-age`), the next request
+/// goes on a new connection, as an HTTP client's pool does; the handler carries its requests and
+/// results over. Confined to its channels' event loop.
 final class LoadConnection: ChannelInboundHandler {
     typealias InboundIn = HTTPClientResponsePart
     typealias OutboundOut = HTTPClientRequestPart
@@ -199,8 +221,14 @@ final class LoadConnection: ChannelInboundHandler {
     private var nextDue = NIODeadline.uptimeNanoseconds(0)
     private var end = NIODeadline.uptimeNanoseconds(0)
     private var outstanding = false
+    /// The answer being read said `Connection: close`: the next request goes on a new connection.
+    private var closeAfterAnswer = false
+    /// Between the server's close and the new connection: the old one's end is not a failure.
+    private var reconnecting = false
     private var channel: (any Channel)?
     private var done: EventLoopPromise<ConnectionResult>?
+    /// Opens the next connection with this handler in its pipeline (set by ``LoadTarget``).
+    fileprivate var reopen: ((LoadConnection) -> EventLoopFuture<any Channel>)?
 
     /// Sends `requests` in order, as fast as they are answered.
     convenience init(requests: [LoadRequest]) {
@@ -266,6 +294,7 @@ final class LoadConnection: ChannelInboundHandler {
         switch self.unwrapInboundIn(data) {
         case .head(let head):
             self.status = Int(head.status.code)
+            self.closeAfterAnswer = !head.isKeepAlive
         case .body:
             break
         case .end:
@@ -277,16 +306,51 @@ final class LoadConnection: ChannelInboundHandler {
             }
             self.result.latencies.append(UInt64(max(0, (now - self.sentAt).nanoseconds) / 1000))
             if self.status >= 400 { self.result.statusErrors += 1 }
-            self.send()
+            if self.closeAfterAnswer {
+                self.reconnect(from: context.channel)
+            } else {
+                self.send()
+            }
+        }
+    }
+
+    /// The server closes `old` after this answer: close it, open the next connection, and go on
+    /// there. A connection that cannot be opened ends this one as a connect failure.
+    private func reconnect(from old: any Channel) {
+        guard let reopen = self.reopen else {
+            self.result.readErrors += 1
+            self.finish()
+            return
+        }
+        self.reconnecting = true
+        old.close(promise: nil)
+        old.closeFuture.assumeIsolated().flatMap { reopen(self) }.whenComplete { opened in
+            self.reconnecting = false
+            switch opened {
+            case .success(let channel):
+                guard self.done != nil else {
+                    channel.close(promise: nil)
+                    return
+                }
+                self.channel = channel
+                self.result.reconnections += 1
+                self.send()
+            case .failure:
+                self.result.connectFailed = true
+                self.finish()
+            }
         }
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // The old connection's end while the next one opens (a reset after the server's close).
+        guard !self.reconnecting else { return }
         self.result.readErrors += 1
         self.finish()
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        guard !self.reconnecting, context.channel === self.channel else { return }
         if self.outstanding { self.result.readErrors += 1 }
         self.outstanding = false
         self.finish()

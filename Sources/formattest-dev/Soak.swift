@@ -132,6 +132,9 @@ struct Soak: AsyncParsableCommand {
 /// the connections' event loop.
 private final class SoakWindows: @unchecked Sendable {
     private let channels: [(any Channel)?]
+    /// Each connection's handler, found in its first channel's pipeline when the run begins: it
+    /// carries on over the connections it opens when the server closes one.
+    private var connections: [LoadConnection] = []
     private let sampler: ServerSampler
     private let window: Double
     private var start = NIODeadline.uptimeNanoseconds(0)
@@ -150,14 +153,16 @@ private final class SoakWindows: @unchecked Sendable {
     func begin(at start: NIODeadline) {
         self.start = start
         self.last = self.sampler.sample()
+        self.connections = self.channels.compactMap { channel in
+            channel.flatMap { try? $0.pipeline.syncOperations.handler(type: LoadConnection.self) }
+        }
     }
 
     /// Drains every connection and prints the window that ends now.
     func report() {
         var latencies: [UInt64] = []
         var statusErrors = 0
-        for channel in self.channels {
-            guard let channel, let handler = try? channel.pipeline.syncOperations.handler(type: LoadConnection.self) else { continue }
+        for handler in self.connections {
             let drained = handler.drain()
             latencies += drained.latencies
             statusErrors += drained.statusErrors

@@ -69,13 +69,14 @@ struct SustainedOperationTests {
         }
 
         /// `serve` on this store, listening.
-        func serve(purgeInterval: String, port: Int) async throws -> Formattest.Running {
-            let server = try Formattest.start([
-                "serve", "--port", String(port), "--store", self.store, "--root", self.rootPath, "--data-dir", self.files.directory.path,
-                "--log-level", "notice", "--form-max-age", "3600", "--insecure-no-caller-auth", "--purge-interval", purgeInterval,
-                // Load, not a hostile user: each key signs more forms than the default per-user budget.
-                "--rate-limit-assertions-per-user", "100000", "--rate-limit-per-address", "1000000",
-            ])
+        func serve(purgeInterval: String, port: Int, extra: [String] = []) async throws -> Formattest.Running {
+            let server = try Formattest.start(
+                [
+                    "serve", "--port", String(port), "--store", self.store, "--root", self.rootPath, "--data-dir", self.files.directory.path,
+                    "--log-level", "notice", "--form-max-age", "3600", "--insecure-no-caller-auth", "--purge-interval", purgeInterval,
+                    // Load, not a hostile user: each key signs more forms than the default per-user budget.
+                    "--rate-limit-assertions-per-user", "100000", "--rate-limit-per-address", "1000000",
+                ] + extra)
             guard await Formattest.waitForListener(port: port, process: server.process) else {
                 _ = await server.terminate(within: 5)
                 throw CocoaError(.fileReadUnknown, userInfo: [NSDebugDescriptionErrorKey: "the service did not start listening"])
@@ -256,6 +257,36 @@ struct SustainedOperationTests {
         let last = try #require(windows.last)
         let requests = try #require(last["requests"] as? Int)
         #expect(last["requestsPerSecond"] as? Double == Double(requests) / 0.5, "\(last)")
+    }
+
+    @Test(
+        "the load generators carry on over a new connection when the service closes one after its answer (Connection: close), as an HTTP client does"
+    )
+    func generatorsReconnect() async throws {
+        // Each connection is served 10 requests, then closed by the service
+        // (--max-requests-per-connection, 1,000 by default: a 10-minute soak at saturation died
+        // after 4,000 requests, 1,000 a connection, before the generator reconnected).
+        let fixture = try await Fixture(expiredForms: 0, challenges: 0, perKey: 50)
+        let port = Formattest.freePort()
+        let server = try await fixture.serve(purgeInterval: "3600", port: port, extra: ["--max-requests-per-connection", "10"])
+        defer { _ = server.terminate(within: 10) }
+        // load: the fixture's 100 pre-signed bodies (50 a key) over 2 connections, 10 a connection.
+        let load = try await fixture.load(port: port)
+        #expect(load["requests"] as? Int == 100, "\(load)")
+        #expect(load["errors"] as? [String: Int] == ["connect": 0, "read": 0, "write": 0, "status": 0, "timeout": 0], "\(load)")
+        #expect((load["reconnections"] as? Int ?? 0) >= 8, "\(load)")
+        // soak: 2 connections at 40 a second for 2 s, about 80 requests (counters above the load's).
+        let soak = try await Formattest.run([
+            "soak", "--port", String(port), "--keys", "2", "--connections", "2", "--duration", "2", "--window", "1", "--rate", "40",
+            "--first-counter", "1000", "--server-pid", String(server.process.processIdentifier), "--database", fixture.database,
+        ])
+        #expect(soak.status == 0, "\(soak.stderr)")
+        let windows = try soak.stdout.split(separator: "\n").map { line in
+            try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+        }
+        let answered = windows.compactMap { $0["requests"] as? Int }.reduce(0, +)
+        #expect(answered >= 40, "\(soak.stdout)")
+        #expect(windows.allSatisfy { $0["statusErrors"] as? Int == 0 }, "\(soak.stdout)")
     }
 
     @Test("simulate backlog stores every filler key, each under its own keyId and user, whatever the order it writes them in")
