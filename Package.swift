@@ -573,7 +573,7 @@ let package = Package(
         .testTarget(
             name: "FormattestCommandsTests",
             dependencies: [
-                "FormattestCommands", "FormAttestFlows",
+                "FormattestCommands", "FormAttestFlows", "AppAttest", "FormAttestServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],

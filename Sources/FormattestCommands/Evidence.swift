@@ -10,62 +10,56 @@ import Crypto
 import FormAttestEvidence
 import FormAttestForm
 import FormAttestResponses
-import FormAttestServer
+package import FormAttestServer
 import Foundation
 import RFC3339
 import TransparencyLog
 import TransparencyLogFiles
 
-/// `serve`'s evidence settings (defined in ``ServeSettings``, parsed from their resolved values).
-struct EvidenceOptions: ParsableArguments {
-    @Option(name: .customLong("evidence-dir"), help: ServeSettings.help("evidence-dir"))
-    var directory: String?
-
-    @Flag(name: .customLong("evidence-in-answer"), help: ServeSettings.help("evidence-in-answer"))
-    var inAnswer = false
-
-    @Option(name: .customLong("evidence-log"), help: ServeSettings.help("evidence-log"))
-    var logDirectory: String?
-
-    @Option(name: .customLong("evidence-log-key"), help: ServeSettings.help("evidence-log-key"))
-    var logKey: String?
-
-    /// The evidence configuration, nil when neither is asked for. The directory must exist and be
-    /// writable: a mistyped path stops the service rather than losing records.
-    func configuration() throws -> EvidenceConfiguration? {
-        let directory = self.directory
-        let inAnswer = self.inAnswer
-        let log = try self.logConfiguration()
+extension EvidenceConfiguration {
+    /// `serve`'s evidence settings (`evidence-dir`, `evidence-in-answer`, `evidence-log`,
+    /// `evidence-log-key`), read from the resolved settings; nil when none is asked for. The
+    /// directory must exist and be writable: a mistyped path stops the service rather than losing
+    /// records. The log's directory and its key go together, and the key is read now.
+    ///
+    /// - Throws: ``UsageError`` naming each setting with its source.
+    package init?(_ settings: ServeSettings.Resolved) throws {
+        let directory = settings.textIfSet("evidence-dir")
+        let inAnswer = settings.toggle("evidence-in-answer")
+        let log = try Self.log(settings)
         guard directory != nil || inAnswer || log != nil else { return nil }
         if let directory {
-            try Setting.checkText(directory, "--evidence-dir")
+            let name = settings.name("evidence-dir")
+            try settings.reported { try Setting.checkText(directory, name) }
             var isDirectory: ObjCBool = false
             guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
-                throw UsageError("--evidence-dir \(directory) is not an existing directory")
+                throw UsageError("\(name) \(directory) is not an existing directory")
             }
             guard access(directory, W_OK | X_OK) == 0 else {
-                throw UsageError("--evidence-dir \(directory) is not writable by this process")
+                throw UsageError("\(name) \(directory) is not writable by this process")
             }
         }
-        return EvidenceConfiguration(archiveDirectory: directory, inAnswer: inAnswer, log: log)
+        self.init(archiveDirectory: directory, inAnswer: inAnswer, log: log)
     }
 
     /// The log's directory and its checkpoint key; both or neither.
-    private func logConfiguration() throws -> EvidenceLogConfiguration? {
-        switch (self.logDirectory, self.logKey) {
+    private static func log(_ settings: ServeSettings.Resolved) throws -> EvidenceLogConfiguration? {
+        let (directoryName, keyName) = (settings.name("evidence-log"), settings.name("evidence-log-key"))
+        switch (settings.textIfSet("evidence-log"), settings.textIfSet("evidence-log-key")) {
         case (nil, nil): return nil
-        case (nil, _?): throw UsageError("--evidence-log-key needs --evidence-log")
+        case (nil, _?): throw UsageError("\(keyName) needs \(directoryName)")
         case (_?, nil):
-            throw UsageError("--evidence-log needs --evidence-log-key (create one with 'formattest evidence log-key --name NAME --out FILE')")
+            throw UsageError(
+                "\(directoryName) needs \(keyName) (create one with 'formattest evidence log-key --name NAME --out FILE')")
         case (let directory?, let keyPath?):
-            try Setting.checkText(directory, "--evidence-log")
-            try StrictModes.checkSecretFile(keyPath, "--evidence-log-key")
+            try settings.reported { try Setting.checkText(directory, directoryName) }
+            try StrictModes.checkSecretFile(keyPath, keyName)
             let text = try InputFile.readText(keyPath)
             let line = text.hasSuffix("\n") ? String(text.dropLast()) : text
             do {
                 return EvidenceLogConfiguration(directory: directory, signer: try NoteSigner(keyString: line))
             } catch {
-                throw UsageError("--evidence-log-key \(keyPath): \(error.reason)")
+                throw UsageError("\(keyName) \(keyPath): \(error.reason)")
             }
         }
     }

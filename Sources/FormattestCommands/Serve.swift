@@ -218,7 +218,7 @@ public struct ServeOptions: ParsableArguments {
             // Evidence records carry the key's whole attestation, its receipt included.
             requireValidReceipt: settings.toggle("require-valid-receipt") || plan.evidence != nil
         )
-        try plan.signalPolicy.apply(to: &policy)
+        plan.signalPolicy.apply(to: &policy)
         var configuration = ServerConfiguration(policy: policy)
         configuration.host = plan.host
         configuration.port = plan.port
@@ -354,7 +354,7 @@ public struct ServeOptions: ParsableArguments {
         }
         logger.info("log format", metadata: ["format": "\(jsonLog ? "json" : "text")", "source": "\(settings.source("log-format"))"])
 
-        let store = try await plan.storeOptions.open()
+        let store = try await plan.store.open()
         let application = try await FormAttestApplication.make(
             configuration: configuration,
             store: store,
@@ -415,9 +415,10 @@ public struct ServeOptions: ParsableArguments {
     }
 }
 
-/// What `serve` runs, decided from the resolved settings: the cross-setting checks, and the option
-/// groups the other commands share, parsed from the settings' canonical `--key=value` form (so that
-/// their own checks run on the final values, whatever their source).
+/// What `serve` runs, decided from the resolved settings: the cross-setting checks, and the values
+/// of the option groups the other commands share, built from the settings directly through the
+/// groups' own checks (``SigningSource``, ``PackedSource``, ``SignalPolicy``, ``StoreSource``), so
+/// that they run on the final values, whatever their source, and name it.
 struct ServePlan {
     let host: String
     let port: Int
@@ -428,30 +429,22 @@ struct ServePlan {
     let devSimulator: Bool
     let demoDirectory: String?
     let demoDefault: String
-    let storeOptions: StoreOptions
+    let store: StoreSource
     let storeKind: String
     let storeLocationForLog: String
     /// The SQLite store's directory (nil for MongoDB and memory).
     let sqliteDirectory: String?
-    let signing: SigningOptions
+    let signing: SigningSource
     let caller: CallerOptions
-    let packed: PackedOptions
+    let packed: PackedSource
     let evidence: EvidenceConfiguration?
-    let signalPolicy: SignalPolicyOptions
+    let signalPolicy: SignalPolicy
     /// The SQLite store's file, when the store is one.
     let sqliteFile: String?
     /// Open connections per listener.
     let maxConnections: Int
 
     init(_ settings: ServeSettings.Resolved) throws {
-        func arguments(_ keys: [String]) -> [String] {
-            keys.flatMap { key -> [String] in
-                let setting = ServeSettings.setting(key)
-                guard settings.values[key] != nil else { return [] }
-                if setting.kind.isToggle { return settings.toggle(key) ? [setting.flag] : [] }
-                return settings.list(key).map { "\(setting.flag)=\($0)" }
-            }
-        }
         self.host = settings.text("host")
         self.maxConnections = settings.integer("max-connections")
         self.port = settings.integer("port")
@@ -490,25 +483,18 @@ struct ServePlan {
         }
         self.demoDirectory = exists ? demo : nil
 
-        self.signing = try SigningOptions.parse(arguments(["data-dir", "signing-key", "issuer", "audience"]))
+        self.signing = SigningSource(settings)
         self.caller = try CallerOptions(settings, devSimulator: self.devSimulator)
-        self.packed = try PackedOptions.parse(arguments(["attestation-ca", "rp-id"]))
-        self.evidence = try EvidenceOptions.parse(arguments(["evidence-dir", "evidence-in-answer", "evidence-log", "evidence-log-key"]))
-            .configuration()
-        self.signalPolicy = try SignalPolicyOptions.parse(
-            arguments([
-                "validation-category", "minimum-bundle-version", "allowed-cdhash", "allowed-cdhashes-file", "require-cdhash", "require-extensions",
-                "macos-access-control",
-            ])
-        )
-        try self.signalPolicy.check()
+        self.packed = try PackedSource(settings)
+        self.evidence = try EvidenceConfiguration(settings)
+        self.signalPolicy = try SignalPolicy(settings)
 
         // The store: a SQLite file's directory must exist (a mistyped path must not create
         // directories and an empty store), but for the data directory, which serve creates.
         let dataDirectory = URL(fileURLWithPath: self.signing.dataDirectory).standardizedFileURL.path
-        let location = settings.textIfSet("store") ?? "sqlite:" + URL(fileURLWithPath: dataDirectory).appendingPathComponent("formattest.sqlite").path
-        self.storeOptions = try StoreOptions.parse(["--store=\(location)"] + arguments(["mongodb-database", "mongodb-collection-prefix"]))
-        self.storeLocationForLog = StoreOptions.redacted(location)
+        self.store = try StoreSource(settings)
+        let location = self.store.location
+        self.storeLocationForLog = StoreSource.redacted(location)
         if location.hasPrefix("sqlite:") {
             self.storeKind = "sqlite"
             let file = URL(fileURLWithPath: String(location.dropFirst("sqlite:".count))).standardizedFileURL

@@ -98,7 +98,7 @@ package enum ServeSettings {
         .init(
             "store", env: ["FORMATTEST_STORE", "FORMATTEST_MONGODB_URI"], .text, meaning: "sqlite:DATA-DIR/formattest.sqlite", secret: true,
             help: "sqlite:PATH (its directory must exist, but for the data directory), a mongodb:// or mongodb+srv:// URI, or memory",
-            check: { StoreOptions.locationProblem($0) }
+            check: { StoreSource.locationProblem($0) }
         ),
         .init("mongodb-database", env: ["FORMATTEST_MONGODB_DATABASE"], .text, meaning: "the URI's, else formattest", help: "MongoDB database name"),
         .init(
@@ -180,7 +180,7 @@ package enum ServeSettings {
         .init(
             "validation-category", env: ["FORMATTEST_VALIDATION_CATEGORIES"], .list, meaning: "any",
             help: "Accepted iOS 27 validation categories: names (\(ValidationCategory.named.map(\.name).joined(separator: ", "))) or numbers",
-            check: { (try? SignalPolicyOptions.categories([$0], name: "")) == nil ? "\($0.debugDescription) is not a validation category" : nil }
+            check: { (try? SignalPolicy.categories([$0], name: "")) == nil ? "\($0.debugDescription) is not a validation category" : nil }
         ),
         .init(
             "minimum-bundle-version", env: ["FORMATTEST_MINIMUM_BUNDLE_VERSION"], .text, meaning: "none",
@@ -190,7 +190,7 @@ package enum ServeSettings {
         .init(
             "allowed-cdhash", env: ["FORMATTEST_ALLOWED_CDHASHES"], .list, meaning: "any", help: "Allowed CDHashes, hex (64 or 40 digits)",
             check: {
-                (try? SignalPolicyOptions.cdHashes([$0], name: "")) == nil ? "\($0.debugDescription) is not a CDHash (64 or 40 hex digits)" : nil
+                (try? SignalPolicy.cdHashes([$0], name: "")) == nil ? "\($0.debugDescription) is not a CDHash (64 or 40 hex digits)" : nil
             }
         ),
         .init(
@@ -199,7 +199,7 @@ package enum ServeSettings {
             check: { path in
                 do {
                     try StrictModes.checkRegularFile(path, "the file")
-                    _ = try SignalPolicyOptions.cdHashFile(path, name: "")
+                    _ = try SignalPolicy.cdHashFile(path, name: "")
                     return nil
                 } catch {
                     return "\(path): \(error)"
@@ -214,7 +214,7 @@ package enum ServeSettings {
         .init(
             "macos-access-control", env: ["FORMATTEST_MACOS_ACCESS_CONTROL"], .text, meaning: "none",
             help: "Require exactly this access-control extension (1.2.840.113635.100.8.6) value, base64",
-            check: { (try? SignalPolicyOptions.accessControl($0, name: "")) == nil ? "not base64 (the access-control extension's DER value)" : nil }
+            check: { (try? SignalPolicy.accessControl($0, name: "")) == nil ? "not base64 (the access-control extension's DER value)" : nil }
         ),
         .init(
             "caller-jwks", env: ["FORMATTEST_CALLER_JWKS"], .text, meaning: "none", help: "The identity provider's JWKS: a file, or an https:// URL"),
@@ -503,6 +503,23 @@ package enum ServeSettings {
         package func isSet(_ key: String) -> Bool {
             _ = ServeSettings.setting(key)
             return self.values[key].map { $0.source != "default" } ?? false
+        }
+        /// The setting as a message names it: its flag, and where its value came from when a
+        /// source set it (`--rp-id (environment)`, `--attestation-ca (config file PATH)`); the
+        /// flag alone when none did.
+        package func name(_ key: String) -> String {
+            self.isSet(key) ? "\(ServeSettings.setting(key).flag) (\(self.source(key)))" : ServeSettings.setting(key).flag
+        }
+
+        /// An option group's check run on these settings. The checks the groups share with other
+        /// commands throw ArgumentParser's `ValidationError`, which it prints with a command's
+        /// usage; `serve` reports the same message as a ``UsageError``, as its own checks do.
+        func reported<Value>(_ make: () throws -> Value) throws -> Value {
+            do {
+                return try make()
+            } catch let error as ValidationError {
+                throw UsageError(error.message)
+            }
         }
 
         private func first(_ key: String) -> String? {

@@ -8,6 +8,11 @@ import ArgumentParser
 /// Checks shared by the commands' options and `serve`'s settings (ServeSettings): a value that is
 /// not valid stops the command (exit 2) rather than falling back to a default.
 enum Setting {
+    /// A setting's flag: `--` and its key. The option groups `serve` shares with other commands
+    /// name their checks' subjects so (their flags are the settings' keys); `serve` adds the
+    /// value's source (``ServeSettings/Resolved/name(_:)``).
+    static func flag(_ key: String) -> String { "--" + key }
+
     /// Text that is not empty and holds no control characters.
     static func checkText(_ value: String, _ name: String) throws {
         guard !value.isEmpty, !value.unicodeScalars.contains(where: { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) }) else {

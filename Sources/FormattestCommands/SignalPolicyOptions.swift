@@ -3,15 +3,17 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
-import AppAttest
+package import AppAttest
 import ArgumentParser
 import CanonicalJSON
 import FormAttestForm
 import Foundation
 
-/// The iOS 27 / macOS 27 signal policy, the same on `verify attestation`, `verify assertion`,
-/// `wrap` and `serve` (which also reads it from FORMATTEST_* variables and its configuration file: ServeSettings). Every value is checked
-/// strictly: a bad one stops the command (exit 2) with a message naming the option.
+/// The iOS 27 / macOS 27 signal policy's flags on `verify attestation` and `verify assertion`.
+/// `serve` reads the same settings (flags, FORMATTEST_* variables, its configuration file:
+/// ServeSettings) into a ``SignalPolicy`` directly. Every value is checked strictly, by
+/// ``SignalPolicy``'s initializer for both: a bad one stops the command (exit 2) with a message
+/// naming the option.
 struct SignalPolicyOptions: ParsableArguments {
     @Option(
         name: .customLong("validation-category"),
@@ -54,26 +56,81 @@ struct SignalPolicyOptions: ParsableArguments {
     )
     var macOSAccessControl: String?
 
-    /// Reads and checks every value (the CDHash file too): `serve` calls it before it listens.
-    func check() throws {
-        var scratch = AppAttestPolicy(appIDs: [], environments: [])
-        try self.apply(to: &scratch)
+    /// The values, read and checked (the CDHash file too): ``SignalPolicy/init(validationCategories:minimumBundleVersion:allowedCDHashes:allowedCDHashesFile:requireCDHash:requireExtensions:macOSAccessControl:name:)``.
+    func policy() throws -> SignalPolicy {
+        try SignalPolicy(
+            validationCategories: self.validationCategories, minimumBundleVersion: self.minimumBundleVersion,
+            allowedCDHashes: self.allowedCDHashes, allowedCDHashesFile: self.allowedCDHashesFile, requireCDHash: self.requireCDHash,
+            requireExtensions: self.requireExtensions, macOSAccessControl: self.macOSAccessControl
+        )
     }
 
     /// Sets the signal part of `policy`, reading the CDHash file if one is named.
     func apply(to policy: inout AppAttestPolicy) throws {
-        if let categories = try Self.categories(self.validationCategories, name: "--validation-category") {
+        try self.policy().apply(to: &policy)
+    }
+}
+
+/// The signal policy's values, read and checked: ``SignalPolicyOptions``' flags on `verify`,
+/// `serve`'s settings of the same keys on `serve`. Its initializer holds the one check of each.
+package struct SignalPolicy: Sendable {
+    /// The accepted validation categories; nil: any.
+    package let validationCategories: Set<ValidationCategory>?
+    package let minimumBundleVersion: BundleVersion?
+    package let allowedCDHashes: AppAttestPolicy.CDHashAllowList
+    /// The file the allowed CDHashes by bundle version were read from (StrictModes judges it).
+    package let allowedCDHashesFile: String?
+    package let requireCDHash: Bool
+    package let requireExtensions: Bool
+    package let requiredAccessControl: [UInt8]?
+
+    /// Reads every value strictly, in this order, and the CDHash file if one is named.
+    ///
+    /// - Parameter name: how a message names the setting of a key: its flag (``Setting/flag(_:)``),
+    ///   or on `serve` its flag and its source (``ServeSettings/Resolved/name(_:)``).
+    /// - Throws: `ValidationError` naming the first value that is not valid.
+    init(
+        validationCategories: [String], minimumBundleVersion: String?, allowedCDHashes: [String], allowedCDHashesFile: String?,
+        requireCDHash: Bool, requireExtensions: Bool, macOSAccessControl: String?, name: (String) -> String = Setting.flag
+    ) throws {
+        self.validationCategories = try Self.categories(validationCategories, name: name("validation-category"))
+        self.minimumBundleVersion = try Self.bundleVersion(minimumBundleVersion, name: name("minimum-bundle-version"))
+        var allowList = AppAttestPolicy.CDHashAllowList(Set(try Self.cdHashes(allowedCDHashes, name: name("allowed-cdhash"))))
+        if let path = allowedCDHashesFile {
+            allowList.byBundleVersion = try Self.cdHashFile(path, name: name("allowed-cdhashes-file"))
+        }
+        self.allowedCDHashes = allowList
+        self.allowedCDHashesFile = allowedCDHashesFile
+        self.requireCDHash = requireCDHash
+        self.requireExtensions = requireExtensions
+        self.requiredAccessControl = try Self.accessControl(macOSAccessControl, name: name("macos-access-control"))
+    }
+
+    /// `serve`'s signal settings, through the same check (the table checked each value already;
+    /// the CDHash file is read again here, and a file changed since is refused the same way).
+    ///
+    /// - Throws: ``UsageError`` naming the setting with its source.
+    package init(_ settings: ServeSettings.Resolved) throws {
+        self = try settings.reported {
+            try SignalPolicy(
+                validationCategories: settings.list("validation-category"), minimumBundleVersion: settings.textIfSet("minimum-bundle-version"),
+                allowedCDHashes: settings.list("allowed-cdhash"), allowedCDHashesFile: settings.textIfSet("allowed-cdhashes-file"),
+                requireCDHash: settings.toggle("require-cdhash"), requireExtensions: settings.toggle("require-extensions"),
+                macOSAccessControl: settings.textIfSet("macos-access-control"), name: settings.name
+            )
+        }
+    }
+
+    /// Sets the signal part of `policy`.
+    package func apply(to policy: inout AppAttestPolicy) {
+        if let categories = self.validationCategories {
             policy.validationCategories = .only(categories)
         }
-        policy.minimumBundleVersion = try Self.bundleVersion(self.minimumBundleVersion, name: "--minimum-bundle-version")
-        var allowList = AppAttestPolicy.CDHashAllowList(Set(try Self.cdHashes(self.allowedCDHashes, name: "--allowed-cdhash")))
-        if let path = self.allowedCDHashesFile {
-            allowList.byBundleVersion = try Self.cdHashFile(path, name: "--allowed-cdhashes-file")
-        }
-        policy.allowedCDHashes = allowList
+        policy.minimumBundleVersion = self.minimumBundleVersion
+        policy.allowedCDHashes = self.allowedCDHashes
         policy.requireCDHash = self.requireCDHash
         policy.requireExtensions = self.requireExtensions
-        policy.requiredAccessControl = try Self.accessControl(self.macOSAccessControl, name: "--macos-access-control")
+        policy.requiredAccessControl = self.requiredAccessControl
     }
 
     // MARK: - Strict readers

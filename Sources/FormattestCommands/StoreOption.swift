@@ -32,10 +32,57 @@ public struct StoreOptions: ParsableArguments {
         self.store ?? ProcessInfo.processInfo.environment["FORMATTEST_MONGODB_URI"] ?? "sqlite:\(SQLiteAttestationStore.defaultPath)"
     }
 
+    /// The values, checked (``StoreSource/init(location:mongoDatabase:mongoCollectionPrefix:name:)``).
+    package var source: StoreSource {
+        get throws {
+            try StoreSource(location: self.location, mongoDatabase: self.mongoDatabase, mongoCollectionPrefix: self.mongoCollectionPrefix)
+        }
+    }
+
     /// Opens the store; fails closed (exit 2 with the reason) when it cannot be reached.
     public func open() async throws -> any OperationalAttestationStore {
+        try await self.source.open()
+    }
+}
+
+/// The store to open: its location and, on MongoDB, its database and the collections' prefix.
+/// ``StoreOptions``' values for the commands that keep state, `serve`'s `store`,
+/// `mongodb-database` and `mongodb-collection-prefix` settings for `serve`. Its initializer is
+/// the one check of the location, whichever command gives it.
+package struct StoreSource: Sendable {
+    /// `sqlite:PATH`, a `mongodb://` or `mongodb+srv://` URI, or `memory`; it may carry a
+    /// password (``redacted(_:)`` for messages and logs).
+    package let location: String
+    package let mongoDatabase: String?
+    package let mongoCollectionPrefix: String
+
+    /// - Parameter name: how a message names the setting of a key: its flag (``Setting/flag(_:)``),
+    ///   or on `serve` its flag and its source (``ServeSettings/Resolved/name(_:)``).
+    /// - Throws: ``UsageError`` when the location is none of the three kinds (``locationProblem(_:)``),
+    ///   without quoting it.
+    init(location: String, mongoDatabase: String?, mongoCollectionPrefix: String, name: (String) -> String = Setting.flag) throws {
+        if let problem = Self.locationProblem(location) { throw UsageError("\(name("store")): \(problem).") }
+        self.location = location
+        self.mongoDatabase = mongoDatabase
+        self.mongoCollectionPrefix = mongoCollectionPrefix
+    }
+
+    /// `serve`'s store settings, through the same check. Without `store`, serve's default: the
+    /// SQLite file `formattest.sqlite` in the data directory (`data-dir`).
+    ///
+    /// - Throws: ``UsageError`` naming the setting with its source.
+    package init(_ settings: ServeSettings.Resolved) throws {
+        let dataDirectory = URL(fileURLWithPath: settings.text("data-dir")).standardizedFileURL.path
+        try self.init(
+            location: settings.textIfSet("store") ?? "sqlite:" + URL(fileURLWithPath: dataDirectory).appendingPathComponent("formattest.sqlite").path,
+            mongoDatabase: settings.textIfSet("mongodb-database"), mongoCollectionPrefix: settings.text("mongodb-collection-prefix"),
+            name: settings.name
+        )
+    }
+
+    /// Opens the store; fails closed (exit 2 with the reason) when it cannot be reached.
+    func open() async throws -> any OperationalAttestationStore {
         let location = self.location
-        if let problem = Self.locationProblem(location) { throw UsageError("--store: \(problem).") }
         do {
             if location.hasPrefix("mongodb://") || location.hasPrefix("mongodb+srv://") {
                 return try await MongoAttestationStore.connect(

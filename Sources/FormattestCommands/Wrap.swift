@@ -31,7 +31,8 @@ struct FormatChoice: ExpressibleByArgument {
 
 /// Where the JWS signing key comes from: `--signing-key PEM`, else the data directory's key.
 /// Commands that sign or show keys never create one (``existingKeys()``); `keys generate`
-/// creates it, and `serve` creates the data directory's key on its first start (``keys()``).
+/// creates it. `serve` reads the same four settings into a ``SigningSource`` directly, and creates
+/// the data directory's key on its first start (``SigningSource/keys()``).
 struct SigningOptions: ParsableArguments {
     @Option(name: .customLong("data-dir"), help: "The data directory (signing keys live here).")
     var dataDirectory = "./formattest-data"
@@ -45,19 +46,7 @@ struct SigningOptions: ParsableArguments {
     @Option(help: "The tokens' audience (aud).")
     var audience = "formattest"
 
-    var keyDirectory: SigningKeyDirectory {
-        SigningKeyDirectory(directory: URL(fileURLWithPath: self.dataDirectory))
-    }
-
-    /// The keys, the data directory's created on first use (the service's start).
-    func keys() throws -> SigningKeys {
-        if self.signingKeyPath != nil { return try self.existingKeys() }
-        do {
-            return try self.keyDirectory.loadOrCreate()
-        } catch {
-            throw UsageError("cannot load the signing key: \(error)")
-        }
-    }
+    var keyDirectory: SigningKeyDirectory { self.source.keyDirectory }
 
     /// The keys that exist: a missing, unreadable or unusable key is a one-line usage error that
     /// names the file and the command that creates a key. Nothing is created.
@@ -76,12 +65,27 @@ struct SigningOptions: ParsableArguments {
     }
 }
 
-/// Where the signing key comes from, and the tokens' issuer and audience (``SigningOptions``' values).
-struct SigningSource: Sendable {
-    var dataDirectory: String
-    var signingKeyPath: String?
-    var issuer: String
-    var audience: String
+/// Where the signing key comes from, and the tokens' issuer and audience: ``SigningOptions``'
+/// values, or `serve`'s `data-dir`, `signing-key`, `issuer` and `audience` settings.
+package struct SigningSource: Sendable {
+    package var dataDirectory: String
+    package var signingKeyPath: String?
+    package var issuer: String
+    package var audience: String
+
+    var keyDirectory: SigningKeyDirectory {
+        SigningKeyDirectory(directory: URL(fileURLWithPath: self.dataDirectory))
+    }
+
+    /// The keys, the data directory's created on first use (the service's start).
+    func keys() throws -> SigningKeys {
+        if self.signingKeyPath != nil { return try self.existingKeys() }
+        do {
+            return try self.keyDirectory.loadOrCreate()
+        } catch {
+            throw UsageError("cannot load the signing key: \(error)")
+        }
+    }
 
     /// The keys that exist: a missing, unreadable or unusable key is a one-line usage error that
     /// names the file and the command that creates a key. Nothing is created.
@@ -102,6 +106,16 @@ struct SigningSource: Sendable {
     /// A signer with the existing keys (see ``existingKeys()``).
     func signer() throws -> ServerAttestationSigner {
         ServerAttestationSigner(keys: try self.existingKeys(), issuer: self.issuer, audience: self.audience)
+    }
+}
+
+extension SigningSource {
+    /// `serve`'s settings: each was checked (text) and defaulted by its table entry, and no check
+    /// spans them.
+    package init(_ settings: ServeSettings.Resolved) {
+        self.init(
+            dataDirectory: settings.text("data-dir"), signingKeyPath: settings.textIfSet("signing-key"), issuer: settings.text("issuer"),
+            audience: settings.text("audience"))
     }
 }
 
