@@ -275,9 +275,10 @@ struct SustainedOperationTests {
         #expect(load["requests"] as? Int == 100, "\(load)")
         #expect(load["errors"] as? [String: Int] == ["connect": 0, "read": 0, "write": 0, "status": 0, "timeout": 0], "\(load)")
         #expect((load["reconnections"] as? Int ?? 0) >= 8, "\(load)")
-        // soak: 2 connections at 40 a second for 2 s, about 80 requests (counters above the load's).
+        // soak: 2 connections at 40 a second for 3 s (counters above the load's). Without
+        // reconnecting, its two connections end after 10 answers each: 20 at most.
         let soak = try await Formattest.run([
-            "soak", "--port", String(port), "--keys", "2", "--connections", "2", "--duration", "2", "--window", "1", "--rate", "40",
+            "soak", "--port", String(port), "--keys", "2", "--connections", "2", "--duration", "3", "--window", "1", "--rate", "40",
             "--first-counter", "1000", "--server-pid", String(server.process.processIdentifier), "--database", fixture.database,
         ])
         #expect(soak.status == 0, "\(soak.stderr)")
@@ -285,7 +286,7 @@ struct SustainedOperationTests {
             try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
         }
         let answered = windows.compactMap { $0["requests"] as? Int }.reduce(0, +)
-        #expect(answered >= 40, "\(soak.stdout)")
+        #expect(answered > 20, "\(soak.stdout)")
         #expect(windows.allSatisfy { $0["statusErrors"] as? Int == 0 }, "\(soak.stdout)")
     }
 
