@@ -65,6 +65,9 @@ let package = Package(
         // only: the OTLPHTTP trait alone keeps gRPC out of the build.
         .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
         .package(url: "https://github.com/swift-otel/swift-otel.git", from: "1.6.0", traits: ["OTLPHTTP"]),
+        // `swift package generate-documentation --target X`: the DocC catalogs (Sources/*/Documentation.docc).
+        // A command plugin only; it adds no code to the products.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
         // The one strict RFC 3339 UTC reader (and writer) for every untrusted time. Pure.
