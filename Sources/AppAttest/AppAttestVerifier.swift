@@ -204,7 +204,7 @@ public struct AppAttestVerifier: Sendable {
     ///   - clientDataHash: the bytes the app passed to `generateAssertion` (SHA256(clientData)).
     ///   - previousCounter: the counter stored for this key (0 right after attestation); the
     ///     assertion's counter must be strictly greater.
-    ///   - appID: the app id the key was attested for. When given, rpIdHash must be SHA256 of
+    ///   - expectedAppID: the app id the key was attested for. When given, rpIdHash must be SHA256 of
     ///     exactly this app id (and the policy must still accept it), not of any accepted one: a
     ///     key attested for one app cannot sign for another app of the same deployment.
     /// - Returns: the signed counter, to be stored by compare-and-set.

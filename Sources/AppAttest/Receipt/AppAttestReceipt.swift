@@ -18,7 +18,7 @@ public import X509
 ///
 /// Parsing is strict about what a verifier relies on (exactly one signer, identified by issuer and
 /// serial, with a certificate in the set) and throws ``AppAttestError/Code/receiptMalformed`` with
-/// the reason otherwise. ``AppAttestVerifier/verifyReceipt(_:at:)`` checks signature and chain.
+/// the reason otherwise. ``AppAttestVerifier/verifyReceipt(_:expecting:at:)`` checks signature and chain.
 public struct AppAttestReceipt: Sendable {
     /// The signer's description, as the SignerInfo states it.
     public struct Signer: Sendable {
