@@ -24,10 +24,16 @@ public struct WebAuthnPolicy: Sendable {
     /// Yubico's). With none, statements are still verified but the answer says not anchored.
     public var trustAnchors: [Certificate]
 
+    /// Creates a policy.
+    ///
     /// - Parameters:
     ///   - relyingPartyID: the RP id.
     ///   - allowedOrigins: the accepted origins (at least one).
     ///   - requireUserVerification: whether UV is required.
+    ///   - allowCrossOrigin: whether `crossOrigin: true` is accepted.
+    ///   - allowedTopOrigins: the `topOrigin`s accepted; empty refuses any.
+    ///   - credentialAlgorithms: the algorithms accepted for a credential's key (RS1 only if listed).
+    ///   - trustAnchors: roots for attestation certificates; none: statements are verified, not anchored.
     public init(
         relyingPartyID: String,
         allowedOrigins: Set<String>,
