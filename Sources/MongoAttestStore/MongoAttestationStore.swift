@@ -8,7 +8,7 @@ public import FormAttestFlows
 public import Foundation
 import NIOPosix
 
-/// The store (``StepwiseAttestationStore``, and so every narrower protocol) on MongoDB, shared by any number of stateless verifier instances.
+/// The store (`StepwiseAttestationStore`, and so every narrower protocol) on MongoDB, shared by any number of stateless verifier instances.
 ///
 /// Atomicity comes from MongoDB's single-document operations, never from read-then-write:
 /// - keys: `_id` = keyId (unique); the counter advances by `findAndModify` with
@@ -60,7 +60,7 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
     ///     options go in it.
     ///   - database: the database; default: the URI's, else `formattest`.
     ///   - collectionPrefix: prefix of the three collections. Default `formattest_`.
-    /// - Throws: ``StoreError/Code/unavailable`` when the server cannot be reached or set up.
+    /// - Throws: `StoreError.Code.unavailable` when the server cannot be reached or set up.
     public static func connect(
         connectionString: String,
         database: String? = nil,
