@@ -168,11 +168,11 @@ struct AppAttestController {
         attestRequest.session = context.identity?.sessionID
         let now = self.now()
         try await self.checkStorage(context)
-        let spent = try await self.rateLimiter.check(
-            endpoint: "attest", user: attestRequest.username, lasting: .registration, request: request, context: context, now: now)
-        let result = try await self.rateLimiter.refundingOnRefusal(spent) {
+        try await self.rateLimiter.check(endpoint: "attest", user: attestRequest.username, request: request, context: context, now: now)
+        let lasting = LastingCharge(self.rateLimiter, .registration, user: attestRequest.username, context: context, now: now)
+        let result = try await lasting.refundingOnRefusal {
             try await self.outcome("attest", context: context) { () async throws(FlowError) in
-                try await self.flows.attest(attestRequest, now: now)
+                try await self.flows.attest(attestRequest, now: now, admit: lasting.spend)
             }
         }
         return try await self.registered(
@@ -188,11 +188,11 @@ struct AppAttestController {
         pooled.session = context.identity?.sessionID
         let now = self.now()
         try await self.checkStorage(context)
-        let spent = try await self.rateLimiter.check(
-            endpoint: "register-pooled", user: pooled.username, lasting: .pooledRegistration, request: request, context: context, now: now)
-        let result = try await self.rateLimiter.refundingOnRefusal(spent) {
+        try await self.rateLimiter.check(endpoint: "register-pooled", user: pooled.username, request: request, context: context, now: now)
+        let lasting = LastingCharge(self.rateLimiter, .pooledRegistration, user: pooled.username, context: context, now: now)
+        let result = try await lasting.refundingOnRefusal {
             try await self.outcome("register-pooled", context: context) { () async throws(FlowError) in
-                try await self.flows.registerPooled(pooled, now: now)
+                try await self.flows.registerPooled(pooled, now: now, admit: lasting.spend)
             }
         }
         return try await self.registered(

@@ -69,10 +69,12 @@ struct PasskeyController {
         let registration = try body.decode(FormFlows.PasskeyRegistrationRequest.init(body:))
         let now = self.now()
         try await self.checkStorage(context)
-        let spent = try await self.rateLimiter.check(
-            endpoint: "attest", user: registration.username, lasting: .registration, request: request, context: context, now: now)
-        let outcome = try await self.rateLimiter.refundingOnRefusal(spent) {
-            try await self.run { () async throws(FlowError) in try await self.flows.registerPasskey(registration, now: now) }
+        try await self.rateLimiter.check(endpoint: "attest", user: registration.username, request: request, context: context, now: now)
+        let lasting = LastingCharge(self.rateLimiter, .registration, user: registration.username, context: context, now: now)
+        let outcome = try await lasting.refundingOnRefusal {
+            try await self.run { () async throws(FlowError) in
+                try await self.flows.registerPasskey(registration, now: now, admit: lasting.spend)
+            }
         }
         return try JSONResponse.make(PasskeyRegisteredResponse(outcome, formats: Self.formats(outcome, verifiedAt: now)))
     }

@@ -8,6 +8,7 @@ import FormAttestFlows
 public import Foundation
 import HTTPTypes
 import Hummingbird
+import NIOConcurrencyHelpers
 import NIOCore
 
 #if canImport(Glibc)
@@ -146,25 +147,48 @@ struct RateLimiter: Sendable {
         fileprivate(set) var windows: [RateLimitWindow] = []
     }
 
-    /// Counts this request against each of its budgets; throws 429 when one is over its limit
-    /// (503 when the store cannot count: fail closed). The endpoint's budgets keep every request
-    /// they counted; the lasting ones are returned, to be given back if the request is refused
-    /// (``refundingOnRefusal(_:_:)``), and are given back at once when this throws.
+    /// Counts this request against its endpoint's budgets, and against `lasting`'s (``lastingBudgets(_:user:context:)``);
+    /// throws 429 when one is over its limit (503 when the store cannot count: fail closed). The
+    /// endpoint's budgets keep every request they counted; the lasting ones are returned, to be
+    /// given back if the request is refused (``refundingOnRefusal(_:_:)``), and are given back at
+    /// once when this throws. Only for what has no check left after it (a pool challenge): a
+    /// registration spends its lasting budgets at the flow's admit step (``LastingCharge``).
     @discardableResult
     func check(endpoint: String, user: String?, lasting: Lasting = .none, request: Request, context: AppRequestContext, now: Date) async throws
         -> Spent
     {
         try await self.count(endpoint: endpoint, self.subjects(user: user, request: request, context: context), now: now)
+        do {
+            return try await self.spend(self.lastingBudgets(lasting, user: user, context: context), now: now)
+        } catch {
+            throw APIError(error)
+        }
+    }
+
+    /// One budget of what is stored for long: the endpoint it is counted under, whom, and its
+    /// window's length (`nil`: the service's window).
+    struct LastingBudget: Sendable {
+        let endpoint: String
+        let kind: String
+        let subject: String
+        let limit: Int
+        let window: TimeInterval?
+    }
+
+    /// The budgets `lasting` spends for a request naming `user`, in the order they are counted:
+    /// the user's own before the backend's, so that a user over its own budget spends nothing of
+    /// what every user of the backend needs.
+    func lastingBudgets(_ lasting: Lasting, user: String?, context: AppRequestContext) -> [LastingBudget] {
         let backend = context.identity?.kind == .trustedBackend ? context.identity?.backend ?? "" : nil
-        // (endpoint, subject, window length) of each lasting budget, in the order counted.
-        var budgets: [(String, Subject, TimeInterval?)] = []
+        var budgets: [LastingBudget] = []
         func backendBudget(_ endpoint: String, _ kind: String, _ limit: Int) {
             guard let backend else { return }
-            budgets.append((endpoint, ("backend-" + kind, backend, limit), nil))
+            budgets.append(LastingBudget(endpoint: endpoint, kind: "backend-" + kind, subject: backend, limit: limit, window: nil))
             // The named user's share of it: the backend and the user, both in the subject.
             if let user {
                 let share = max(1, limit * self.limits.backendUserSharePercent / 100)
-                budgets.append((endpoint, ("backend-\(kind)-user", backend + "\u{0}" + user, share), nil))
+                budgets.append(
+                    LastingBudget(endpoint: endpoint, kind: "backend-\(kind)-user", subject: backend + "\u{0}" + user, limit: share, window: nil))
             }
         }
         switch lasting {
@@ -174,22 +198,36 @@ struct RateLimiter: Sendable {
             // The backend's pool budget (shared with register-pooled), and the user's over the
             // challenges' lifetime.
             backendBudget("pool", "pool", self.limits.pool)
-            if let user { budgets.append(("pool", ("user-pool", user, self.limits.poolPerUser), self.limits.poolPerUserWindow)) }
+            if let user {
+                budgets.append(
+                    LastingBudget(
+                        endpoint: "pool", kind: "user-pool", subject: user, limit: self.limits.poolPerUser, window: self.limits.poolPerUserWindow))
+            }
         case .pooledRegistration, .registration:
             // The user's registrations over a day first, whoever asks (r8 F2: 20 accounts
             // registering 30 valid software passkeys a minute each spent a backend's registration
             // budget every minute; at 20 a day each, that takes 30 fresh accounts a minute).
             if let user {
                 budgets.append(
-                    ("registration", ("user-registrations", user, self.limits.registrationsPerUser), self.limits.registrationsPerUserWindow))
+                    LastingBudget(
+                        endpoint: "registration", kind: "user-registrations", subject: user, limit: self.limits.registrationsPerUser,
+                        window: self.limits.registrationsPerUserWindow))
             }
             if lasting == .pooledRegistration { backendBudget("pool", "pool", self.limits.pool) }
             backendBudget("registration", "registrations", self.limits.registrationsPerBackend)
         }
+        return budgets
+    }
+
+    /// Counts one request against each of `budgets`, in order; over one, what was counted is given
+    /// back and 429 is thrown.
+    func spend(_ budgets: [LastingBudget], now: Date) async throws(FlowError) -> Spent {
         var spent = Spent()
-        do {
-            for (endpoint, subject, length) in budgets {
-                try await self.count(endpoint: endpoint, [subject], window: length, now: now) { spent.windows.append($0) }
+        do throws(FlowError) {
+            for budget in budgets {
+                try await self.tally(
+                    endpoint: budget.endpoint, [(budget.kind, budget.subject, budget.limit)], window: budget.window, now: now
+                ) { spent.windows.append($0) }
             }
         } catch {
             // Refused here: nothing will be stored, so none of it stays spent.
@@ -287,11 +325,21 @@ struct RateLimiter: Sendable {
         }
     }
 
+    /// Counts one request in each subject's window (``tally(endpoint:_:window:now:counted:)``),
+    /// as the answer's error.
+    private func count(endpoint: String, _ subjects: [Subject], now: Date) async throws {
+        do {
+            try await self.tally(endpoint: endpoint, subjects, now: now)
+        } catch {
+            throw APIError(error)
+        }
+    }
+
     /// Counts one request in each subject's window; `counted` sees each window once the store
     /// has counted it (before a 429 for it is thrown).
-    private func count(
+    private func tally(
         endpoint: String, _ subjects: [Subject], window length: TimeInterval? = nil, now: Date, counted: (RateLimitWindow) -> Void = { _ in }
-    ) async throws {
+    ) async throws(FlowError) {
         let length = length ?? self.limits.window
         let start = Date(timeIntervalSince1970: (now.timeIntervalSince1970 / length).rounded(.down) * length)
         let end = start.addingTimeInterval(length)
@@ -301,12 +349,12 @@ struct RateLimiter: Sendable {
             do {
                 count = try await self.store.countRequest(in: window)
             } catch {
-                throw APIError(FlowError(code: .init(StoreError.Code.unavailable), category: .storeUnavailable, reason: error.reason))
+                throw FlowError(code: .init(StoreError.Code.unavailable), category: .storeUnavailable, reason: error.reason)
             }
             counted(window)
             if count > limit {
                 let retryAfter = max(1, Int(end.timeIntervalSince(now).rounded(.up)))
-                throw APIError.rateLimited(retryAfter: retryAfter, reason: "too many \(endpoint) requests for this \(kind); retry in \(retryAfter) s")
+                throw FlowError(rateLimitedFor: retryAfter, reason: "too many \(endpoint) requests for this \(kind); retry in \(retryAfter) s")
             }
         }
     }
@@ -373,4 +421,50 @@ enum ClientAddress {
 
 extension HTTPField.Name {
     static let xForwardedFor = HTTPField.Name("X-Forwarded-For")!
+}
+
+/// A registration's lasting budgets (its user's registrations over a day; through a backend, the
+/// backend's registration budget, for a pooled key its pool budget, and the user's share of each),
+/// spent at the flow's admit step: once the request's checks passed and its attestation verified,
+/// right before the store commits it. A commit the store refuses gives them back.
+///
+/// Spent before the flow, as they were, a refused registration cost up to ten store writes (the
+/// budgets counted, then given back; red team r8 F3); now a request the flow refuses costs only its
+/// endpoint's budgets.
+final class LastingCharge: Sendable {
+    private let limiter: RateLimiter
+    private let budgets: [RateLimiter.LastingBudget]
+    private let now: Date
+    private let spent = NIOLockedValueBox(RateLimiter.Spent())
+
+    init(_ limiter: RateLimiter, _ lasting: RateLimiter.Lasting, user: String, context: AppRequestContext, now: Date) {
+        self.limiter = limiter
+        self.budgets = limiter.lastingBudgets(lasting, user: user, context: context)
+        self.now = now
+    }
+
+    /// The flows' admit step: counts the request against each budget; over one, 429
+    /// `rate_limited` and nothing of them stays spent.
+    func spend() async throws(FlowError) {
+        let spent = try await self.limiter.spend(self.budgets, now: self.now)
+        self.spent.withLockedValue { $0.windows += spent.windows }
+    }
+
+    /// Runs a request's flow, whose admit step is ``spend()``: when the flow refuses the request
+    /// after it (a 4xx: nothing stored), what it spent is given back. A 5xx keeps it spent (the
+    /// store may have committed).
+    func refundingOnRefusal<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch {
+            let spent = self.spent.withLockedValue { spent in
+                defer { spent = RateLimiter.Spent() }
+                return spent
+            }
+            if let refused = error as? APIError, (400..<500).contains(refused.status.code) {
+                await self.limiter.refund(spent)
+            }
+            throw error
+        }
+    }
 }

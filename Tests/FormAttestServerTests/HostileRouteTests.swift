@@ -4,6 +4,7 @@
 //===----------------------------------------------------------------------===//
 
 import CanonicalJSON
+import Crypto
 import FormAttestFlows
 import FormAttestForm
 import FormAttestServer
@@ -31,6 +32,14 @@ actor WriteFailingStore: OperationalAttestationStore {
     /// Each purge step's limit and what it deleted, in order.
     private(set) var purgeSteps: [(limit: Int, deleted: Int)] = []
 
+    /// The rate-limit windows counted and given back, in order (their ids).
+    private(set) var counted: [[UInt8]] = []
+    private(set) var refunded: [[UInt8]] = []
+    func forgetWindows() {
+        self.counted = []
+        self.refunded = []
+    }
+
     private func write() throws(StoreError) {
         if self.failing { throw StoreError(code: .unavailable, reason: Self.leakyReason) }
     }
@@ -57,10 +66,12 @@ actor WriteFailingStore: OperationalAttestationStore {
     }
     func countRequest(in window: RateLimitWindow) async throws(StoreError) -> Int {
         try self.write()
+        self.counted.append(window.id)
         return try await self.inner.countRequest(in: window)
     }
     func refundRequest(in window: RateLimitWindow) async throws(StoreError) {
         try self.write()
+        self.refunded.append(window.id)
         try await self.inner.refundRequest(in: window)
     }
     func replaceReceipt(keyID: [UInt8], previous: [UInt8], with receipt: [UInt8]) async throws(StoreError) -> Bool {
@@ -158,6 +169,69 @@ struct HostileRouteTests {
                 ]
             )
             #expect(assert.status == 400 && assert.errorCode == "invalid_request")
+        }
+    }
+
+    /// The id of a rate-limit window as the service names it (`RateLimiter.digest`): SHA-256 of
+    /// a label, the endpoint, the kind and the subject, each ended by a NUL.
+    static func window(_ endpoint: String, _ kind: String, _ subject: String) -> [UInt8] {
+        var hasher = SHA256()
+        for part in ["formattest-rate-limit", endpoint, kind, subject] { hasher.update(data: Array(part.utf8) + [0]) }
+        return Array(hasher.finalize())
+    }
+
+    @Test(
+        "r8 F3: a registration the flow refuses spends none of its lasting budgets (no count, no refund); one verified and then refused by the store gives them back"
+    )
+    func lastingBudgetsAtAdmission() async throws {
+        let secret = String(repeating: "k", count: 48)
+        var harness = try ServiceHarness()
+        harness.configuration.callerAuthentication = .trustedBackend(try BackendSecrets(fileText: secret))
+        let store = WriteFailingStore(inner: harness.store)
+        harness.storeOverride = store
+        // What a registration of alice's through the backend leaves in the store for long.
+        let backend = try BackendSecrets(fileText: secret).backend(presenting: secret)
+        let lasting = [
+            Self.window("registration", "user-registrations", "alice"),
+            Self.window("registration", "backend-registrations", try #require(backend)),
+            Self.window("registration", "backend-registrations-user", try #require(backend) + "\u{0}alice"),
+        ]
+        try await harness.run { anonymous in
+            let client = anonymous.with(bearer: secret)
+            // An attestation that does not verify: refused for what it is, 401.
+            let junk = try await client.post(
+                "/api/appattest/attest",
+                [
+                    ("username", Self.text("alice")), ("keyId", Self.text("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")),
+                    ("attestationObject", Self.text("oA")), ("form", ServiceHarness.form(user: "alice", action: "device-registration")),
+                ]
+            )
+            #expect((400..<500).contains(junk.status) && junk.status != 429, "\(junk.status) \(junk.errorCode ?? "")")
+            let junkCounted = await store.counted
+            #expect(!junkCounted.isEmpty, "the endpoint's own budgets are counted")
+            #expect(Set(junkCounted).isDisjoint(with: lasting), "a refused registration counted a lasting budget")
+            #expect(await store.refunded.isEmpty, "nothing spent, nothing given back")
+
+            // A genuine registration spends each lasting budget once, and keeps it.
+            await store.forgetWindows()
+            let form = ServiceHarness.form(user: "alice", action: "device-registration")
+            let simulated = try await client.post("/api/dev/simulate", [("action", Self.text("attest")), ("form", form)])
+            let body: [(String, JSONValue)] = [
+                ("username", Self.text("alice")), ("keyId", simulated.json?["keyId"] ?? .null),
+                ("attestationObject", simulated.json?["attestationObject"] ?? .null), ("form", form),
+            ]
+            let registered = try await client.post("/api/appattest/attest", body)
+            #expect(registered.status == 200, "\(registered.errorCode ?? "")")
+            #expect(await store.counted.filter(lasting.contains) == lasting)
+            #expect(await store.refunded.isEmpty)
+
+            // The same registration again verifies, spends them at admission, and the store refuses
+            // its commit (the form was accepted): what it spent is given back.
+            await store.forgetWindows()
+            let again = try await client.post("/api/appattest/attest", body)
+            #expect((400..<500).contains(again.status) && again.status != 429, "\(again.status) \(again.errorCode ?? "")")
+            #expect(await store.counted.filter(lasting.contains) == lasting)
+            #expect(await store.refunded == lasting)
         }
     }
 

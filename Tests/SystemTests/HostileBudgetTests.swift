@@ -11,8 +11,9 @@ import Testing
 /// request leaves in the store for long is budgeted over as long (F5: a user's pool challenges,
 /// kept 30 days; F10: a backend's registrations for fresh users), and the seventh (r7) on who may
 /// spend a backend's budgets (F5, F6: only what is stored spends them, and one user at most its
-/// share). Each test fails on the service before its fix (docs/reliability.md, "Fourth pass
-/// (r5)", "Fifth pass (r7)").
+/// share), and the eighth (r8) on whom they are counted against and when (F1, F2, F3: a
+/// registration's lasting budgets are spent once it verified). Each test fails on the service
+/// before its fix (docs/reliability.md, "Fourth pass (r5)", "Fifth pass (r7)", "Sixth pass (r8)").
 @Suite(.serialized)
 struct HostileBudgetTests {
     typealias Service = HostileUserTests.Service
@@ -140,6 +141,29 @@ struct HostileBudgetTests {
         #expect(overTotal == 429, "four registrations stored: the backend's budget is spent")
         // Challenges are not registrations: still served.
         #expect(try await service.send("GET", "/api/appattest/challenge?username=fresh", bearer: secret).0 == 200)
+    }
+
+    @Test(
+        "r8 F3: a registration that verified and that the store then refuses (sent again) gives back what it spent at admission: the user's share still holds its next registration"
+    )
+    func refusedAfterAdmission() async throws {
+        let service = try await Self.budgetedBackend()
+        defer { service.stop() }
+        let secret = HostileUserTests.secret
+        let form = HostileStateTests.Service.form("1.00", user: "bob", action: "device-registration")
+        let (_, simulated) = try await service.send("POST", "/api/dev/simulate", ["action": "attest", "form": form])
+        let body: [String: Any] = [
+            "username": "bob", "keyId": simulated["keyId"] ?? "", "attestationObject": simulated["attestationObject"] ?? "", "form": form,
+        ]
+        #expect(try await service.send("POST", "/api/appattest/attest", body, bearer: secret).0 == 200)
+        // The same registration again: it verifies, spends bob's share and the backend's budget at
+        // admission, and the store refuses the commit (the key and the form are stored already).
+        var again: [Int] = []
+        for _ in 0..<4 { again.append(try await service.send("POST", "/api/appattest/attest", body, bearer: secret).0) }
+        #expect(again.allSatisfy { (400..<500).contains($0) && $0 != 429 }, "\(again)")
+        // bob's share is 2 of the backend's 4: one stored so far, so one more, and no third.
+        #expect(try await Self.attest(service, user: "bob") == 200)
+        #expect(try await Self.attest(service, user: "bob") == 429)
     }
 
     @Test("r7 F6: junk register-pooled gives back the backend's pool budget; one user spends at most its share of it")

@@ -151,8 +151,11 @@ extension FormFlows {
     }
 
     /// Verifies a passkey registration (W3C WebAuthn §7.1) and stores the credential for the
-    /// user, consuming its one-time server challenge in the same commit.
-    public func registerPasskey(_ request: PasskeyRegistrationRequest, now: Date) async throws(FlowError) -> PasskeyRegistrationOutcome {
+    /// user, consuming its one-time server challenge in the same commit. `admit` as in
+    /// ``attest(_:now:admit:)``: once the registration (and its approval) verified.
+    public func registerPasskey(_ request: PasskeyRegistrationRequest, now: Date, admit: Admission? = nil) async throws(FlowError)
+        -> PasskeyRegistrationOutcome
+    {
         let verifier = try self.passkeyVerifier()
         guard (1...WebAuthnLimits.maximumUserHandleSize).contains(request.userHandle.count) else {
             throw FlowError(code: .invalidRequest, category: .malformedInput, reason: "userHandle must be 1 to 64 bytes")
@@ -200,6 +203,7 @@ extension FormFlows {
             lastUsed: now,
             registration: try Self.registrationRecord(request.response)
         )
+        try await admit?()
         do {
             try await self.store.commitPasskeyRegistration(
                 PasskeyRegistrationCommit(

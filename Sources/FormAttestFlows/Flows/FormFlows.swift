@@ -28,6 +28,11 @@ public struct FormFlows: Sendable {
     /// Results of ``checkKeyAttestation(_:)``, per process.
     let keyAttestationChecks = KeyAttestationChecks()
 
+    /// A registration's last step before its commit, given by the caller of the flow
+    /// (``attest(_:now:admit:)``, ``registerPooled(_:now:admit:)``,
+    /// ``registerPasskey(_:now:admit:)``): an error it throws refuses the request, nothing stored.
+    public typealias Admission = @Sendable () async throws(FlowError) -> Void
+
     public init(
         verifier: AppAttestVerifier,
         store: any AttestationStore,
@@ -173,7 +178,12 @@ public struct FormFlows: Sendable {
 
     /// Registers a key with an attestation over a form (accepted only when App Attest alone
     /// satisfies the form's factor policy: `passkey_required` otherwise, as in ``assert(_:now:admit:)``).
-    public func attest(_ request: AttestRequest, now: Date) async throws(FlowError) -> AttestOutcome {
+    ///
+    /// `admit`, when given, is called once the form was accepted and the attestation verified,
+    /// right before the commit: an error it throws refuses the request, and nothing is stored (the
+    /// service spends the registration's lasting budgets there, so that a request refused for
+    /// what it is spends none of them).
+    public func attest(_ request: AttestRequest, now: Date, admit: Admission? = nil) async throws(FlowError) -> AttestOutcome {
         try await self.rotating(username: request.username, now: now) { () async throws(FlowError) -> AttestOutcome in
             let form = try self.acceptedForm(
                 request.form, prepared: request.preparedForm, username: request.username, session: request.session, now: now)
@@ -192,6 +202,7 @@ public struct FormFlows: Sendable {
             // commit refuses a duplicate): before, it would tell anyone who holds a keyId.
             let attestation = try await self.verifyAttestation(
                 request.attestationObject, keyID: request.keyID, clientDataHash: form.clientDataHash, now: now)
+            try await admit?()
             try await self.commit(
                 RegistrationCommit(
                     key: Self.storedKey(
@@ -337,8 +348,9 @@ public struct FormFlows: Sendable {
         }
     }
 
-    /// Registers a pooled key and accepts the form it signed, in one atomic commit.
-    public func registerPooled(_ request: PooledRequest, now: Date) async throws(FlowError) -> AttestOutcome {
+    /// Registers a pooled key and accepts the form it signed, in one atomic commit. `admit` as in
+    /// ``attest(_:now:admit:)``: once the attestation and the assertion verified.
+    public func registerPooled(_ request: PooledRequest, now: Date, admit: Admission? = nil) async throws(FlowError) -> AttestOutcome {
         try await self.rotating(username: request.username, now: now) { () async throws(FlowError) -> AttestOutcome in
             let form = try self.acceptedForm(
                 request.form, prepared: request.preparedForm, username: request.username, session: request.session, now: now)
@@ -363,6 +375,7 @@ public struct FormFlows: Sendable {
                 username: request.username, counter: verified.counter, formHash: form.clientDataHash, now: now
             )
             key.lastSignals = Self.signals(verified.extensions) ?? key.lastSignals
+            try await admit?()
             try await self.commit(
                 RegistrationCommit(
                     key: key,
