@@ -272,8 +272,6 @@ public enum ErrorCatalog {
             "too many requests for this user, backend or client address in the window (without caller authentication an assertion counts against its user once the key's signature verified)",
         "key_already_registered": "this keyId is registered already",
         "key_mismatch": "the keyId is unknown, or another user's: no attested key signs for this user",
-        "counter_not_increasing":
-            "another assertion of this key advanced its counter first, between the check and the write (a concurrent or replayed request)",
         "duplicate_challenge": "the challenge was issued already",
         "challenge_invalid": "the challenge is unknown, expired, used, or for another purpose or user",
         "replay": "this form was accepted already",
@@ -285,7 +283,7 @@ public enum ErrorCatalog {
         "receipt_changed": "the stored receipt changed while it was being refreshed",
         "requires_reattestation": "the key is too old, or its signed counter went backwards as the counter rule retires (then for good)",
         "counter_out_of_order":
-            "the assertion is validly signed but its counter is below the key's last accepted one (a later form arrived first); refused, nothing changed, the key kept",
+            "the assertion is validly signed but its counter is not above the key's last accepted one because a later form was accepted first (it arrived first, or another request advanced the counter between this one's read and its write); refused, nothing changed, the key kept",
         "key_attestation_unverifiable":
             "evidence records are on and this key's registration cannot support a verifiable one (its attestation was not kept, or its receipt does not verify; a passkey's registration was not kept); nothing changed",
         "store_corrupt": "a stored record cannot be read; nothing was changed",

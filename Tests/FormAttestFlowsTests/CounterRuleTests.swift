@@ -107,7 +107,7 @@ struct CounterRuleTests {
 
     @Test("tolerant, racing instances: a counter stored meanwhile over another form retires the key; a higher one is a race (409)")
     func commitRace() async throws {
-        for (storedMeanwhile, expected) in [(UInt32(3), "requires_reattestation"), (4, "counter_not_increasing")] {
+        for (storedMeanwhile, expected) in [(UInt32(3), "requires_reattestation"), (4, "counter_out_of_order")] {
             let memory = MemoryAttestationStore()
             let store = StaleReadStore(memory)
             let harness = try FlowHarness(store: store)

@@ -49,7 +49,6 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
             case keyMismatch = "key_mismatch"
             case keyRevoked = "key_revoked"
             case keyAlreadyRegistered = "key_already_registered"
-            case counterNotIncreasing = "counter_not_increasing"
             case counterOutOfOrder = "counter_out_of_order"
             case replay = "replay"
             case requiresReattestation = "requires_reattestation"
@@ -73,7 +72,7 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
                 case Self.challengeRequired, Self.challengeInvalid: .policy
                 case Self.clientDataHashMismatch, Self.receiptStale: .verificationFailed
                 case Self.keyMismatch, Self.keyRevoked: .keyMismatch
-                case Self.keyAlreadyRegistered, Self.counterNotIncreasing, Self.counterOutOfOrder, Self.replay, Self.receiptChanged: .conflict
+                case Self.keyAlreadyRegistered, Self.counterOutOfOrder, Self.replay, Self.receiptChanged: .conflict
                 case Self.requiresReattestation, Self.keyAttestationUnverifiable: .requiresReattestation
                 case Self.storeCorrupt: .storeUnavailable
                 case Self.rateLimited: .rateLimited
@@ -93,7 +92,7 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
         public init(_ code: AppAttestError.Code) { self.identifier = code.identifier }
         /// A form rule's code, unchanged.
         public init(_ code: FormError.Code) { self.identifier = code.identifier }
-        /// A store's code, unchanged (``FlowError/init(_:)-store`` renames two for clients).
+        /// A store's code, unchanged (``FlowError/init(_:)-(StoreError)`` renames two for clients).
         public init(_ code: StoreError.Code) { self.identifier = code.identifier }
         /// The receipt exchange's code, unchanged.
         public init(_ code: ReceiptExchangeError.Code) { self.identifier = code.identifier }
@@ -121,10 +120,11 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
         public static let keyRevoked = Code(Own.keyRevoked)
         /// The keyId is registered already (the store's `duplicate_key`, as clients see it).
         public static let keyAlreadyRegistered = Code(Own.keyAlreadyRegistered)
-        /// Another request advanced the counter meanwhile (the store's `stale_counter`).
-        public static let counterNotIncreasing = Code(Own.counterNotIncreasing)
-        /// A validly signed form whose counter is below the key's stored one (a later form was
-        /// accepted first): refused, the key kept; sign the form again.
+        /// A validly signed form whose counter is not above the key's stored one because a later
+        /// form was accepted first (delivered out of order, or another request advanced the counter
+        /// between the read and the commit: the store's `stale_counter`): refused, the key kept;
+        /// sign the form again. (The verifier's `counter_not_increasing`, 401, is a counter it
+        /// refuses by itself, such as a pooled key's first assertion at counter 0.)
         public static let counterOutOfOrder = Code(Own.counterOutOfOrder)
         /// The form was accepted before.
         public static let replay = Code(Own.replay)
@@ -249,7 +249,7 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
         let code: Code
         switch error.code {
         case .duplicateKey: code = .keyAlreadyRegistered
-        case .staleCounter: code = .counterNotIncreasing
+        case .staleCounter: code = .counterOutOfOrder
         case .revoked: code = .passkeyRevoked
         case .keyRevoked: code = .keyRevoked
         case .unknownKey: code = .keyMismatch

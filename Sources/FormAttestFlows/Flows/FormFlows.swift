@@ -338,7 +338,7 @@ public struct FormFlows: Sendable {
     func commitSigned(_ commit: AssertionCommit, form: SignedForm, now: Date) async throws(FlowError) {
         do throws(FlowError) {
             try await self.commit(commit)
-        } catch  where error.code == .counterNotIncreasing && self.configuration.counterRule == .tolerant {
+        } catch  where error.code == .counterOutOfOrder && self.configuration.counterRule == .tolerant {
             // Another request (on this instance or another) advanced the counter between the
             // read and the commit's compare-and-set. If it stored this very counter over
             // another form, the key signed one counter twice: the tolerant rule retires it.
