@@ -10,7 +10,7 @@ public import Foundation
 import GRDB
 public import Logging
 
-/// The embedded default store (``StepwiseAttestationStore``, and so every narrower protocol): one SQLite file in WAL mode, created and migrated
+/// The embedded default store (`StepwiseAttestationStore`, and so every narrower protocol): one SQLite file in WAL mode, created and migrated
 /// on first use.
 ///
 /// Each operation, and each commit as a whole, runs in its own SQLite savepoint, so a failure
@@ -19,7 +19,7 @@ public import Logging
 /// expires_at <= ?`), never read-then-write, and SQLite serializes writers, also across processes
 /// sharing the file.
 ///
-/// Writes are committed in groups (see ``GroupCommit``): the writes that arrive while a commit is
+/// Writes are committed in groups (see `GroupCommit`): the writes that arrive while a commit is
 /// being synced share the next transaction and its one fsync. A caller is answered only after
 /// the COMMIT of its group returned (`synchronous = FULL`): what it was told is durable.
 public final class SQLiteAttestationStore: StepwiseAttestationStore {
@@ -49,7 +49,7 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
     ///   - logger: receives the housekeeping's timings at debug level (the write-ahead log's
     ///     checkpoints, the requests' transactions that held the writer 50 ms or more); none by
     ///     default.
-    /// - Throws: ``StoreError/Code/unavailable`` when the file cannot be opened or migrated.
+    /// - Throws: `StoreError.Code.unavailable` when the file cannot be opened or migrated.
     public convenience init(
         path: String = SQLiteAttestationStore.defaultPath,
         logger: Logger = Logger(label: "formattest.sqlite", factory: { _ in SwiftLogNoOpLogHandler() })

@@ -44,13 +44,10 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
             case invalidRequest = "invalid_request"
             case invalidJSON = "invalid_json"
             case challengeRequired = "challenge_required"
-            case challengeInvalid = "challenge_invalid"
             case clientDataHashMismatch = "client_data_hash_mismatch"
             case keyMismatch = "key_mismatch"
-            case keyRevoked = "key_revoked"
             case keyAlreadyRegistered = "key_already_registered"
             case counterOutOfOrder = "counter_out_of_order"
-            case replay = "replay"
             case requiresReattestation = "requires_reattestation"
             case keyAttestationUnverifiable = "key_attestation_unverifiable"
             case receiptStale = "receipt_stale"
@@ -69,10 +66,10 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
             var category: Category {
                 switch self {
                 case Self.invalidRequest, Self.invalidJSON: .malformedInput
-                case Self.challengeRequired, Self.challengeInvalid: .policy
+                case Self.challengeRequired: .policy
                 case Self.clientDataHashMismatch, Self.receiptStale: .verificationFailed
-                case Self.keyMismatch, Self.keyRevoked: .keyMismatch
-                case Self.keyAlreadyRegistered, Self.counterOutOfOrder, Self.replay, Self.receiptChanged: .conflict
+                case Self.keyMismatch: .keyMismatch
+                case Self.keyAlreadyRegistered, Self.counterOutOfOrder, Self.receiptChanged: .conflict
                 case Self.requiresReattestation, Self.keyAttestationUnverifiable: .requiresReattestation
                 case Self.storeCorrupt: .storeUnavailable
                 case Self.rateLimited: .rateLimited
@@ -111,13 +108,13 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
         /// The configuration requires a server challenge and the form has none.
         public static let challengeRequired = Code(Own.challengeRequired)
         /// The form's challenge is not base64url, unknown, used or expired.
-        public static let challengeInvalid = Code(Own.challengeInvalid)
+        public static let challengeInvalid = Code(StoreError.Code.challengeInvalid)
         /// The claimed clientDataHash is not SHA-256 of the canonical form.
         public static let clientDataHashMismatch = Code(Own.clientDataHashMismatch)
         /// The keyId is unknown or another user's.
         public static let keyMismatch = Code(Own.keyMismatch)
         /// The key was revoked.
-        public static let keyRevoked = Code(Own.keyRevoked)
+        public static let keyRevoked = Code(StoreError.Code.keyRevoked)
         /// The keyId is registered already (the store's `duplicate_key`, as clients see it).
         public static let keyAlreadyRegistered = Code(Own.keyAlreadyRegistered)
         /// A validly signed form whose counter is not above the key's stored one because a later
@@ -127,7 +124,7 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
         /// refuses by itself, such as a pooled key's first assertion at counter 0.)
         public static let counterOutOfOrder = Code(Own.counterOutOfOrder)
         /// The form was accepted before.
-        public static let replay = Code(Own.replay)
+        public static let replay = Code(StoreError.Code.replay)
         /// The key must be attested again.
         public static let requiresReattestation = Code(Own.requiresReattestation)
         /// With evidence records on, the key's registration cannot support a verifiable record

@@ -55,7 +55,9 @@ public protocol OperationalAttestationStore: AttestationStore {
     /// form hashes, rate-limit windows); the SQLite store takes challenges and rate-limit windows
     /// that way and sweeps its form hashes in key order, so that a step rewrites a few adjacent
     /// pages rather than one page for every record (docs/performance.md, "Sustained operation").
-    /// - Parameter limit: the most records one call deletes, in all tables together (at least 1).
+    /// - Parameters:
+    ///   - now: the time a record's expiry is compared with.
+    ///   - limit: the most records one call deletes, in all tables together (at least 1).
     /// - Returns: how many records were deleted, whether nothing expired as of `now` is left, and
     ///   how long the step held the writer.
     func purgeExpired(now: Date, limit: Int) async throws(StoreError) -> PurgeStep
@@ -74,7 +76,9 @@ public protocol OperationalAttestationStore: AttestationStore {
     /// The caller chooses `cutoff` no later than the start of every window the store's counts
     /// look back over (``KeyCountFilter/createdSince(_:)``): a key revoked before that window
     /// was created before it too, so no count the service makes changes when it goes.
-    /// - Parameter limit: the most keys and passkeys one call deletes, together (at least 1).
+    /// - Parameters:
+    ///   - cutoff: the latest revocation time deleted.
+    ///   - limit: the most keys and passkeys one call deletes, together (at least 1).
     func purgeRevoked(before cutoff: Date, limit: Int) async throws(StoreError) -> PurgeStep
 
     /// Closes the store: lets the calls already running finish, then releases what the store
