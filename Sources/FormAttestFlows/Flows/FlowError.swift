@@ -107,13 +107,14 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
         public static let invalidJSON = Code(Own.invalidJSON)
         /// The configuration requires a server challenge and the form has none.
         public static let challengeRequired = Code(Own.challengeRequired)
-        /// The form's challenge is not base64url, unknown, used or expired.
+        /// The form's challenge is not base64url, unknown, used or expired (the store's code,
+        /// which the flows raise too: one type declares each wire code).
         public static let challengeInvalid = Code(StoreError.Code.challengeInvalid)
         /// The claimed clientDataHash is not SHA-256 of the canonical form.
         public static let clientDataHashMismatch = Code(Own.clientDataHashMismatch)
         /// The keyId is unknown or another user's.
         public static let keyMismatch = Code(Own.keyMismatch)
-        /// The key was revoked.
+        /// The key was revoked (the store's code).
         public static let keyRevoked = Code(StoreError.Code.keyRevoked)
         /// The keyId is registered already (the store's `duplicate_key`, as clients see it).
         public static let keyAlreadyRegistered = Code(Own.keyAlreadyRegistered)
@@ -123,7 +124,7 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
         /// sign the form again. (The verifier's `counter_not_increasing`, 401, is a counter it
         /// refuses by itself, such as a pooled key's first assertion at counter 0.)
         public static let counterOutOfOrder = Code(Own.counterOutOfOrder)
-        /// The form was accepted before.
+        /// The form was accepted before (the store's code).
         public static let replay = Code(StoreError.Code.replay)
         /// The key must be attested again.
         public static let requiresReattestation = Code(Own.requiresReattestation)
