@@ -77,7 +77,7 @@ public struct APIError: HTTPResponseError, Sendable {
     /// unavailable (fail closed). The 401 carries a `WWW-Authenticate` challenge.
     init(_ error: CallerAuthenticationError) {
         switch error.code {
-        case .identityMismatch, .sessionMismatch:
+        case .identityMismatch:
             self.init(status: .forbidden, code: error.code.identifier, message: error.reason)
         case .identityProviderUnavailable:
             self.init(status: .serviceUnavailable, code: error.code.identifier, message: error.reason)

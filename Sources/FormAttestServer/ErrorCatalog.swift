@@ -304,7 +304,6 @@ public enum ErrorCatalog {
     private static let callerMeanings: [String: String] = [
         "unauthenticated": "no caller credential, or one that does not verify (`WWW-Authenticate: Bearer`)",
         "identity_mismatch": "the body's username is not the authenticated caller's",
-        "session_mismatch": "the form's session is not the caller token's sid",
         "identity_provider_unavailable": "the identity provider's keys cannot be fetched: every request fails closed",
     ]
 }

@@ -46,14 +46,14 @@ public struct CallerIdentity: Sendable, Hashable {
     }
 }
 
-/// Why a caller was refused: 401 `unauthenticated`, 403 `identity_mismatch` or
-/// `session_mismatch`, 503 `identity_provider_unavailable`.
+/// Why a caller was refused: 401 `unauthenticated`, 403 `identity_mismatch`, 503
+/// `identity_provider_unavailable`. (A form signed for another session than the token's is the
+/// form rules' `session_mismatch`.)
 public struct CallerAuthenticationError: Error, Sendable, Hashable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         fileprivate enum Backing: String, Hashable, Sendable, CaseIterable {
             case unauthenticated
             case identityMismatch = "identity_mismatch"
-            case sessionMismatch = "session_mismatch"
             case identityProviderUnavailable = "identity_provider_unavailable"
         }
 
@@ -70,8 +70,6 @@ public struct CallerAuthenticationError: Error, Sendable, Hashable, CustomString
         public static let unauthenticated = Code(.unauthenticated)
         /// The request names another user than the token (403).
         public static let identityMismatch = Code(.identityMismatch)
-        /// The form's `session` is not the token's `sid` (403).
-        public static let sessionMismatch = Code(.sessionMismatch)
         /// The identity provider's keys could not be had to check a token (503).
         public static let identityProviderUnavailable = Code(.identityProviderUnavailable)
     }
