@@ -4,8 +4,8 @@
 //===----------------------------------------------------------------------===//
 
 /// Lowercase hex, for error messages, reports and identities (`wrap --batch` hexes each line's
-/// SHA-256). Two digits a byte, computed: a table of `Character`s made per byte cost `wrap --batch`
-/// about 3 % of its CPU.
+/// SHA-256). Two digits a byte, computed: a table of `Character`s made per byte showed in a profile
+/// of `wrap --batch` (docs/performance.md, "Figures formerly in source comments").
 package func hex(_ bytes: some Sequence<UInt8>) -> String {
     var digits: [UInt8] = []
     digits.reserveCapacity(bytes.underestimatedCount * 2)

@@ -54,7 +54,7 @@ public struct VerifiedAssertion: Sendable {
 
     /// The keyId of the key that signed (SHA-256 of its uncompressed point), computed when asked
     /// for: callers look keys up by it, so they have it already, and serializing the point costs a
-    /// field inversion (a profile of `assertion.verify` found it at a fifth of the verification
-    /// beyond the signature check).
+    /// field inversion, which a profile of `assertion.verify` found to be a large part of the
+    /// verification beyond the signature check (docs/performance.md).
     public var keyID: [UInt8] { Array(SHA256.hash(data: Array(self.publicKey.x963Representation))) }
 }

@@ -20,7 +20,7 @@ import NIOHTTPTypes
 /// inbound stream fails with ``BodyDeadlineExceeded``, which ``BodyDeadlineMiddleware`` (reading
 /// the body) answers with 408 before the connection closes. The former per-request deadline (a task
 /// group with a reading task and a `Task.sleep`, whose Dispatch timer outlives its cancellation)
-/// cost 25-30 µs of the server's CPU per request under load (alternating runs, docs/performance.md);
+/// cost measurable server CPU per request under load (alternating runs, docs/performance.md);
 /// this timer is set and cancelled on the event loop that reads the request, and costs nothing
 /// measurable.
 ///

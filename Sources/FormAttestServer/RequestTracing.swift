@@ -85,8 +85,8 @@ enum TraceStep {
     /// Whether steps make spans: off until an application with ``ServerConfiguration/tracing``
     /// is built in this process, and then on for good (tests run traced and untraced services in
     /// one process; a span on the no-op tracer is merely wasted). Off, a step is its body alone:
-    /// no span and no task-local context, the ~1 µs a step that the no-op tracer's spans cost
-    /// (`formattest-dev bench --only tracing`).
+    /// no span and no task-local context, which the no-op tracer's spans cost (measured with
+    /// `formattest-dev bench --only tracing`: docs/performance.md).
     private static let enabled = NIOLockedValueBox(false)
 
     static func enable() { Self.enabled.withLockedValue { $0 = true } }

@@ -10,8 +10,8 @@ import GRDB
 /// thread: one per core, each taken by whichever caller finds it free.
 ///
 /// Every request reads its key. A single connection serialized the reads of the concurrency pool's
-/// threads: a thread that found it busy slept on its queue until the other's SELECT ended (4.4% of
-/// the service's context switches under load, docs/performance.md). GRDB's reader pool costs more
+/// threads: a thread that found it busy slept on its queue until the other's SELECT ended (a share
+/// of the service's context switches under load: docs/performance.md). GRDB's reader pool costs more
 /// per read than the read (a dispatch barrier, a semaphore and a key path per checkout). Here a
 /// caller takes the first connection whose lock it gets without waiting, and waits only when every
 /// one is in use (more concurrent readers than cores).

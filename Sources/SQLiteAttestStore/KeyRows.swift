@@ -14,8 +14,8 @@ import GRDBSQLite
 /// Every request reads its key, so this is on the service's hot path. GRDB binds the argument; the
 /// rows are stepped and read with SQLite's C API, column by position, in place. (A `Row` cursor
 /// built a case-insensitive index of the 17 column names for every read, and decoded each value
-/// through `DatabaseValueConvertible`: in a profile of the service under load, the key's read cost
-/// 4.4% of the server's CPU, most of it there.)
+/// through `DatabaseValueConvertible`: in a profile of the service under load, most of the key's
+/// read went there; docs/performance.md has the figures.)
 ///
 /// A value of the wrong type (a corrupt or foreign database) fails closed, as
 /// ``StoreError/Code/unavailable``: nothing is defaulted, clamped or decoded lossily.

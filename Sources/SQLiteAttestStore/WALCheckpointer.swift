@@ -19,21 +19,20 @@ import Logging
 /// A PASSIVE checkpoint copies the log back but never restarts it: SQLite writes the log from its
 /// start again only when a writer begins after a checkpoint that copied every frame, and under a
 /// steady load a write always lands between the two. So the log grew to the writer's automatic
-/// checkpoint threshold (about 40 MB in 50 s at 200 forms/s, measured), where that checkpoint ran
-/// inside a commit. Once the log holds ``restartFrames`` or more after a round's PASSIVE
+/// checkpoint threshold (`SQLiteAttestationStore.walAutocheckpointPages`), where that checkpoint
+/// ran inside a commit. Once the log holds ``restartFrames`` or more after a round's PASSIVE
 /// checkpoint, the round asks the writer for a catch-up: a second PASSIVE checkpoint run on the
 /// writer's own connection between two transactions (``GroupCommit/checkpointIfIdle(force:_:)``),
 /// where no write can land during it, so it copies every frame left (those of the last fraction of a
 /// second) and the next write starts the log from its beginning. The catch-up never runs while a
 /// purge step is queued or running (the round tries again 250 ms later); otherwise it queues
 /// behind the writes waiting then, as one more transaction's worth of wait for the requests
-/// behind it (0.05–70 ms in the runs of docs/performance.md, the PASSIVE round having copied the
-/// rest). Waiting for an idle writer instead, for up to 8 rounds, let the log grow to 30 MB during
-/// a purge and to 7 MB under a test's steady stream of commits, where a RESTART had kept it within
-/// 6 MB.
+/// behind it (short, the PASSIVE round having copied the rest). Waiting for an idle writer
+/// instead, for up to 8 rounds, let the log grow further than a RESTART had, during a purge and
+/// under a test's steady stream of commits (the figures of both: docs/performance.md).
 ///
-/// It replaced a RESTART checkpoint from this connection (issue 32: one purge step of 455 ms and a
-/// request of 646 ms in a run of the 1,000,000-record purge): a RESTART takes the write lock and
+/// It replaced a RESTART checkpoint from this connection (issue 32: the stalls of a purge step and a
+/// request in a run of the 1,000,000-record purge, docs/performance.md): a RESTART takes the write lock and
 /// holds it while it waits for the readers (up to its busy timeout), copies the frames left and
 /// syncs the log and the database file, and the writer waiting for it in `BEGIN IMMEDIATE` sleeps
 /// in SQLite's busy handler (steps of up to 100 ms) rather than starting when it is released.
