@@ -16,9 +16,9 @@ import Foundation
 /// providers, and every value, whatever its source, goes through the same strict check.
 package struct ServeSetting: Sendable {
     package enum Kind: Sendable {
-        /// Non-empty text without control characters.
+        /// Non-empty text without control or invisible characters (``Setting/checkText(_:_:)``).
         case text
-        /// A file or directory path (non-empty text without control characters).
+        /// A file or directory path (non-empty text without control or invisible characters).
         case path
         /// ASCII digits, 1-65535.
         case port
@@ -85,11 +85,11 @@ package enum ServeSettings {
         .init(
             "config", env: ["FORMATTEST_CONFIG"], .path, meaning: "none",
             help: "A JSON configuration file: an object whose members are the settings below by their key"),
-        .init("host", env: ["FORMATTEST_HOST"], .text, default: "127.0.0.1", help: "Address to listen on"),
+        .init("host", env: ["FORMATTEST_HOST"], .text, default: "127.0.0.1", help: "Address to listen on", check: { Setting.hostProblem($0) }),
         .init("port", env: ["FORMATTEST_PORT"], .port, default: "8080", help: "Port to listen on, 1-65535"),
         .init(
             "admin-host", env: ["FORMATTEST_ADMIN_HOST"], .text, meaning: "127.0.0.1 when --admin-port is set",
-            help: "Address of the operators' listener (/metrics, /admin/*)"
+            help: "Address of the operators' listener (/metrics, /admin/*)", check: { Setting.hostProblem($0) }
         ),
         .init(
             "admin-port", env: ["FORMATTEST_ADMIN_PORT"], .port, meaning: "none: /metrics and /admin/* on the public port",
@@ -667,7 +667,7 @@ package enum ServeSettings {
             do {
                 try Setting.checkText(text, name)
             } catch {
-                throw refuse("must be non-empty text without control characters")
+                throw refuse("must be non-empty text without control or invisible characters")
             }
             let shown = setting.secret ? "the value given" : text.debugDescription
             switch setting.kind {

@@ -5,6 +5,12 @@
 
 import ArgumentParser
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// Checks shared by the commands' options and `serve`'s settings (ServeSettings): a value that is
 /// not valid stops the command (exit 2) rather than falling back to a default.
 enum Setting {
@@ -13,10 +19,21 @@ enum Setting {
     /// value's source (``ServeSettings/Resolved/name(_:)``).
     static func flag(_ key: String) -> String { "--" + key }
 
-    /// Text that is not empty and holds no control characters.
+    /// Text that is not empty and holds no control characters, nor what cannot be seen: U+FFFD
+    /// (what invalid UTF-8 in an argument or a variable becomes), format characters (zero-width
+    /// spaces and joiners, bidirectional overrides, the byte-order mark: general category Cf), and
+    /// the line and paragraph separators. A value that looks like another is refused rather
+    /// than used.
     static func checkText(_ value: String, _ name: String) throws {
-        guard !value.isEmpty, !value.unicodeScalars.contains(where: { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) }) else {
-            throw ValidationError("\(name) must be non-empty text without control characters.")
+        guard !value.isEmpty, !value.unicodeScalars.contains(where: Self.isHidden) else {
+            throw ValidationError("\(name) must be non-empty text without control or invisible characters.")
+        }
+    }
+
+    private static func isHidden(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.properties.generalCategory {
+        case .control, .format, .lineSeparator, .paragraphSeparator, .privateUse, .surrogate, .unassigned: true
+        default: scalar == "\u{FFFD}"
         }
     }
 
@@ -30,5 +47,28 @@ enum Setting {
     /// A number as a person writes it: `300`, not `300.0`.
     static func plain(_ value: Double) -> String {
         value == value.rounded() ? String(Int(value)) : String(value)
+    }
+
+    /// Why `text` cannot be an address to listen on, or nil: an IPv4 or IPv6 literal (as
+    /// `inet_pton` reads it), or a DNS name (labels of letters, digits and hyphens, 1-63 bytes,
+    /// neither starting nor ending with a hyphen, 253 bytes at most). Checked at start, so that a
+    /// mistyped host stops `serve` with the setting's name rather than failing at bind time.
+    static func hostProblem(_ text: String) -> String? {
+        var buffer = [UInt8](repeating: 0, count: 16)
+        if inet_pton(AF_INET, text, &buffer) == 1 || inet_pton(AF_INET6, text, &buffer) == 1 { return nil }
+        let bytes = Array(text.utf8)
+        let labels = bytes.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
+        let isName =
+            bytes.count <= 253
+            && labels.allSatisfy { label in
+                (1...63).contains(label.count) && label.first != UInt8(ascii: "-") && label.last != UInt8(ascii: "-")
+                    && label.allSatisfy { byte in
+                        (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte | 0x20) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+                            || byte == UInt8(ascii: "-")
+                    }
+            }
+            // Digits and dots alone are an IPv4 address inet_pton refused (256.1.1.1), not a name.
+            && !bytes.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || $0 == UInt8(ascii: ".") }
+        return isName ? nil : "must be an IPv4 or IPv6 address or a host name"
     }
 }
