@@ -39,6 +39,7 @@ let package = Package(
         .library(name: "AppleReceiptExchange", targets: ["AppleReceiptExchange"]),
         .library(name: "AppAttestInspector", targets: ["AppAttestInspector"]),
         .library(name: "FormAttestResponses", targets: ["FormAttestResponses"]),
+        .library(name: "FormAttestServer", targets: ["FormAttestServer"]),
         .executable(name: "formattest", targets: ["formattest"]),
         .executable(name: "formattest-dev", targets: ["formattest-dev"]),
     ],

@@ -13,7 +13,7 @@ public import Hummingbird
 import HummingbirdCore
 public import Logging
 import Metrics
-import NIOCore
+public import NIOCore
 import NIOHTTP1
 import Prometheus
 public import ServiceLifecycle
@@ -41,23 +41,12 @@ public enum FormAttestApplication {
         logger: Logger,
         services extra: [any Service] = []
     ) async throws -> some ApplicationProtocol {
-        if let retention = configuration.revokedRetention, !(retention >= configuration.minimumRevokedRetention) {
-            throw ServerConfiguration.RevokedRetentionTooShort(retention: retention, minimum: configuration.minimumRevokedRetention)
-        }
-        MetricSeries.declare()
-        let router = try await self.router(configuration: configuration, store: store, signingKeys: signingKeys, developmentDevice: developmentDevice)
-        // First, so that the service group stops it last (see StoreShutdownService).
-        var services: [any Service] =
-            [StoreShutdownService(store: store, logger: logger)] + extra + [
-                PurgeService(
-                    store: store,
-                    interval: configuration.purgeInterval,
-                    pacer: PurgePacer(target: configuration.purgeStepTarget),
-                    now: configuration.now,
-                    revokedRetention: configuration.revokedRetention,
-                    logger: logger
-                )
-            ]
+        let service = try await FormAttestService(
+            configuration: configuration, store: store, signingKeys: signingKeys, developmentDevice: developmentDevice, logger: logger)
+        let router = Router(context: AppRequestContext.self)
+        service.addRoutes(to: router)
+        // The store's first, so that the service group stops it last (see StoreShutdownService).
+        var services: [any Service] = [service.storeShutdown] + extra + [service.purge]
         if let admin = configuration.adminListener {
             // The operators' listener runs beside the public one, in the same service group.
             services.append(
@@ -65,10 +54,7 @@ public enum FormAttestApplication {
                     router: self.operatorRouter(configuration: configuration, store: store),
                     server: Self.http1(configuration, listener: "admin", logger: logger),
                     configuration: Self.listener(host: admin.host, port: admin.port, configuration, logger: logger),
-                    onServerRunning: {
-                        await AcceptErrorObserver.install(on: $0, logger: logger)
-                        AcceptQueueWatch.install(on: $0, listener: "admin", logger: logger)
-                    },
+                    onServerRunning: Self.serverRunning(listener: "admin", logger: logger),
                     logger: logger
                 )
             )
@@ -78,16 +64,22 @@ public enum FormAttestApplication {
             server: Self.http1(configuration, listener: "api", logger: logger),
             configuration: Self.listener(host: configuration.host, port: configuration.port, configuration, logger: logger),
             services: services,
-            onServerRunning: {
-                await AcceptErrorObserver.install(on: $0, logger: logger)
-                AcceptQueueWatch.install(on: $0, listener: "api", logger: logger)
-            },
+            onServerRunning: Self.serverRunning(listener: "api", logger: logger),
             logger: logger
         )
     }
 
-    /// A listener's address, with the connections' hard ceiling as its accept gate (``ConnectionCap``).
-    static func listener(host: String, port: Int, _ configuration: ServerConfiguration, logger: Logger) -> ApplicationConfiguration {
+    /// A listener's address, with the connections' hard ceiling
+    /// (``ServerConfiguration/connectionLimits``' `ceiling`) as its accept gate: at the ceiling the
+    /// listener stops accepting, and says so in the log and `formattest_connections_saturated_total`.
+    ///
+    /// - Parameters:
+    ///   - host: the address to bind.
+    ///   - port: the port to bind.
+    ///   - configuration: the service's configuration (its connection limits).
+    ///   - logger: where the saturation is logged.
+    /// - Returns: the configuration of a Hummingbird `Application` (server name `formattest`).
+    public static func listener(host: String, port: Int, _ configuration: ServerConfiguration, logger: Logger) -> ApplicationConfiguration {
         ApplicationConfiguration(
             address: .hostname(host, port: port), serverName: "formattest",
             availableConnectionsDelegate: ConnectionCap(maximum: configuration.connectionLimits.ceiling, logger: logger)
@@ -98,7 +90,18 @@ public enum FormAttestApplication {
     /// (``ConnectionGuardHandler``: the per-address cap, the shedding over the total, the header
     /// deadline, and each connection's request and age caps) and the body
     /// deadline (``BodyDeadlineHandler``). Each listener counts its own connections.
-    static func http1(_ configuration: ServerConfiguration, listener: String, logger: Logger) -> HTTPServerBuilder {
+    ///
+    /// The connection-level half of FormAttest's protections: an integrator that mounts
+    /// ``FormAttestService``'s routes in its own application passes this as its `Application`'s
+    /// `server`, or its listener goes without them (the routes' own limits, such as the body size
+    /// cap, hold either way).
+    ///
+    /// - Parameters:
+    ///   - configuration: the service's configuration (its timeouts and connection limits).
+    ///   - listener: the listener's name in metrics (`api`, `admin`).
+    ///   - logger: where refused connections are logged.
+    /// - Returns: the server builder for a Hummingbird `Application`.
+    public static func http1(_ configuration: ServerConfiguration, listener: String, logger: Logger) -> HTTPServerBuilder {
         let bodyTimeout = configuration.bodyTimeout
         // Made once a listener, after the metrics system's bootstrap (not per request).
         let timeToAnswer = Metrics.Timer(label: "formattest_time_to_answer_seconds", dimensions: [("listener", listener)])
@@ -122,6 +125,20 @@ public enum FormAttestApplication {
             ))
     }
 
+    /// What a listener does once it runs: logs the errors its accepts meet (a file descriptor
+    /// shortage) and watches its accept queue (`formattest_listener_accept_queue`).
+    ///
+    /// - Parameters:
+    ///   - listener: the listener's name in logs and metrics (`api`, `admin`).
+    ///   - logger: where accept errors are logged.
+    /// - Returns: the `onServerRunning` closure of a Hummingbird `Application`.
+    public static func serverRunning(listener: String, logger: Logger) -> @Sendable (any Channel) async -> Void {
+        { channel in
+            await AcceptErrorObserver.install(on: channel, logger: logger)
+            AcceptQueueWatch.install(on: channel, listener: listener, logger: logger)
+        }
+    }
+
     /// The operators' router, for ``ServerConfiguration/adminListener``: `/metrics` and, with
     /// admin secrets, `/admin/*`; nothing else.
     public static func operatorRouter(configuration: ServerConfiguration, store: any OperationalAttestationStore) -> Router<AppRequestContext> {
@@ -134,7 +151,9 @@ public enum FormAttestApplication {
     }
 
     /// `/metrics` and `/admin/*`, on whichever router serves them.
-    static func addOperatorRoutes(to router: Router<AppRequestContext>, configuration: ServerConfiguration, store: any OperationalAttestationStore) {
+    static func addOperatorRoutes(
+        to router: some RouterMethods<AppRequestContext>, configuration: ServerConfiguration, store: any OperationalAttestationStore
+    ) {
         if let adminSecrets = configuration.adminSecrets {
             AdminController(
                 store: store, secrets: adminSecrets, registrationWindow: configuration.flows.registrationCountWindow, now: configuration.now
@@ -150,108 +169,18 @@ public enum FormAttestApplication {
         }
     }
 
-    /// The router alone (the route tests drive it in process).
+    /// The router alone, with ``FormAttestService``'s routes (the route tests drive it in process).
     public static func router(
         configuration: ServerConfiguration,
         store: any OperationalAttestationStore,
         signingKeys: SigningKeys,
         developmentDevice: (any DevelopmentDevice)?
     ) async throws -> Router<AppRequestContext> {
-        let verifier = try AppAttestVerifier(policy: configuration.policy)
-        var flowConfiguration = configuration.flows
-        // Evidence holds for every key it is made for: with records on, a key whose registration
-        // cannot support a verifiable one is refused (428 key_attestation_unverifiable).
-        if configuration.evidence != nil { flowConfiguration.requireVerifiableKeyAttestation = true }
-        // With tracing, each store call the flows and the rate limiter make is a span of its own.
-        // A store that sequences a shared evidence log (MongoDB), before any wrapper hides it.
-        let sharedLog = store as? any SharedLogStore
-        let store: any OperationalAttestationStore = configuration.tracing ? TracedStore(base: store) : store
-        let flows = FormFlows(
-            verifier: verifier, store: store, configuration: flowConfiguration,
-            webAuthn: try configuration.passkeys.map(WebAuthnVerifier.init(policy:)))
-        let signer = ServerAttestationSigner(keys: signingKeys, issuer: configuration.issuer, audience: configuration.audience)
-
+        let service = try await FormAttestService(
+            configuration: configuration, store: store, signingKeys: signingKeys, developmentDevice: developmentDevice,
+            logger: Logger(label: "formattest"))
         let router = Router(context: AppRequestContext.self)
-        if configuration.tracing {
-            TraceStep.enable()
-            // First: the request's span encloses everything, and its ids reach the request's log line.
-            router.add(middleware: RequestTraceMiddleware())
-        }
-        router.add(middleware: RequestLogMiddleware())
-        router.add(middleware: ErrorShapeMiddleware())
-        router.add(middleware: BodyDeadlineMiddleware())
-        router.add(middleware: MetricsMiddleware())
-        if let demo = configuration.demoDirectory {
-            router.add(middleware: FileMiddleware(demo, searchForIndexHtml: false))
-        }
-
-        var evidenceLog: EvidenceLog?
-        if let logConfiguration = configuration.evidence?.log {
-            // On a store that sequences a shared log (MongoDB), every instance appends to one log;
-            // the directory is this instance's copy of it.
-            let log = try await EvidenceLog.open(logConfiguration, shared: sharedLog)
-            if let stopped = await log.stopped {
-                Logger(label: "formattest.evidence").error(
-                    "the shared evidence log stopped at a batch this copy refuses: forms are accepted but not logged until an operator removes it (docs/deployment.md)",
-                    metadata: ["reason": "\(stopped)"])
-            }
-            evidenceLog = log
-        }
-        // The per-user pool budget is counted over as long as a pool challenge lives.
-        var rateLimits = configuration.rateLimits
-        rateLimits.poolPerUserWindow = configuration.flows.poolChallengeLifetime
-        let rateLimiter = RateLimiter(limits: rateLimits, store: store)
-        var controller = AppAttestController(
-            flows: flows,
-            formatter: TokenFormatter(signer: signer, packed: configuration.packedAttestation),
-            rateLimiter: rateLimiter,
-            evidence: try configuration.evidence.map {
-                try EvidenceRecorder(
-                    configuration: $0, signingKey: signingKeys.current, verifierPolicy: configuration.policy, flows: configuration.flows,
-                    log: evidenceLog)
-            },
-            now: configuration.now
-        )
-        controller.assertionsPerUser = configuration.assertionsPerUser
-        let storageGuard = configuration.storageGuard.map(StorageGuard.init)
-        controller.storageGuard = storageGuard
-        controller
-            // Authentication is attached to the routes themselves, not to a path prefix: however a
-            // request's path is spelled (`//api/appattest/assert`), if it reaches these handlers
-            // it went through the caller authentication.
-            .addRoutes(
-                to: router.group("api/appattest").add(middleware: CallerAuthenticationMiddleware(authentication: configuration.callerAuthentication)))
-        PasskeyController(flows: flows, rateLimiter: rateLimiter, storageGuard: storageGuard, now: configuration.now)
-            .addRoutes(
-                to: router.group("api/passkeys").add(middleware: CallerAuthenticationMiddleware(authentication: configuration.callerAuthentication)))
-        if configuration.adminListener == nil {
-            self.addOperatorRoutes(to: router, configuration: configuration, store: store)
-        }
-        if configuration.devSimulator, let developmentDevice {
-            Self.addDevelopmentRoutes(developmentDevice, to: router.group("api/dev"))
-        }
-        if let evidenceLog {
-            EvidenceLogController(log: evidenceLog).addRoutes(to: router.group("api/evidence"))
-        }
-        let jwks = signingKeys.jwks
-        router.get(".well-known/jwks.json") { _, _ in JSONResponse.make(jwks) }
-        let health = HealthProbe(store: store, interval: configuration.healthProbeInterval, now: configuration.now)
-        router.get("healthz") { _, context in
-            // The store takes a write, or the service says so (and load balancers take it out).
-            let writable = await health.storeIsWritable(logger: context.logger)
-            guard writable else { return try JSONResponse.make(HealthResponse(storeAvailable: false), status: .serviceUnavailable) }
-            // The disk low: no new form is taken, and the answer says which filesystem.
-            if let storageGuard, let shortage = await storageGuard.shortage(logger: context.logger) {
-                return try JSONResponse.make(
-                    HealthResponse(
-                        insufficientStoragePath: shortage.path, availableBytes: shortage.availableBytes,
-                        minimumFreeBytes: storageGuard.configuration.minimumFreeBytes
-                    ),
-                    status: .serviceUnavailable
-                )
-            }
-            return try JSONResponse.make(HealthResponse(storeAvailable: true))
-        }
+        service.addRoutes(to: router)
         return router
     }
 }
