@@ -16,7 +16,7 @@ public import Hummingbird
 /// their category (``init(_:)-(FlowError)``), caller authentication's by its code, and the HTTP
 /// layer's own errors as the named values below. The memberwise initializer is private, so no
 /// other file can choose a status; an adapter that meets a form or store error converts it to a
-/// ``FlowError`` first.
+/// `FlowError` first.
 public struct APIError: HTTPResponseError, Sendable {
     public let status: HTTPResponse.Status
     public let code: String
@@ -188,7 +188,7 @@ public struct APIError: HTTPResponseError, Sendable {
         message: "the simulated device holds no key with this keyId (it keeps its keys in memory, so a server restart forgets them): attest a new key"
     )
 
-    /// The body, ``ErrorResponse``.
+    /// The body, `ErrorResponse`.
     public var body: ErrorResponse {
         ErrorResponse(code: self.code, message: self.message, nextChallenge: self.nextChallenge)
     }

@@ -7,7 +7,7 @@ public import Hummingbird
 public import NIOCore
 
 /// The request context: bodies are capped at 64 KiB (attestation objects are about 5.5 KB); the
-/// caller's identity once ``CallerAuthenticationMiddleware`` established it; the peer address.
+/// caller's identity once `CallerAuthenticationMiddleware` established it; the peer address.
 public struct AppRequestContext: RequestContext, RemoteAddressRequestContext {
     public var coreContext: CoreRequestContextStorage
     /// Who vouches for the request's user (set by the caller authentication).

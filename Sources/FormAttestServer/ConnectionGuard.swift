@@ -15,7 +15,7 @@ import NIOHTTPTypes
 /// may take to send a request's head.
 public struct ConnectionLimits: Sendable, Hashable {
     /// Open connections in total. Over it a new connection is admitted by shedding another
-    /// (``ConnectionRegistry``): one idle for ``ConnectionRegistry/minimumIdle`` (no request in
+    /// (`ConnectionRegistry`): one idle for `ConnectionRegistry.minimumIdle` (no request in
     /// flight, nothing unwritten), else the oldest request body in progress for as long (408),
     /// else the connection served most (its answer carries `Connection: close`); the listener
     /// stops accepting (new connections wait in the kernel's backlog) at ``ceiling``, until the

@@ -15,7 +15,7 @@ import TransparencyLogFiles
 
 /// The evidence log's settings (``EvidenceConfiguration/log``).
 public struct EvidenceLogConfiguration: Sendable {
-    /// The log's directory (C2SP tlog-tiles layout, ``TileLogDirectory``).
+    /// The log's directory (C2SP tlog-tiles layout, `TileLogDirectory`).
     public var directory: String
     /// The checkpoints' signing key; its name is the log's origin.
     public var signer: NoteSigner

@@ -31,7 +31,7 @@ public enum FormAttestApplication {
     ///   - developmentDevice: the device behind `POST /api/dev/simulate`, served when
     ///     `devSimulator` is set (the developer executable's simulator; `nil` in production).
     ///   - logger: the service's logger.
-    ///   - services: more services to run beside the listeners and stop after them (the trace
+    ///   - extra: more services to run beside the listeners and stop after them (the trace
     ///     exporter, which must send the last requests' spans).
     public static func make(
         configuration: ServerConfiguration,
@@ -87,9 +87,9 @@ public enum FormAttestApplication {
     }
 
     /// HTTP/1.1 with the idle timeout, and in every connection's pipeline the connection guard
-    /// (``ConnectionGuardHandler``: the per-address cap, the shedding over the total, the header
+    /// (`ConnectionGuardHandler`: the per-address cap, the shedding over the total, the header
     /// deadline, and each connection's request and age caps) and the body
-    /// deadline (``BodyDeadlineHandler``). Each listener counts its own connections.
+    /// deadline (`BodyDeadlineHandler`). Each listener counts its own connections.
     ///
     /// The connection-level half of FormAttest's protections: an integrator that mounts
     /// ``FormAttestService``'s routes in its own application passes this as its `Application`'s

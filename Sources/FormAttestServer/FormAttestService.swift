@@ -56,7 +56,7 @@ public struct FormAttestService {
     let jwks: JSONValue
     let developmentDevice: (any DevelopmentDevice)?
 
-    /// Closes the store when the service group shuts down (``OperationalAttestationStore/shutdown()``).
+    /// Closes the store when the service group shuts down (`OperationalAttestationStore.shutdown()`).
     ///
     /// Put it first in the service group, before the HTTP server: a group stops its services in
     /// reverse order, each after the one before it returned, so the store closes after the server

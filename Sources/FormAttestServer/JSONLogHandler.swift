@@ -13,7 +13,7 @@ import RFC3339
 /// shippers: `time` (RFC 3339 UTC, milliseconds), `level`, `message`, `logger` (the label), then
 /// every metadata entry as a member of its own.
 ///
-/// The object is built as a ``JSONValue`` and serialized by the project's RFC 8785 writer, so
+/// The object is built as a `JSONValue` and serialized by the project's RFC 8785 writer, so
 /// every string, whatever it holds (quotes, control characters, lone surrogates), is escaped by
 /// the one JSON writer and a line is always one valid object. Two names are renamed for readers:
 /// Hummingbird's `hb.request.id` is `requestId`, and a metadata entry named like one of the four

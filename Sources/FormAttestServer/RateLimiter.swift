@@ -48,7 +48,7 @@ import NIOCore
 /// Those two backend budgets bound what is stored, so no caller may spend them for another
 /// (red team r7 F5, F6):
 /// - only a request that stores something spends them: a refused one (any 4xx) gives back what
-///   it spent (``RateLimiter/refund(_:)``), so junk costs only its sender's own budgets;
+///   it spent (`RateLimiter.refund(_:)`), so junk costs only its sender's own budgets;
 /// - one user the backend names may spend at most `backendUserSharePercent` of each in a
 ///   window, so that a few hostile accounts with valid registrations cannot spend them for
 ///   every other user of the backend.

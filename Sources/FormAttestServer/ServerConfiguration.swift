@@ -33,10 +33,10 @@ public struct ServerConfiguration: Sendable {
     /// How often expired records are purged (housekeeping; correctness never depends on it).
     public var purgeInterval: Duration = .seconds(60)
     /// How long one step of the purge may hold the store's writer: a pass deletes in steps sized
-    /// to about this, with the writer back to the requests between them (``PurgeService``).
+    /// to about this, with the writer back to the requests between them (`PurgeService`).
     public var purgeStepTarget: Duration = .milliseconds(5)
     /// How long a revoked key or passkey, with its registration, is kept after its revocation;
-    /// the purge deletes it then (``PurgeService``). `nil`: kept for ever. Default 30 days.
+    /// the purge deletes it then (`PurgeService`). `nil`: kept for ever. Default 30 days.
     ///
     /// At least ``minimumRevokedRetention``: a user's registrations are counted over revoked keys
     /// too, over the last 30 days; a key deleted sooner after its revocation could have been
@@ -44,8 +44,8 @@ public struct ServerConfiguration: Sendable {
     /// refuses a shorter one (``RevokedRetentionTooShort``).
     public var revokedRetention: TimeInterval? = 30 * 86_400
     /// The shortest ``revokedRetention``: the longest window the service counts a user's
-    /// registrations or pool challenges over (``FlowConfiguration/registrationCountWindow``,
-    /// ``FlowConfiguration/poolChallengeLifetime``; 30 days each by default). A key revoked before
+    /// registrations or pool challenges over (`FlowConfiguration.registrationCountWindow`,
+    /// `FlowConfiguration.poolChallengeLifetime`; 30 days each by default). A key revoked before
     /// it was created before it, so deleting it changes no count.
     public var minimumRevokedRetention: TimeInterval {
         max(self.flows.registrationCountWindow, self.flows.poolChallengeLifetime)
@@ -100,7 +100,7 @@ public struct ServerConfiguration: Sendable {
     /// with this registry (`MetricsSystem.bootstrap(PrometheusMetricsFactory(registry:))`, once per
     /// process: the executable, or a test's harness); the library only emits. nil: no `/metrics`.
     public var metrics: PrometheusCollectorRegistry?
-    /// Spans for each request and its steps (``RequestTraceMiddleware``), through whatever tracer
+    /// Spans for each request and its steps (`RequestTraceMiddleware`), through whatever tracer
     /// the process bootstrapped (`serve --otlp-endpoint`: swift-otel's OTLP/HTTP exporter). Off:
     /// no middleware and no store wrapper; the steps' spans go to the no-op tracer.
     public var tracing = false

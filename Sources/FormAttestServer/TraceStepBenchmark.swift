@@ -7,7 +7,7 @@
 /// (docs/performance.md, "Tracing").
 ///
 /// Without `--otlp-endpoint` no tracer is bootstrapped, neither the request's middleware nor the
-/// traced store is installed, and the steps (``TraceStep/run(_:kind:_:)``) make no span: what
+/// traced store is installed, and the steps (`TraceStep.run(_:kind:_:)`) make no span: what
 /// stays on an assert's path is each step's check that tracing is off. ``withSpans(_:)`` runs the
 /// assert's steps through `TraceStep.run`, in its order and with its names, around `body`;
 /// ``withoutSpans(_:)`` runs `body` as often without them. The difference is the whole cost of

@@ -75,7 +75,7 @@ public actor IdentityProviderVerifier {
     }
 
     /// Fetches the key set now (at start-up, and for an unknown `kid` at most once a
-    /// `refreshInterval`). The set is read key by key (``IdentityProviderKeySet``): a key this
+    /// `refreshInterval`). The set is read key by key (`IdentityProviderKeySet`): a key this
     /// service cannot verify with is skipped with one log line, and the others are used. A
     /// refresh that fails (the source, or a set with no usable key) is logged and counted
     /// (`formattest_caller_jwks_refreshes_total{outcome="failed"}`), and the keys already held
