@@ -163,7 +163,7 @@ struct AppAttestController {
 
     @Sendable func attest(_ request: Request, context: AppRequestContext) async throws -> Response {
         let body = try await TraceStep.run("body read") { try await RequestBody.read(request, context: context).acting(for: context.identity) }
-        var attestRequest = try body.decode(FormFlows.AttestRequest.init(body:))
+        var attestRequest = try body.decode(FormFlows.AttestRequest.init(body:actingUser:))
         try self.checkLoggable(attestRequest.form)
         attestRequest.session = context.identity?.sessionID
         let now = self.now()
@@ -183,7 +183,7 @@ struct AppAttestController {
 
     @Sendable func registerPooled(_ request: Request, context: AppRequestContext) async throws -> Response {
         let body = try await TraceStep.run("body read") { try await RequestBody.read(request, context: context).acting(for: context.identity) }
-        var pooled = try body.decode(FormFlows.PooledRequest.init(body:))
+        var pooled = try body.decode(FormFlows.PooledRequest.init(body:actingUser:))
         try self.checkLoggable(pooled.form)
         pooled.session = context.identity?.sessionID
         let now = self.now()
@@ -258,7 +258,7 @@ struct AppAttestController {
         if let passkey = body.value["passkey"], passkey != .null {
             return try await self.confirm(body, request: request, context: context)
         }
-        var assertRequest = try body.decode(FormFlows.AssertRequest.init(body:))
+        var assertRequest = try body.decode(FormFlows.AssertRequest.init(body:actingUser:))
         try self.checkLoggable(assertRequest.form)
         assertRequest.session = context.identity?.sessionID
         let now = self.now()
@@ -341,7 +341,7 @@ struct AppAttestController {
     /// (the user's assertion budget, the storage guard, rotating challenges) and the same form
     /// policy and replay record as an App Attest assertion alone.
     private func confirm(_ body: RequestBody, request: Request, context: AppRequestContext) async throws -> Response {
-        var confirmRequest = try body.decode(FormFlows.ConfirmRequest.init(body:))
+        var confirmRequest = try body.decode(FormFlows.ConfirmRequest.init(body:actingUser:))
         try self.checkLoggable(confirmRequest.form)
         confirmRequest.session = context.identity?.sessionID
         let now = self.now()

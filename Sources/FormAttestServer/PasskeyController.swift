@@ -66,7 +66,7 @@ struct PasskeyController {
     /// `POST /api/passkeys/register` `{username, challenge, userHandle, credential}`.
     @Sendable func register(_ request: Request, context: AppRequestContext) async throws -> Response {
         let body = try await RequestBody.read(request, context: context).acting(for: context.identity)
-        let registration = try body.decode(FormFlows.PasskeyRegistrationRequest.init(body:))
+        let registration = try body.decode(FormFlows.PasskeyRegistrationRequest.init(body:actingUser:))
         let now = self.now()
         try await self.checkStorage(context)
         try await self.rateLimiter.check(endpoint: "attest", user: registration.username, request: request, context: context, now: now)

@@ -16,6 +16,9 @@ import NIOHTTP1
 /// names or lone surrogates is refused as a whole.
 struct RequestBody {
     let value: JSONValue
+    /// The user an identity provider's token names, who acts for the request
+    /// (``acting(for:)``); `nil`: the body's `username`.
+    private(set) var actingUser: String?
 
     static func read(_ request: Request, context: AppRequestContext) async throws -> RequestBody {
         let buffer: ByteBuffer
@@ -35,11 +38,11 @@ struct RequestBody {
         }
     }
 
-    /// One of the flows' requests (`FormFlows.AttestRequest(body:)`, ...), decoded by the flows'
-    /// rules; a bad field is 400 with its code.
-    func decode<Decoded>(_ decode: (JSONValue) throws(FlowError) -> Decoded) throws(APIError) -> Decoded {
+    /// One of the flows' requests (`FormFlows.AttestRequest(body:actingUser:)`, ...), decoded by
+    /// the flows' rules, for the acting user; a bad field is 400 with its code.
+    func decode<Decoded>(_ decode: (JSONValue, String?) throws(FlowError) -> Decoded) throws(APIError) -> Decoded {
         do {
-            return try decode(self.value)
+            return try decode(self.value, self.actingUser)
         } catch {
             throw APIError(error)
         }
@@ -47,41 +50,37 @@ struct RequestBody {
 
     /// The body as the caller identity reads it. With an identity provider's token the user is
     /// the token's: a `username` in the body is optional and must be the token's (403
-    /// `identity_mismatch`), and the flows see the token's user. A trusted backend's (or an
-    /// unauthenticated) request keeps its own `username`.
+    /// `identity_mismatch`), and the flows are given the token's user as a value
+    /// (``actingUser``), the body unchanged. A trusted backend's (or an unauthenticated) request
+    /// keeps its own `username`.
     func acting(for identity: CallerIdentity?) throws(APIError) -> RequestBody {
-        guard let identity, identity.kind == .identityProvider, case .object(let object) = self.value else { return self }
+        guard let identity, identity.kind == .identityProvider else { return self }
         let requested = self.value["username"]
         if let requested, requested.stringValue == nil { throw APIError.invalidRequest("username must be a string") }
-        let user: String?
+        var acting = self
         do {
-            user = try identity.user(requested: requested?.stringValue)
+            acting.actingUser = try identity.user(requested: requested?.stringValue)
         } catch {
             throw APIError(error)
         }
-        guard let user else { return self }
-        var members = object.members.filter { $0.name.string != "username" }.map { (name: $0.name.string, value: $0.value) }
-        members.append((name: "username", value: .string(JSONString(user))))
-        // Names from the input: the throwing initializer (they were unique when parsed).
-        guard let rebuilt = try? JSONObject(members) else { throw APIError.invalidRequest("the body's member names are not unique") }
-        return RequestBody(value: .object(rebuilt))
+        return acting
     }
 
     // The inspect and dev-simulator routes' own fields, by the same rules.
 
-    private var fields: FormFlows.RequestFields { FormFlows.RequestFields(self.value) }
+    private var fields: FormFlows.RequestFields { FormFlows.RequestFields(self.value, actingUser: self.actingUser) }
 
     /// A binary field, in base64url or standard base64.
     func bytes(_ name: String) throws(APIError) -> [UInt8] {
-        try self.decode { _ throws(FlowError) in try self.fields.bytes(name) }
+        try self.decode { _, _ throws(FlowError) in try self.fields.bytes(name) }
     }
 
     func optionalBytes(_ name: String) throws(APIError) -> [UInt8]? {
-        try self.decode { _ throws(FlowError) in try self.fields.optionalBytes(name) }
+        try self.decode { _, _ throws(FlowError) in try self.fields.optionalBytes(name) }
     }
 
     /// The `form` object, as the canonical bytes the flows parse again.
     func form() throws(APIError) -> [UInt8] {
-        try self.decode { _ throws(FlowError) in try self.fields.form() }
+        try self.decode { _, _ throws(FlowError) in try self.fields.form() }
     }
 }

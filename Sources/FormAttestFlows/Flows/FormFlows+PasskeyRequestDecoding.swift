@@ -24,8 +24,8 @@ extension FormFlows.ConfirmRequest {
     /// `{username, keyId?, assertion?, passkey?, form}`: `keyId` and `assertion` together (an App
     /// Attest assertion), `passkey` a passkey assertion in `PublicKeyCredential.toJSON()`'s
     /// shape, at least one of the two.
-    public init(body: JSONValue) throws(FlowError) {
-        let fields = FormFlows.RequestFields(body)
+    public init(body: JSONValue, actingUser: String? = nil) throws(FlowError) {
+        let fields = FormFlows.RequestFields(body, actingUser: actingUser)
         let prepared = fields.preparedForm()
         let username = try fields.username()
         let keyID = try fields.optionalBytes("keyId")
@@ -51,8 +51,8 @@ extension FormFlows.PasskeyRegistrationRequest {
     /// handle (base64url) the credential was created with, the registration response in
     /// `PublicKeyCredential.toJSON()`'s shape, and for a user who has a passkey, an assertion of it
     /// over the same challenge in that shape.
-    public init(body: JSONValue) throws(FlowError) {
-        let fields = FormFlows.RequestFields(body)
+    public init(body: JSONValue, actingUser: String? = nil) throws(FlowError) {
+        let fields = FormFlows.RequestFields(body, actingUser: actingUser)
         let username = try fields.username()
         let challenge = try fields.bytes("challenge")
         let userHandle = try fields.bytes("userHandle")

@@ -43,9 +43,14 @@ extension FormFlows {
     public struct RequestFields: Sendable {
         /// The body (a JSON object, as ``FormFlows/parseBody(_:maximumSize:)`` returns it).
         public let value: JSONValue
+        /// The user the caller's credential names (an identity provider's token), who acts
+        /// whatever the body's `username` says: the caller's authentication checked that one
+        /// against it before. `nil`: the body's `username` is the user.
+        public let actingUser: String?
 
-        public init(_ value: JSONValue) {
+        public init(_ value: JSONValue, actingUser: String? = nil) {
             self.value = value
+            self.actingUser = actingUser
         }
 
         static func invalid(_ reason: String) -> FlowError {
@@ -60,8 +65,10 @@ extension FormFlows {
             return text
         }
 
-        /// The `username` field, by ``Username``'s rule (no control characters).
+        /// The acting user (``actingUser``), else the `username` field, by ``Username``'s rule (no
+        /// control characters).
         public func username() throws(FlowError) -> String {
+            if let actingUser = self.actingUser { return actingUser }
             guard let text = self.value["username"]?.stringValue else {
                 throw Self.invalid("username must be a string")
             }
@@ -124,8 +131,8 @@ extension FormFlows {
 extension FormFlows.AttestRequest {
     /// `{username, keyId, attestationObject, form, localChallenge?}`; `localChallenge` is the
     /// clientDataHash the client says it attested over (absent or `null`: not checked).
-    public init(body: JSONValue) throws(FlowError) {
-        let fields = FormFlows.RequestFields(body)
+    public init(body: JSONValue, actingUser: String? = nil) throws(FlowError) {
+        let fields = FormFlows.RequestFields(body, actingUser: actingUser)
         let prepared = fields.preparedForm()
         let username = try fields.username()
         let keyID = try fields.bytes("keyId")
@@ -144,8 +151,8 @@ extension FormFlows.AttestRequest {
 
 extension FormFlows.AssertRequest {
     /// `{username, keyId, assertion, form}`.
-    public init(body: JSONValue) throws(FlowError) {
-        let fields = FormFlows.RequestFields(body)
+    public init(body: JSONValue, actingUser: String? = nil) throws(FlowError) {
+        let fields = FormFlows.RequestFields(body, actingUser: actingUser)
         let prepared = fields.preparedForm()
         let username = try fields.username()
         let keyID = try fields.bytes("keyId")
@@ -158,8 +165,8 @@ extension FormFlows.AssertRequest {
 
 extension FormFlows.PooledRequest {
     /// `{username, keyId, attestationObject, poolChallenge, assertion, form}`.
-    public init(body: JSONValue) throws(FlowError) {
-        let fields = FormFlows.RequestFields(body)
+    public init(body: JSONValue, actingUser: String? = nil) throws(FlowError) {
+        let fields = FormFlows.RequestFields(body, actingUser: actingUser)
         let prepared = fields.preparedForm()
         let username = try fields.username()
         let keyID = try fields.bytes("keyId")
