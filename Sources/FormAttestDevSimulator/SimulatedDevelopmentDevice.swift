@@ -4,13 +4,13 @@
 //===----------------------------------------------------------------------===//
 
 import AppAttest
-public import AppAttestSimulator
-public import CanonicalJSON
+package import AppAttestSimulator
+package import CanonicalJSON
 import FormAttestClient
 import FormAttestForm
-public import FormAttestServer
+package import FormAttestServer
 import Foundation
-public import X509
+package import X509
 
 /// The simulator as the service's ``DevelopmentDevice`` (`POST /api/dev/simulate`, `serve
 /// --dev-simulator`): the developer executable wires it in; the HTTP module never links it.
@@ -19,12 +19,12 @@ public import X509
 /// (``SimulatedDevice/Profile``): `{os: "ios26" | "ios27" | "macos27", validationCategory: name
 /// or number, bundleVersion, cdHash: hex, spelling: "apple" | "documentation" | "both",
 /// assertionMap: bool, assertionFlags: 0-255}`. Without it the device is the server's.
-public struct SimulatedDevelopmentDevice: DevelopmentDevice {
+package struct SimulatedDevelopmentDevice: DevelopmentDevice {
     /// The App Attest service the simulated device answers as.
-    public let service: SimulatedAppAttestService
+    package let service: SimulatedAppAttestService
 
     /// - Parameter device: the simulated device (its keys live in memory).
-    public init(device: SimulatedDevice) {
+    package init(device: SimulatedDevice) {
         self.service = SimulatedAppAttestService(device: device)
     }
 
@@ -33,13 +33,13 @@ public struct SimulatedDevelopmentDevice: DevelopmentDevice {
     ///
     /// - Warning: Whoever runs a service that trusts these roots accepts attestations anyone can
     ///   mint: development and tests only.
-    public static func make(appID: String) throws -> (device: SimulatedDevelopmentDevice, trustAnchor: Certificate, receiptTrustAnchor: Certificate) {
+    package static func make(appID: String) throws -> (device: SimulatedDevelopmentDevice, trustAnchor: Certificate, receiptTrustAnchor: Certificate) {
         let authority = try SimulatedAttestationAuthority()
         let device = SimulatedDevice(authority: authority, appID: appID, environment: .development, seed: UInt64.random(in: 1...UInt64.max))
         return (SimulatedDevelopmentDevice(device: device), authority.rootCertificate, authority.receiptAuthority.rootCertificate)
     }
 
-    public func attestNewKey(clientDataHash: [UInt8], profile: SimulatedDevice.Profile) throws(DevelopmentDeviceError) -> (
+    package func attestNewKey(clientDataHash: [UInt8], profile: SimulatedDevice.Profile) throws(DevelopmentDeviceError) -> (
         keyID: [UInt8], attestationObject: [UInt8]
     ) {
         do {
@@ -51,7 +51,7 @@ public struct SimulatedDevelopmentDevice: DevelopmentDevice {
         }
     }
 
-    public func assert(keyID: [UInt8], clientDataHash: [UInt8], profile: SimulatedDevice.Profile) throws(DevelopmentDeviceError) -> [UInt8] {
+    package func assert(keyID: [UInt8], clientDataHash: [UInt8], profile: SimulatedDevice.Profile) throws(DevelopmentDeviceError) -> [UInt8] {
         do {
             return try self.service.generateAssertion(Data(keyID).base64EncodedString(), clientDataHash: clientDataHash, profile: profile)
         } catch {
@@ -68,7 +68,7 @@ public struct SimulatedDevelopmentDevice: DevelopmentDevice {
     }
 
     /// Reads `device` strictly: unknown members and values of another type are refused.
-    public func profile(_ request: JSONValue?) throws(DevelopmentDeviceError) -> SimulatedDevice.Profile {
+    package func profile(_ request: JSONValue?) throws(DevelopmentDeviceError) -> SimulatedDevice.Profile {
         guard let value = request else { return self.service.device.profile }
         guard case .object(let object) = value else { throw .invalidRequest("device must be an object") }
         let known: Set<String> = ["os", "validationCategory", "bundleVersion", "cdHash", "spelling", "assertionMap", "assertionFlags"]
