@@ -171,9 +171,9 @@ struct BatchPipeline {
 
 /// Batch throughput in process, for `formattest-dev bench`: the pipeline over lines in memory,
 /// the records serialized (as `--out` would write them) and dropped.
-public enum BatchWrapBenchmark {
+package enum BatchWrapBenchmark {
     /// Wraps `lines` (batch request lines) with Apple's trust anchors; returns how many wrapped.
-    public static func run(lines: [[UInt8]], window: Int? = nil) async throws -> Int {
+    package static func run(lines: [[UInt8]], window: Int? = nil) async throws -> Int {
         let context = BatchContext(
             unsigned: TokenFormatter(signer: nil, packed: nil),
             signed: SignerCache(load: { throw UsageError("the benchmark signs nothing") }),

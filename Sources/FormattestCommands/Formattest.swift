@@ -3,7 +3,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
-public import ArgumentParser
+package import ArgumentParser
 import Foundation
 
 /// `formattest`: the product's commands over the FormAttest libraries. The developer tools
@@ -12,8 +12,8 @@ import Foundation
 ///
 /// Exit codes are a contract for scripts: 0 success, 1 rejected (verification failed or invalid
 /// input document), 2 usage or I/O error.
-public struct Formattest: AsyncParsableCommand {
-    public static let configuration = CommandConfiguration(
+package struct Formattest: AsyncParsableCommand {
+    package static let configuration = CommandConfiguration(
         commandName: "formattest",
         abstract: "Verify Apple App Attest attestations and assertions over signed forms.",
         version: "0.1.0",
@@ -23,13 +23,13 @@ public struct Formattest: AsyncParsableCommand {
         ]
     )
 
-    public init() {}
+    package init() {}
 }
 
 /// Runs a root command with the exit-code contract: 0, 1 (``ExitCode``), or 2 for a usage or I/O
 /// problem (ArgumentParser would say 64). Help and version requests exit 0.
-public enum CommandLineMain {
-    public static func run(_ root: any ParsableCommand.Type) async {
+package enum CommandLineMain {
+    package static func run(_ root: any ParsableCommand.Type) async {
         do {
             var command = try root.parseAsRoot()
             if var asyncCommand = command as? any AsyncParsableCommand {
@@ -52,7 +52,7 @@ public enum CommandLineMain {
 }
 
 /// A usage or I/O problem: exit 2 with this message.
-public struct UsageError: Error, CustomStringConvertible {
-    public let description: String
-    public init(_ description: String) { self.description = description }
+package struct UsageError: Error, CustomStringConvertible {
+    package let description: String
+    package init(_ description: String) { self.description = description }
 }

@@ -5,19 +5,19 @@
 
 import AppAttest
 import FormAttestForm
-public import Foundation
-public import RFC3339
+package import Foundation
+package import RFC3339
 import SwiftASN1
 import X509
 
 /// Reading the command line's input files. Every failure here is a usage or I/O error (exit 2).
-public enum InputFile {
+package enum InputFile {
     /// Largest input file read, far above any App Attest object: a bound on memory, not a policy.
-    public static let maximumSize = 1 << 20
+    package static let maximumSize = 1 << 20
 
     /// The bytes of `path`, or of standard input for `-`, read in chunks and refused as soon as
     /// they pass the limit: a huge file costs at most the limit in memory, never its own size.
-    public static func readBytes(_ path: String, limit: Int = InputFile.maximumSize) throws -> [UInt8] {
+    package static func readBytes(_ path: String, limit: Int = InputFile.maximumSize) throws -> [UInt8] {
         let handle: FileHandle
         if path == "-" {
             handle = FileHandle.standardInput
@@ -135,9 +135,9 @@ public enum InputFile {
 }
 
 /// Hexadecimal text.
-public enum HexCoding {
+package enum HexCoding {
     /// Decodes hex (either case); `nil` for odd length or another character.
-    public static func decode(_ text: String) -> [UInt8]? {
+    package static func decode(_ text: String) -> [UInt8]? {
         AppAttest.bytes(hex: text)
     }
 
@@ -149,7 +149,7 @@ public enum HexCoding {
 extension RFC3339UTC {
     /// A time given on the command line or in a batch line: strict RFC 3339 UTC (the one reader
     /// of untrusted times), or a usage error.
-    public static func argument(_ text: String) throws -> Date {
+    package static func argument(_ text: String) throws -> Date {
         guard let date = Self.parse(text) else {
             throw UsageError("\(text.prefix(64)) is not an RFC 3339 UTC time such as 2024-02-07T21:08:56Z")
         }

@@ -4,11 +4,11 @@
 //===----------------------------------------------------------------------===//
 
 import AppAttest
-public import ArgumentParser
+package import ArgumentParser
 import Crypto
 import FormAttestFlows
 import FormAttestForm
-public import FormAttestServer
+package import FormAttestServer
 import Foundation
 import Hummingbird
 import Logging
@@ -19,7 +19,7 @@ import ServiceLifecycle
 import SwiftASN1
 import Tracing
 import TransparencyLog
-public import X509
+package import X509
 
 /// `formattest serve`: the service without a development device. `--dev-simulator` is refused
 /// here (exit 2): the simulator is `formattest-dev serve`'s, so this binary never contains a CA
@@ -37,9 +37,9 @@ struct Serve: AsyncParsableCommand {
 /// `serve`'s settings (one flag each, beside its environment variable and the configuration
 /// file) and the wiring of the service from them, shared by `formattest serve` and
 /// `formattest-dev serve`.
-public struct ServeOptions: ParsableArguments {
+package struct ServeOptions: ParsableArguments {
     /// The `serve` command's name, abstract and discussion.
-    public static let configuration = CommandConfiguration(
+    package static let configuration = CommandConfiguration(
         commandName: "serve",
         abstract: "Run the HTTP service (and the demo page).",
         discussion: """
@@ -53,7 +53,7 @@ public struct ServeOptions: ParsableArguments {
             """
     )
 
-    public init() {}
+    package init() {}
 
     @Option(help: ServeSettings.help("config")) var config: String?
     @Option(help: ServeSettings.help("host")) var host: String?
@@ -163,7 +163,7 @@ public struct ServeOptions: ParsableArguments {
 
     /// What `--dev-simulator` adds, made for the first app id: the device behind
     /// `/api/dev/simulate` and the two roots the verifier must trust to accept what it signs.
-    public typealias DevelopmentDeviceFactory =
+    package typealias DevelopmentDeviceFactory =
         @Sendable (_ appID: String) throws -> (
             device: any DevelopmentDevice, trustAnchor: X509.Certificate, receiptTrustAnchor: X509.Certificate
         )
@@ -172,7 +172,7 @@ public struct ServeOptions: ParsableArguments {
     ///
     /// - Parameter factory: the development device, or `nil` in a binary without one, where
     ///   `--dev-simulator` is refused before anything starts.
-    public func run(developmentDevice factory: DevelopmentDeviceFactory?) async throws {
+    package func run(developmentDevice factory: DevelopmentDeviceFactory?) async throws {
         let settings = try ServeSettings.resolve(flags: self.givenFlags, environment: ProcessInfo.processInfo.environment)
         let plan = try ServePlan(settings)
         if plan.devSimulator && factory == nil {

@@ -3,8 +3,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //===----------------------------------------------------------------------===//
 
-public import ArgumentParser
-public import FormAttestFlows
+package import ArgumentParser
+package import FormAttestFlows
 import Foundation
 import Logging
 import MongoAttestStore
@@ -12,7 +12,7 @@ import SQLiteAttestStore
 
 /// `--store sqlite:PATH | mongodb://... | mongodb+srv://... | memory`, shared by every command
 /// that keeps state. The MongoDB URI may also come from FORMATTEST_MONGODB_URI.
-public struct StoreOptions: ParsableArguments {
+package struct StoreOptions: ParsableArguments {
     @Option(
         name: .customLong("store"),
         help: "sqlite:PATH (default sqlite:./formattest-data/formattest.sqlite), a MongoDB URI, or memory."
@@ -20,12 +20,12 @@ public struct StoreOptions: ParsableArguments {
     var store: String?
 
     @Option(name: .customLong("mongodb-database"), help: "MongoDB database name (default: the URI's, else formattest).")
-    public var mongoDatabase: String?
+    package var mongoDatabase: String?
 
     @Option(name: .customLong("mongodb-collection-prefix"), help: "Prefix of the MongoDB collections.")
     var mongoCollectionPrefix = "formattest_"
 
-    public init() {}
+    package init() {}
 
     /// The store location after flags and environment.
     var location: String {
@@ -40,7 +40,7 @@ public struct StoreOptions: ParsableArguments {
     }
 
     /// Opens the store; fails closed (exit 2 with the reason) when it cannot be reached.
-    public func open() async throws -> any OperationalAttestationStore {
+    package func open() async throws -> any OperationalAttestationStore {
         try await self.source.open()
     }
 }
