@@ -413,7 +413,7 @@ let package = Package(
         .target(
             name: "FormAttestTestSupport",
             dependencies: [
-                "AppAttest", "FormAttestForm", "CBOR", "WebAuthn",
+                "AppAttest", "FormAttestForm", "CBOR", "WebAuthn", "TransparencyLog",
                 .product(name: "Crypto", package: "swift-crypto"), .product(name: "_CryptoExtras", package: "swift-crypto"),
             ],
             path: "Tests/FormAttestTestSupport",
@@ -456,6 +456,24 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "FormAttestFormTests",
+            dependencies: ["FormAttestForm", "CanonicalJSON", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TransparencyLogFilesTests",
+            dependencies: ["TransparencyLog", "TransparencyLogFiles", "FormAttestTestSupport", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "FormAttestResponsesTests",
+            dependencies: [
+                "FormAttestResponses", "AppAttest", "AppAttestSimulator", "CanonicalJSON", "FormAttestFlows", "FormAttestForm",
+                "FormAttestTestSupport", .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "CBORTests",
             dependencies: ["CBOR", "FormAttestTestSupport"],
             swiftSettings: swiftSettings
@@ -481,7 +499,10 @@ let package = Package(
         ),
         .testTarget(
             name: "FormAttestClientTests",
-            dependencies: ["FormAttestClient", "FormAttestForm", "CanonicalJSON", "AppAttest", "AppAttestSimulator", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: [
+                "FormAttestClient", "FormAttestForm", "CanonicalJSON", "AppAttest", "AppAttestSimulator",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: swiftSettings
         ),
         // The contract every store passes (memory, SQLite, MongoDB), shared by their test targets.

@@ -33,7 +33,8 @@ package struct SimulatedDevelopmentDevice: DevelopmentDevice {
     ///
     /// - Warning: Whoever runs a service that trusts these roots accepts attestations anyone can
     ///   mint: development and tests only.
-    package static func make(appID: String) throws -> (device: SimulatedDevelopmentDevice, trustAnchor: Certificate, receiptTrustAnchor: Certificate) {
+    package static func make(appID: String) throws -> (device: SimulatedDevelopmentDevice, trustAnchor: Certificate, receiptTrustAnchor: Certificate)
+    {
         let authority = try SimulatedAttestationAuthority()
         let device = SimulatedDevice(authority: authority, appID: appID, environment: .development, seed: UInt64.random(in: 1...UInt64.max))
         return (SimulatedDevelopmentDevice(device: device), authority.rootCertificate, authority.receiptAuthority.rootCertificate)

@@ -102,19 +102,6 @@ enum RFC6962Vectors {
     static var leafHashes: [[UInt8]] { Self.leaves.map { MerkleHash.leaf($0) } }
 }
 
-/// RFC 9162 §2.1.1's MTH, written from its definition: the oracle the log's code is checked against.
-func referenceRoot(_ leafHashes: ArraySlice<[UInt8]>) -> [UInt8] {
-    switch leafHashes.count {
-    case 0: return Array(SHA256.hash(data: [UInt8]()))
-    case 1: return leafHashes.first!
-    default:
-        var split = 1
-        while split * 2 < leafHashes.count { split *= 2 }
-        let middle = leafHashes.startIndex + split
-        return MerkleHash.node(referenceRoot(leafHashes[..<middle]), referenceRoot(leafHashes[middle...]))
-    }
-}
-
 /// A proof's hashes, computed from the leaves as a log computes them from its stored subtrees.
 func proofHashes(_ ranges: [LeafRange], leafHashes: [[UInt8]]) -> [[UInt8]] {
     ranges.map { range in

@@ -4,6 +4,7 @@
 //===----------------------------------------------------------------------===//
 
 import Crypto
+import FormAttestTestSupport
 import Foundation
 import Testing
 import TransparencyLog
