@@ -68,6 +68,51 @@ public struct AppAttestError: Error, Sendable, Hashable, CustomStringConvertible
         /// The stable `snake_case` identifier, such as `nonce_mismatch`.
         public var identifier: String { self.backing.rawValue }
 
+        /// What the code means, in a line (docs/errors.md is generated from it).
+        public var summary: String {
+            switch self.backing {
+            case .malformedAttestation: "the attestation object does not have the apple-appattest structure"
+            case .attestationTooLarge: "the attestation object is over its size limit"
+            case .unsupportedFormat: "the attestation's fmt is not apple-appattest"
+            case .malformedAuthenticatorData: "the authenticator data is truncated or malformed"
+            case .malformedCertificate: "a certificate of the x5c chain cannot be parsed"
+            case .certificateExpired: "a certificate of the chain had expired at verification time"
+            case .certificateNotYetValid: "a certificate of the chain was not yet valid at verification time"
+            case .certificateChainInvalid: "the chain does not reach a trusted App Attest root"
+            case .nonceExtensionInvalid: "the credential certificate's nonce extension is missing or malformed"
+            case .nonceMismatch: "the nonce is not SHA-256(authenticatorData ‖ clientDataHash): the attestation is not for this form"
+            case .keyIDMismatch: "the keyId is not SHA-256 of the attested public key"
+            case .appIDMismatch: "the RP ID hash is not SHA-256 of an accepted App ID"
+            case .counterNotZero: "an attestation's counter is not 0"
+            case .aaguidInvalid: "the AAGUID is neither appattestdevelop nor appattest"
+            case .environmentNotAllowed: "the key's environment (development or production) is not accepted"
+            case .credentialIDMismatch: "the credential id is not the keyId"
+            case .publicKeyMismatch: "the authenticator data's key is not the certificate's"
+            case .validationCategoryNotAllowed: "the iOS 27 validation category is not accepted"
+            case .bundleVersionTooOld: "the app's bundle version is below the minimum"
+            case .cdHashNotAllowed: "the app's CDHash is not allowed (or missing when required)"
+            case .extensionsRequired: "the iOS 27 validation category or bundle version is missing, and required"
+            case .accessControlMismatch: "the macOS access-control extension is not the required one"
+            case .invalidClientDataHash: "the clientDataHash is not 32 bytes"
+            case .malformedAssertion: "the assertion is not a CBOR map of signature and authenticatorData"
+            case .assertionTooLarge: "the assertion is over its size limit"
+            case .invalidPublicKey: "the stored public key cannot be used"
+            case .signatureInvalid: "the assertion's signature does not verify with the key"
+            case .counterNotIncreasing: "the assertion's counter is not above the last accepted one (a replayed or cloned key)"
+            case .invalidPolicy: "the server's verification policy is invalid (a configuration error)"
+            case .receiptMalformed: "the App Attest receipt cannot be parsed"
+            case .receiptTooLarge: "the receipt is over its size limit"
+            case .receiptSignatureInvalid: "the receipt's signature does not verify"
+            case .receiptCertificateExpired: "the receipt's certificate had expired"
+            case .receiptCertificateNotYetValid: "the receipt's certificate was not yet valid"
+            case .receiptChainInvalid: "the receipt's chain does not reach Apple Root CA - G3"
+            case .receiptAppIDMismatch: "the receipt is for another App ID"
+            case .receiptCertificateMismatch: "the receipt is for another key's certificate"
+            case .receiptClientHashMismatch: "the receipt's client hash does not match"
+            case .receiptTypeUnexpected: "the receipt's type is not the one expected"
+            }
+        }
+
         public var description: String { self.backing.rawValue }
 
         /// The attestation object does not have the `apple-appattest` structure.

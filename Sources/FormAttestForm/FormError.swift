@@ -26,6 +26,20 @@ public struct FormError: Error, Sendable, Hashable, CustomStringConvertible {
         public static var allCases: [Code] { Backing.allCases.map(Code.init) }
 
         public var identifier: String { self.backing.rawValue }
+        /// What the code means, in a line (docs/errors.md is generated from it).
+        public var summary: String {
+            switch self.backing {
+            case .invalidJSON: "the form is not canonicalizable JSON (duplicate names, lone surrogates, bad UTF-8, ...)"
+            case .inexactNumber: "a number in the form does not survive RFC 8785 exactly: send amounts as strings"
+            case .notAnObject: "the form is JSON but not an object"
+            case .missingField: "a required field of the form is absent"
+            case .invalidField: "a field has the wrong type or format (such as a timestamp that is not RFC 3339 UTC)"
+            case .timestampOutsideWindow: "the form's timestamp is too old or too far in the future"
+            case .bindingMismatch: "the form is not bound to this key, user or purpose"
+            case .sessionMismatch: "the form's session is not the caller token's sid"
+            }
+        }
+
         public var description: String { self.backing.rawValue }
 
         /// The form is not canonicalizable JSON (duplicates, lone surrogates, bad UTF-8, ...).

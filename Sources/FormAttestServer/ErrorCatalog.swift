@@ -14,8 +14,9 @@ import WebAuthn
 /// should do. The statuses are not written here: each is what ``APIError`` answers for the error
 /// that carries the code (the flows' codes through ``APIError/init(_:)-(FlowError)``). The codes of
 /// the verifier, the form rules, the stores, caller authentication and the receipt exchange come
-/// from their `allCases`; docs/errors.md is generated from ``markdownTable`` (`formattest errors`),
-/// and a test keeps both complete.
+/// from their `allCases`, and each code's meaning from its declaration (each code type's
+/// `summary`); docs/errors.md is generated from ``markdownTable`` (`formattest errors`), and a
+/// test keeps both complete.
 public enum ErrorCatalog {
     /// One code.
     public struct Entry: Sendable, Hashable {
@@ -58,14 +59,14 @@ public enum ErrorCatalog {
     private static var all: [Entry] {
         var entries: [Entry] = []
         for code in AppAttestError.Code.allCases {
-            entries.append(Self.flow(FlowError(AppAttestError(code: code, reason: "")), Self.verifierMeanings[code.identifier]))
+            entries.append(Self.flow(FlowError(AppAttestError(code: code, reason: "")), code.summary))
         }
         for code in FormError.Code.allCases {
-            entries.append(Self.flow(FlowError(FormError(code: code, reason: "")), Self.formMeanings[code.identifier]))
+            entries.append(Self.flow(FlowError(FormError(code: code, reason: "")), code.summary))
         }
         for code in StoreError.Code.allCases {
             let error = FlowError(StoreError(code: code, reason: ""))
-            entries.append(Self.flow(error, Self.flowMeanings[error.code.identifier]))
+            entries.append(Self.flow(error, error.code.summary ?? code.summary))
         }
         // The passkey verifier's codes, as the flows answer them (each code's summary is written
         // beside its declaration).
@@ -83,10 +84,10 @@ public enum ErrorCatalog {
         }
         // The flows' own codes, with the category each is raised with.
         for (code, category) in FlowError.Code.own {
-            entries.append(Self.flow(FlowError(code: code, category: category, reason: ""), Self.flowMeanings[code.identifier]))
+            entries.append(Self.flow(FlowError(code: code, category: category, reason: ""), code.summary))
         }
         for code in CallerAuthenticationError.Code.allCases {
-            entries.append(Self.http(APIError(CallerAuthenticationError(code: code, reason: "")), Self.callerMeanings[code.identifier]))
+            entries.append(Self.http(APIError(CallerAuthenticationError(code: code, reason: "")), code.summary))
         }
         // The HTTP layer's own.
         entries += [
@@ -212,98 +213,5 @@ public enum ErrorCatalog {
             "Sign the registration's challenge with one of the user's passkeys (user verification) and send it as approval; a user who lost every passkey asks an operator to revoke them first.",
         "passkey_already_registered": "Nothing to do: this credential is registered; sign forms with it.",
         "user_verification_required": "Ask the authenticator for user verification (userVerification: \"required\") and sign the form again.",
-    ]
-
-    private static let verifierMeanings: [String: String] = [
-        "malformed_attestation": "the attestation object does not have the apple-appattest structure",
-        "attestation_too_large": "the attestation object is over its size limit",
-        "unsupported_format": "the attestation's fmt is not apple-appattest",
-        "malformed_authenticator_data": "the authenticator data is truncated or malformed",
-        "malformed_certificate": "a certificate of the x5c chain cannot be parsed",
-        "certificate_expired": "a certificate of the chain had expired at verification time",
-        "certificate_not_yet_valid": "a certificate of the chain was not yet valid at verification time",
-        "certificate_chain_invalid": "the chain does not reach a trusted App Attest root",
-        "nonce_extension_invalid": "the credential certificate's nonce extension is missing or malformed",
-        "nonce_mismatch": "the nonce is not SHA-256(authenticatorData ‖ clientDataHash): the attestation is not for this form",
-        "key_id_mismatch": "the keyId is not SHA-256 of the attested public key",
-        "app_id_mismatch": "the RP ID hash is not SHA-256 of an accepted App ID",
-        "counter_not_zero": "an attestation's counter is not 0",
-        "aaguid_invalid": "the AAGUID is neither appattestdevelop nor appattest",
-        "environment_not_allowed": "the key's environment (development or production) is not accepted",
-        "credential_id_mismatch": "the credential id is not the keyId",
-        "public_key_mismatch": "the authenticator data's key is not the certificate's",
-        "validation_category_not_allowed": "the iOS 27 validation category is not accepted",
-        "bundle_version_too_old": "the app's bundle version is below the minimum",
-        "cdhash_not_allowed": "the app's CDHash is not allowed (or missing when required)",
-        "extensions_required": "the iOS 27 validation category or bundle version is missing, and required",
-        "access_control_mismatch": "the macOS access-control extension is not the required one",
-        "invalid_client_data_hash": "the clientDataHash is not 32 bytes",
-        "malformed_assertion": "the assertion is not a CBOR map of signature and authenticatorData",
-        "assertion_too_large": "the assertion is over its size limit",
-        "invalid_public_key": "the stored public key cannot be used",
-        "signature_invalid": "the assertion's signature does not verify with the key",
-        "counter_not_increasing": "the assertion's counter is not above the last accepted one (a replayed or cloned key)",
-        "invalid_policy": "the server's verification policy is invalid (a configuration error)",
-        "receipt_malformed": "the App Attest receipt cannot be parsed",
-        "receipt_too_large": "the receipt is over its size limit",
-        "receipt_signature_invalid": "the receipt's signature does not verify",
-        "receipt_certificate_expired": "the receipt's certificate had expired",
-        "receipt_certificate_not_yet_valid": "the receipt's certificate was not yet valid",
-        "receipt_chain_invalid": "the receipt's chain does not reach Apple Root CA - G3",
-        "receipt_app_id_mismatch": "the receipt is for another App ID",
-        "receipt_certificate_mismatch": "the receipt is for another key's certificate",
-        "receipt_client_hash_mismatch": "the receipt's client hash does not match",
-        "receipt_type_unexpected": "the receipt's type is not the one expected",
-    ]
-
-    private static let formMeanings: [String: String] = [
-        "invalid_form_json": "the form is not canonicalizable JSON (duplicate names, lone surrogates, bad UTF-8, ...)",
-        "form_inexact_number": "a number in the form does not survive RFC 8785 exactly: send amounts as strings",
-        "form_not_object": "the form is JSON but not an object",
-        "form_missing_field": "a required field of the form is absent",
-        "form_invalid_field": "a field has the wrong type or format (such as a timestamp that is not RFC 3339 UTC)",
-        "timestamp_outside_window": "the form's timestamp is too old or too far in the future",
-        "binding_mismatch": "the form is not bound to this key, user or purpose",
-        "session_mismatch": "the form's session is not the caller token's sid",
-    ]
-
-    private static let flowMeanings: [String: String] = [
-        "rate_limited":
-            "too many requests for this user, backend or client address in the window (without caller authentication an assertion counts against its user once the key's signature verified)",
-        "key_already_registered": "this keyId is registered already",
-        "key_mismatch": "the keyId is unknown, or another user's: no attested key signs for this user",
-        "duplicate_challenge": "the challenge was issued already",
-        "challenge_invalid": "the challenge is unknown, expired, used, or for another purpose or user",
-        "replay": "this form was accepted already",
-        "store_unavailable": "the store failed; nothing was written (fail closed)",
-        "challenge_required": "the service requires a server challenge and the form has none",
-        "invalid_json": "the request body is not strict JSON",
-        "invalid_request": "a request field is missing, of the wrong type, or not valid (such as a username with a control character)",
-        "key_revoked": "the key was revoked (by an operator, or as the least recently used beyond the per-user limit)",
-        "receipt_changed": "the stored receipt changed while it was being refreshed",
-        "requires_reattestation": "the key is too old, or its signed counter went backwards as the counter rule retires (then for good)",
-        "counter_out_of_order":
-            "the assertion is validly signed but its counter is not above the key's last accepted one because a later form was accepted first (it arrived first, or another request advanced the counter between this one's read and its write); refused, nothing changed, the key kept",
-        "key_attestation_unverifiable":
-            "evidence records are on and this key's registration cannot support a verifiable one (its attestation was not kept, or its receipt does not verify; a passkey's registration was not kept); nothing changed",
-        "store_corrupt": "a stored record cannot be read; nothing was changed",
-        "client_data_hash_mismatch": "the claimed clientDataHash is not SHA-256 of the canonical form",
-        "receipt_stale": "Apple's new receipt was created outside the accepted age",
-        "app_attest_required": "the factor policy requires an App Attest assertion for this form and the request has none",
-        "passkey_required": "the factor policy requires a passkey assertion for this form and the request has none",
-        "passkey_approval_required":
-            "the user has a passkey, and a new one is registered only with an assertion of it (user verification) over the registration's challenge",
-        "user_verification_required":
-            "the factor policy requires a passkey assertion with user verification (UV) for this form, and the assertion's UV flag is not set",
-        "passkeys_disabled": "the request carries a passkey and this service has no passkey settings (relying party id, origins)",
-        "passkey_mismatch": "the passkey's credential id is unknown, or another user's",
-        "passkey_revoked": "the passkey was revoked (by an operator, or as the least recently used beyond the per-user limit)",
-        "passkey_already_registered": "this credential id is registered already",
-    ]
-
-    private static let callerMeanings: [String: String] = [
-        "unauthenticated": "no caller credential, or one that does not verify (`WWW-Authenticate: Bearer`)",
-        "identity_mismatch": "the body's username is not the authenticated caller's",
-        "identity_provider_unavailable": "the identity provider's keys cannot be fetched: every request fails closed",
     ]
 }

@@ -63,6 +63,37 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
             case passkeyApprovalRequired = "passkey_approval_required"
             case passkeyAlreadyRegistered = "passkey_already_registered"
 
+            /// What the code means, in a line.
+            var summary: String {
+                switch self {
+                case .invalidRequest: "a request field is missing, of the wrong type, or not valid (such as a username with a control character)"
+                case .invalidJSON: "the request body is not strict JSON"
+                case .challengeRequired: "the service requires a server challenge and the form has none"
+                case .clientDataHashMismatch: "the claimed clientDataHash is not SHA-256 of the canonical form"
+                case .keyMismatch: "the keyId is unknown, or another user's: no attested key signs for this user"
+                case .keyAlreadyRegistered: "this keyId is registered already"
+                case .counterOutOfOrder:
+                    "the assertion is validly signed but its counter is not above the key's last accepted one because a later form was accepted first (it arrived first, or another request advanced the counter between this one's read and its write); refused, nothing changed, the key kept"
+                case .requiresReattestation: "the key is too old, or its signed counter went backwards as the counter rule retires (then for good)"
+                case .keyAttestationUnverifiable:
+                    "evidence records are on and this key's registration cannot support a verifiable one (its attestation was not kept, or its receipt does not verify; a passkey's registration was not kept); nothing changed"
+                case .receiptStale: "Apple's new receipt was created outside the accepted age"
+                case .receiptChanged: "the stored receipt changed while it was being refreshed"
+                case .storeCorrupt: "a stored record cannot be read; nothing was changed"
+                case .rateLimited:
+                    "too many requests for this user, backend or client address in the window (without caller authentication an assertion counts against its user once the key's signature verified)"
+                case .appAttestRequired: "the factor policy requires an App Attest assertion for this form and the request has none"
+                case .passkeyRequired: "the factor policy requires a passkey assertion for this form and the request has none"
+                case .userVerificationRequired:
+                    "the factor policy requires a passkey assertion with user verification (UV) for this form, and the assertion's UV flag is not set"
+                case .passkeysDisabled: "the request carries a passkey and this service has no passkey settings (relying party id, origins)"
+                case .passkeyMismatch: "the passkey's credential id is unknown, or another user's"
+                case .passkeyRevoked: "the passkey was revoked (by an operator, or as the least recently used beyond the per-user limit)"
+                case .passkeyApprovalRequired:
+                    "the user has a passkey, and a new one is registered only with an assertion of it (user verification) over the registration's challenge"
+                case .passkeyAlreadyRegistered: "this credential id is registered already"
+                }
+            }
             var category: Category {
                 switch self {
                 case Self.invalidRequest, Self.invalidJSON: .malformedInput
@@ -97,6 +128,11 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
         public init(_ code: WebAuthnError.Code) { self.identifier = code.identifier }
 
         public var description: String { self.identifier }
+
+        /// What one of the flows' own codes means, in a line (docs/errors.md is generated from
+        /// it); `nil` for a code the flows pass on from the verifier, the form rules, the stores
+        /// or the receipt exchange, whose own types say it.
+        public var summary: String? { Own(rawValue: self.identifier)?.summary }
 
         /// The flows' own codes with the category each is raised with (docs/errors.md lists them).
         public static var own: [(code: Code, category: Category)] { Own.allCases.map { (Code($0), $0.category) } }

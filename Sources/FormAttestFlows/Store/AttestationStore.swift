@@ -424,6 +424,22 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
         public static var allCases: [Code] { Backing.allCases.map(Code.init) }
 
         public var identifier: String { self.backing.rawValue }
+        /// What the code means, in a line (as the flows answer it, docs/errors.md is generated from
+        /// the flows' code: the renamed ones are the flows' own).
+        public var summary: String {
+            switch self.backing {
+            case .duplicateKey: "the keyId or credential id is stored already"
+            case .unknownKey: "no stored key has this keyId"
+            case .staleCounter: "another commit advanced the key's counter first (the compare-and-set refused this one)"
+            case .duplicateChallenge: "the challenge was issued already"
+            case .challengeInvalid: "the challenge is unknown, expired, used, or for another purpose or user"
+            case .replay: "this form was accepted already"
+            case .revoked: "the passkey was revoked before the commit"
+            case .keyRevoked: "the key was revoked (by an operator, or as the least recently used beyond the per-user limit)"
+            case .unavailable: "the store failed; nothing was written (fail closed)"
+            }
+        }
+
         public var description: String { self.backing.rawValue }
 
         public static let duplicateKey = Code(.duplicateKey)

@@ -64,6 +64,15 @@ public struct CallerAuthenticationError: Error, Sendable, Hashable, CustomString
         public static var allCases: [Code] { Backing.allCases.map(Code.init) }
 
         public var identifier: String { self.backing.rawValue }
+        /// What the code means, in a line (docs/errors.md is generated from it).
+        public var summary: String {
+            switch self.backing {
+            case .unauthenticated: "no caller credential, or one that does not verify (`WWW-Authenticate: Bearer`)"
+            case .identityMismatch: "the body's username is not the authenticated caller's"
+            case .identityProviderUnavailable: "the identity provider's keys cannot be fetched: every request fails closed"
+            }
+        }
+
         public var description: String { self.backing.rawValue }
 
         /// No credential, or one that does not verify (401).
