@@ -30,8 +30,9 @@ import WebAuthn
 /// let app = Application(
 ///     router: router,
 ///     server: FormAttestApplication.http1(configuration, listener: "api", logger: logger),
-///     configuration: .init(address: .hostname("127.0.0.1", port: 8080)),
+///     configuration: FormAttestApplication.listener(host: "127.0.0.1", port: 8080, configuration, logger: logger),
 ///     services: formAttest.services,
+///     onServerRunning: FormAttestApplication.serverRunning(listener: "api", logger: logger),
 ///     logger: logger)
 /// try await app.runService()
 /// ```
@@ -230,3 +231,5 @@ public struct FormAttestService {
         }
     }
 }
+
+extension FormAttestService: Sendable {}
