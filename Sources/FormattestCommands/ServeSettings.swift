@@ -723,7 +723,11 @@ package enum ServeSettings {
         }
         let value: JSONValue
         do {
-            value = try CanonicalJSON.parse(bytes)
+            // Numbers exact: one a double cannot hold (2.9999999999999999, a retention a hair under
+            // its minimum) would be rounded into a value nobody wrote, past the range checks.
+            value = try CanonicalJSON.parse(bytes, limits: .init(exactNumbers: true))
+        } catch  where error.code == .inexactNumber {
+            throw UsageError("\(label): a number is not exactly what it will be read as: \(error.reason).")
         } catch {
             throw UsageError("\(label): not strict JSON: \(error.reason)")
         }

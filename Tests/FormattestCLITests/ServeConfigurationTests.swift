@@ -146,6 +146,9 @@ struct ServeConfigurationTests {
             ([], [:], #"{"app-id": "ABCDE12345.com.example.app"}"#, "app-id (config file"),
             ([], [:], #"{"prot": 8080}"#, "\"prot\" is not a setting"),
             ([], [:], #"{"port": 8080, "port": 8081}"#, "not strict JSON"),
+            // Numbers a double cannot hold are not rounded into values nobody wrote (r13).
+            ([], [:], #"{"form-max-age": 2.9999999999999999}"#, "a number is not exactly what it will be read as"),
+            ([], [:], #"{"revoked-key-retention": 2591999.99999999999}"#, "a number is not exactly what it will be read as"),
             ([], [:], #"["port"]"#, "expected a JSON object"),
             // A bad value is refused even where a higher source overrides it.
             (["--port", "18997"], [:], #"{"port": 70000}"#, "port (config file"),
