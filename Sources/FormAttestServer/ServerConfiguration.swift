@@ -40,7 +40,8 @@ public struct ServerConfiguration: Sendable {
     ///
     /// At least ``minimumRevokedRetention``: a user's registrations are counted over revoked keys
     /// too, over the last 30 days; a key deleted sooner after its revocation could have been
-    /// created inside that window, and would leave the count. ``FormAttestApplication/make(configuration:store:signingKeys:developmentDevice:logger:services:)``
+    /// created inside that window, and would leave the count. ``FormAttestService/init(configuration:store:signingKeys:developmentDevice:logger:)``,
+    /// and so ``FormAttestApplication/make(configuration:store:signingKeys:developmentDevice:logger:services:)``,
     /// refuses a shorter one (``RevokedRetentionTooShort``).
     public var revokedRetention: TimeInterval? = 30 * 86_400
     /// The shortest ``revokedRetention``: the longest window the service counts a user's
