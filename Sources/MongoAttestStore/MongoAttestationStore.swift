@@ -533,6 +533,15 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
                 for claim in consumed { try? self.unconsume(claim, commitID: id) }
                 throw error
             }
+            // A first passkey, checked after its insert: of two first registrations racing, one
+            // that finds the other (or any active passkey, or one of another handle) takes itself
+            // back. The later insert always finds the earlier, so at most one stays; when each
+            // finds the other, neither does, and the user registers again (fails closed).
+            if commit.firstPasskey, try self.hasOtherPasskey(commit.passkey) {
+                try self.deletePasskeyDocument(commit.passkey.credentialID)
+                for claim in consumed { try? self.unconsume(claim, commitID: id) }
+                throw StoreError(code: .passkeyExists, reason: "the user has a passkey registered since this one was checked")
+            }
             if let limit = commit.maximumActiveCredentials {
                 try self.revokeBeyond(
                     limit, username: commit.passkey.username, keeping: commit.passkey.credentialID, at: commit.now, in: self.passkeys, kind: "passkey"
@@ -550,6 +559,34 @@ public final class MongoAttestationStore: StepwiseAttestationStore, Sendable {
             let reply = try self.pool.command(command)
             return try CommandReply.firstBatch(reply).map(self.passkey)
         }
+    }
+
+    /// Whether the user of `passkey` has another passkey that is active or of another user handle.
+    private func hasOtherPasskey(_ passkey: StoredPasskey) throws -> Bool {
+        let filter: [(String, BSONValue)] = [
+            ("username", .string(passkey.username)), ("_id", .document([("$ne", .binary(passkey.credentialID))])),
+            (
+                "$or",
+                .array([
+                    .document([("revokedAt", .document([("$exists", .bool(false))]))]),
+                    .document([("userHandle", .document([("$ne", .binary(passkey.userHandle))]))]),
+                ])
+            ),
+        ]
+        let reply = try self.pool.command(
+            .document([
+                ("find", .string(self.passkeys)), ("filter", .document(filter)), ("projection", .document([("_id", .int32(1))])),
+                ("limit", .int32(1)), ("batchSize", .int32(1)),
+            ]))
+        return try !CommandReply.firstBatch(reply).isEmpty
+    }
+
+    private func deletePasskeyDocument(_ credentialID: [UInt8]) throws {
+        _ = try self.pool.command(
+            .document([
+                ("delete", .string(self.passkeys)),
+                ("deletes", .array([.document([("q", .document([("_id", .binary(credentialID))])), ("limit", .int32(1))])])),
+            ]))
     }
 
     private func insertPasskeyDocument(_ passkey: StoredPasskey) throws {

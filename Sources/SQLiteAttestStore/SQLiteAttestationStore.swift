@@ -548,6 +548,14 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
     public func commitPasskeyRegistration(_ commit: PasskeyRegistrationCommit) async throws(StoreError) {
         try await self.write { db in
             for claim in commit.challenges { try Self.consume(claim, now: commit.now, db) }
+            // In the transaction that inserts it: a first passkey raced by another is refused.
+            if commit.firstPasskey,
+                try Row.fetchOne(
+                    db, sql: "SELECT 1 FROM passkeys WHERE username = ? AND (revoked_at IS NULL OR user_handle != ?) LIMIT 1",
+                    arguments: [commit.passkey.username, Data(commit.passkey.userHandle)]) != nil
+            {
+                throw StoreError(code: .passkeyExists, reason: "the user has a passkey registered since this one was checked")
+            }
             try Self.insert(commit.passkey, db)
             if let limit = commit.maximumActiveCredentials {
                 // The new passkey stays; of the others, the most recently used stay up to the limit.

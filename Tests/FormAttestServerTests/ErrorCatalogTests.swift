@@ -41,7 +41,7 @@ struct ErrorCatalogTests {
             // The outcome label of an accepted request in formattest_flow_outcomes_total.
             "ok",
             // Stores' codes renamed by FlowError(StoreError) before any client sees them.
-            "duplicate_key", "stale_counter", "revoked",
+            "duplicate_key", "stale_counter", "revoked", "passkey_exists",
         ]
         let missing = found.keys.filter { !codes.contains($0) && !notErrors.contains($0) }.sorted()
         #expect(found.count > 60)

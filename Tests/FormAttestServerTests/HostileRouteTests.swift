@@ -32,6 +32,11 @@ actor WriteFailingStore: OperationalAttestationStore {
     /// Each purge step's limit and what it deleted, in order.
     private(set) var purgeSteps: [(limit: Int, deleted: Int)] = []
 
+    /// When set, ``passkeyCredentials(username:)`` answers no reader until this many have read.
+    private var heldReads: Int?
+    private var readersWaiting: [CheckedContinuation<Void, Never>] = []
+    func holdPasskeyReads(until count: Int) { self.heldReads = count }
+
     /// The rate-limit windows counted and given back, in order (their ids).
     private(set) var counted: [[UInt8]] = []
     private(set) var refunded: [[UInt8]] = []
@@ -105,7 +110,19 @@ actor WriteFailingStore: OperationalAttestationStore {
         try await self.inner.passkeys(username: username, after: position, limit: limit)
     }
     func passkeyCredentials(username: String) async throws(StoreError) -> PasskeyCredentials {
-        try await self.inner.passkeyCredentials(username: username)
+        let credentials = try await self.inner.passkeyCredentials(username: username)
+        // Held until `count` readers have read: every one of them past the flows' check before
+        // any commits.
+        if let count = self.heldReads {
+            if self.readersWaiting.count + 1 >= count {
+                self.heldReads = nil
+                for waiting in self.readersWaiting { waiting.resume() }
+                self.readersWaiting = []
+            } else {
+                await withCheckedContinuation { self.readersWaiting.append($0) }
+            }
+        }
+        return credentials
     }
     func countPasskeys(username: String, _ filter: KeyCountFilter) async throws(StoreError) -> Int {
         try await self.inner.countPasskeys(username: username, filter)

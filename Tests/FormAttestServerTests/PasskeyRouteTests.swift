@@ -99,6 +99,43 @@ struct PasskeyRouteTests {
     }
 
     @Test(
+        "r14 F1: eight first passkeys of one user registered at once (each over its own options): one is stored and the others refused, as one after the other"
+    )
+    func firstPasskeysRaced() async throws {
+        var harness = try Self.harness()
+        let store = WriteFailingStore(inner: harness.store)
+        harness.storeOverride = store
+        try await harness.run { client in
+            // Eight options (challenges and first user handles) and eight registrations, built first.
+            var bodies: [[(String, JSONValue)]] = []
+            for id in UInt8(1)...8 {
+                let options = try await client.send(.get, "/api/passkeys/options?username=alice", template: "/api/passkeys/options")
+                let challenge = try #require(options.json?["challenge"]?["challenge"]?.stringValue)
+                let userHandle = try #require(options.json?["userHandle"]?.stringValue)
+                bodies.append([
+                    ("username", Self.text("alice")), ("challenge", Self.text(challenge)), ("userHandle", Self.text(userHandle)),
+                    ("credential", try Self.json(PasskeyDevice(id: id).register(challenge: try #require(Base64URL.decode(challenge))))),
+                ])
+            }
+            // Each registration reads alice's passkeys (none) before any of them commits.
+            await store.holdPasskeyReads(until: 8)
+            let answers = try await withThrowingTaskGroup(of: (Int, String?).self) { group in
+                for body in bodies {
+                    group.addTask {
+                        let answer = try await client.post("/api/passkeys/register", body)
+                        return (answer.status, answer.errorCode)
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(answers.filter { $0.0 == 200 }.count == 1, "\(answers)")
+            // Every one passed the flows' check (no passkey yet): the store's commit refuses the rest.
+            #expect(answers.filter { $0.0 != 200 }.allSatisfy { $0 == (403, "passkey_approval_required") }, "\(answers)")
+            #expect(try await store.inner.passkeyCredentials(username: "alice").activeCredentialIDs.count == 1)
+        }
+    }
+
+    @Test(
         "under the passkey policy a transfer with App Attest alone is 403 passkey_required, a passkey over another form 401, a login needs App Attest alone"
     )
     func policyAndMismatch() async throws {

@@ -114,6 +114,45 @@ extension StoreContract {
         #expect(try await store.passkeys(username: "bob", after: nil, limit: 5) == [passkey(7, user: "bob")])
     }
 
+    /// A first passkey (registered without approval) is stored only if, at its commit, the user
+    /// has no active passkey and none of another user handle (red team r14 F1: two first
+    /// registrations raced past the flows' check and both stored).
+    static func firstPasskey(_ make: Factory) async throws {
+        let store = try await make()
+        let now = t0.addingTimeInterval(1)
+        func commit(_ passkey: StoredPasskey, first: Bool = true, challenges: [ChallengeClaim] = []) async throws {
+            try await store.commitPasskeyRegistration(
+                PasskeyRegistrationCommit(passkey: passkey, challenges: challenges, now: now, firstPasskey: first))
+        }
+        try await store.issueChallenge(challenge(1, purpose: .passkey))
+        let claim = ChallengeClaim(value: challenge(1).value, purpose: .passkey, username: "alice")
+        // Another first passkey of alice's was stored since this one was checked: refused, nothing written.
+        try await commit(passkey(1))
+        await expect(.passkeyExists) { try await commit(passkey(2), challenges: [claim]) }
+        #expect(try await store.loadPasskey(credentialID: passkey(2).credentialID) == nil)
+        try await store.consumeChallenge(claim, now: now)  // still unused
+        // An approved registration is stored beside the active one; bob's first is his own.
+        try await commit(passkey(3), first: false)
+        try await commit(passkey(4, user: "bob"))
+        // Every passkey of alice's revoked: a first one again, of her handle, is stored; one of
+        // another handle is not.
+        try await store.revokePasskey(credentialID: passkey(1).credentialID, at: now)
+        try await store.revokePasskey(credentialID: passkey(3).credentialID, at: now)
+        var otherHandle = passkey(5)
+        otherHandle.userHandle = [UInt8](repeating: 0xDD, count: 32)
+        await expect(.passkeyExists) { try await commit(otherHandle) }
+        try await commit(passkey(6))
+        #expect(try await store.passkeyCredentials(username: "alice").activeCredentialIDs == [passkey(6).credentialID])
+        // Eight first registrations of carol's at once: at most one is stored (one on a store that
+        // serializes its commits; none is also fail-closed where each finds the other).
+        let stored = await withTaskGroup(of: Bool.self) { group in
+            for id in UInt8(20)..<28 { group.addTask { (try? await commit(passkey(id, user: "carol"))) != nil } }
+            return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+        #expect(stored <= 1, "\(stored) first passkeys stored at once")
+        #expect(try await store.passkeyCredentials(username: "carol").activeCredentialIDs.count == stored)
+    }
+
     static func passkeyRegistration(_ make: Factory) async throws {
         let store = try await make()
         let now = t0.addingTimeInterval(1)

@@ -97,6 +97,7 @@ public enum StoreContract {
         ("a challenge consumed concurrently has exactly one winner", concurrentChallenge),
         ("shutdown lets running calls end, is idempotent, and every later call fails with store_unavailable", shutdown),
         ("passkeys are unique, round-trip, and are listed, counted, paged and revoked by user, byte for byte", passkeyLifecycle),
+        ("a first passkey is stored only while the user has no active passkey and none of another handle, concurrently too", firstPasskey),
         ("a passkey registration is all or nothing; beyond the per-user limit it revokes the least recently used others", passkeyRegistration),
         ("a passkey's sign count moves by compare-and-set with the form's replay record, all or nothing", passkeyAssertionAtomicity),
         ("a form signed by a key and a passkey: both move or neither does", passkeyWithKeyAtomicity),

@@ -278,6 +278,7 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
         case .unavailable: category = .storeUnavailable
         case .replay, .duplicateKey, .staleCounter, .duplicateChallenge: category = .conflict
         case .challengeInvalid: category = .policy
+        case .passkeyExists: category = .factorMissing
         default: category = .keyMismatch
         }
         let code: Code
@@ -285,6 +286,7 @@ public struct FlowError: Error, Sendable, CustomStringConvertible {
         case .duplicateKey: code = .keyAlreadyRegistered
         case .staleCounter: code = .counterOutOfOrder
         case .revoked: code = .passkeyRevoked
+        case .passkeyExists: code = .passkeyApprovalRequired
         case .keyRevoked: code = .keyRevoked
         case .unknownKey: code = .keyMismatch
         default: code = Code(error.code)

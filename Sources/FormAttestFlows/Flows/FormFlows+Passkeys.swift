@@ -210,7 +210,10 @@ extension FormFlows {
                     passkey: passkey,
                     challenges: [ChallengeClaim(value: request.challenge, purpose: .passkey, username: request.username)],
                     now: now,
-                    maximumActiveCredentials: self.configuration.maximumPasskeysPerUser
+                    maximumActiveCredentials: self.configuration.maximumPasskeysPerUser,
+                    // Without an approval: the store checks again, in the commit, that the user
+                    // still has no active passkey (two first registrations racing).
+                    firstPasskey: credentials.activeCredentialIDs.isEmpty
                 )
             )
         } catch  where error.code == .duplicateKey {

@@ -414,6 +414,7 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
             case replay = "replay"
             case revoked = "revoked"
             case keyRevoked = "key_revoked"
+            case passkeyExists = "passkey_exists"
             case unavailable = "store_unavailable"
         }
 
@@ -435,6 +436,7 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
             case .challengeInvalid: "the challenge is unknown, expired, used, or for another purpose or user"
             case .replay: "this form was accepted already"
             case .revoked: "the passkey was revoked before the commit"
+            case .passkeyExists: "the user registered a passkey since this registration was checked: it needs that passkey's approval"
             case .keyRevoked: "the key was revoked (by an operator, or as the least recently used beyond the per-user limit)"
             case .unavailable: "the store failed; nothing was written (fail closed)"
             }
@@ -454,6 +456,9 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
         /// The App Attest key was revoked before the commit (after the flows loaded it), as
         /// ``revoked`` for a passkey.
         public static let keyRevoked = Code(.keyRevoked)
+        /// A first passkey's commit found the user with an active passkey, or one of another user
+        /// handle, registered since the flows checked (``PasskeyRegistrationCommit/firstPasskey``).
+        public static let passkeyExists = Code(.passkeyExists)
         /// The storage could not be reached or failed; nothing was changed.
         public static let unavailable = Code(.unavailable)
     }

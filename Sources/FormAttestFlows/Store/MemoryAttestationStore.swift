@@ -238,6 +238,13 @@ public actor MemoryAttestationStore: StepwiseAttestationStore {
         guard self.passkeys[new.credentialID] == nil else {
             throw StoreError(code: .duplicateKey, reason: "the credential id is registered")
         }
+        if commit.firstPasskey,
+            self.passkeys.values.contains(where: {
+                Array($0.username.utf8) == Array(new.username.utf8) && ($0.revokedAt == nil || $0.userHandle != new.userHandle)
+            })
+        {
+            throw StoreError(code: .passkeyExists, reason: "the user has a passkey registered since this one was checked")
+        }
         for claim in commit.challenges { self.challenges[claim.value]?.used = true }
         self.passkeys[new.credentialID] = new
         if let limit = commit.maximumActiveCredentials {

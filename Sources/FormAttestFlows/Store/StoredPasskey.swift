@@ -115,12 +115,21 @@ public struct PasskeyRegistrationCommit: Sendable, Hashable {
     /// At most this many active passkeys for the user after the commit (the least recently used
     /// others are revoked at `now` in the same step); `nil`: no limit.
     public var maximumActiveCredentials: Int?
+    /// Registered as the user's first passkey, without another's approval (the user had no
+    /// active passkey when the flows checked): the store refuses the commit
+    /// (``StoreError/Code/passkeyExists``) if the user has an active passkey, or a passkey of
+    /// another user handle, when it commits. Two first registrations raced past the flows'
+    /// check otherwise both stored (red team r14 F1).
+    public var firstPasskey: Bool
 
-    public init(passkey: StoredPasskey, challenges: [ChallengeClaim], now: Date, maximumActiveCredentials: Int? = nil) {
+    public init(
+        passkey: StoredPasskey, challenges: [ChallengeClaim], now: Date, maximumActiveCredentials: Int? = nil, firstPasskey: Bool = false
+    ) {
         self.passkey = passkey
         self.challenges = challenges
         self.now = now
         self.maximumActiveCredentials = maximumActiveCredentials
+        self.firstPasskey = firstPasskey
     }
 }
 
