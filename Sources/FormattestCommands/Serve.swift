@@ -173,6 +173,10 @@ package struct ServeOptions: ParsableArguments {
     /// - Parameter factory: the development device, or `nil` in a binary without one, where
     ///   `--dev-simulator` is refused before anything starts.
     package func run(developmentDevice factory: DevelopmentDeviceFactory?) async throws {
+        // ArgumentParser keeps the last of a repeated single-value option without a word: read
+        // from the process's own arguments, those after `serve`, and said at start (a wrapper
+        // script that appends overrides to its defaults relies on the last one winning).
+        let repeated = ServeSettings.repeatedFlags(Array(CommandLine.arguments.drop { $0 != "serve" }.dropFirst()))
         let settings = try ServeSettings.resolve(flags: self.givenFlags, environment: ProcessInfo.processInfo.environment)
         let plan = try ServePlan(settings)
         if plan.devSimulator && factory == nil {
@@ -188,6 +192,9 @@ package struct ServeOptions: ParsableArguments {
             return handler
         }
         let logger = Logger(label: "formattest")
+        for flag in repeated {
+            logger.warning("a flag given more than once: the last value is used", metadata: ["flag": "\(flag)"])
+        }
         let tracing = try Self.tracing(settings, logger: logger)
         if let config = settings.values["config"] {
             logger.info("configuration file", metadata: ["path": "\(config.texts[0])", "source": "\(config.source)"])

@@ -540,6 +540,21 @@ package enum ServeSettings {
         }
     }
 
+    /// The flags of single-value settings that `arguments` (serve's, after the subcommand) give
+    /// more than once, as `--key value` or `--key=value`, sorted: ArgumentParser keeps the last
+    /// of them without a word. A list setting (`--app-id`) may be repeated; `--` ends the flags.
+    package static func repeatedFlags(_ arguments: [String]) -> [String] {
+        var counts: [String: Int] = [:]
+        for argument in arguments {
+            if argument == "--" { break }
+            guard argument.hasPrefix("--") else { continue }
+            let key = String(argument.dropFirst(2).prefix { $0 != "=" })
+            guard let setting = Self.all.first(where: { $0.key == key }), !setting.kind.isList else { continue }
+            counts[key, default: 0] += 1
+        }
+        return counts.filter { $0.value > 1 }.map { "--" + $0.key }.sorted()
+    }
+
     /// Reads every setting from the flags given, the environment and the configuration file (named
     /// by `config`, from the flags or the environment), checks each value the same way, and fills
     /// in the defaults. Throws a ``UsageError`` that names the setting as its source spells it.

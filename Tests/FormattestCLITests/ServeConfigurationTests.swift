@@ -121,6 +121,18 @@ struct ServeConfigurationTests {
         #expect(!log.contains(" info ") && !log.contains("public listener"), "\(log)")
     }
 
+    @Test("a single-value flag given twice: the last is used, and a warning names it at start (before: not a word)")
+    func repeatedFlagWarned() async throws {
+        let files = try TemporaryFiles()
+        let (server, _) = try await Self.start(["--issuer", "first", "--issuer=second"], files: files)
+        #expect(await server.terminate(within: 10))
+        let log = await server.finish().stderr
+        #expect(log.contains("a flag given more than once: the last value is used") && log.contains("flag=--issuer"), "\(log)")
+        let (once, _) = try await Self.start(["--issuer", "only"], files: files)
+        #expect(await once.terminate(within: 10))
+        #expect(!(await once.finish().stderr).contains("more than once"))
+    }
+
     @Test("LOG_LEVEL is honoured (warning: no info lines) and checked (a bad one stops serve, named)")
     func logLevelVariable() async throws {
         let files = try TemporaryFiles()

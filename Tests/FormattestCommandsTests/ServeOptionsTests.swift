@@ -135,4 +135,13 @@ struct ServeOptionsTests {
         // Visible text beyond ASCII is text like any other.
         #expect(try ServeSettings.resolve(flags: ["issuer": ["https://bänk.example/é"]], environment: [:]).text("issuer") == "https://bänk.example/é")
     }
+
+    @Test("a single-value flag given twice is named (ArgumentParser keeps the last without a word); list flags repeat, and -- ends the flags")
+    func repeatedFlags() {
+        #expect(ServeSettings.repeatedFlags(["--port", "1", "--host", "::1", "--port=2"]) == ["--port"])
+        #expect(ServeSettings.repeatedFlags(["--issuer=a", "--issuer=b", "--store", "memory", "--store", "memory"]) == ["--issuer", "--store"])
+        #expect(ServeSettings.repeatedFlags(["--insecure-no-caller-auth", "--insecure-no-caller-auth"]) == ["--insecure-no-caller-auth"])
+        #expect(ServeSettings.repeatedFlags(["--app-id", "A.b", "--app-id", "C.d", "--port", "1"]).isEmpty)
+        #expect(ServeSettings.repeatedFlags(["--port", "1", "--", "--port"]).isEmpty)
+    }
 }
