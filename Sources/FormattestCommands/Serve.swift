@@ -355,7 +355,9 @@ package struct ServeOptions: ParsableArguments {
         )
         logger.info("log level", metadata: ["level": "\(level)", "source": "\(settings.source("log-level"))"])
         if let endpoint = settings.textIfSet("otlp-endpoint") {
-            logger.info("traces", metadata: ["otlpEndpoint": "\(endpoint)", "source": "\(settings.source("otlp-endpoint"))"])
+            // Without its user information or query, where a collector's credentials may be (r14 F5).
+            logger.info(
+                "traces", metadata: ["otlpEndpoint": "\(StoreSource.redacted(endpoint))", "source": "\(settings.source("otlp-endpoint"))"])
         } else {
             logger.info("traces: off")
         }
@@ -410,7 +412,9 @@ package struct ServeOptions: ParsableArguments {
             InstrumentationSystem.bootstrap(backend.factory)
             return backend.service
         } catch {
-            throw UsageError("otlp-endpoint (\(settings.source("otlp-endpoint"))): the OTLP exporter could not be made: \(error)")
+            throw UsageError(
+                "otlp-endpoint (\(settings.source("otlp-endpoint"))): the OTLP exporter could not be made: \(StoreSource.scrubbed("\(error)", of: endpoint))"
+            )
         }
     }
 

@@ -682,7 +682,7 @@ package enum ServeSettings {
             do {
                 try Setting.checkText(text, name)
             } catch {
-                throw refuse("must be non-empty text without control or invisible characters")
+                throw refuse(Setting.textRule)
             }
             let shown = setting.secret ? "the value given" : text.debugDescription
             switch setting.kind {

@@ -105,12 +105,16 @@ struct CounterRuleTests {
         #expect(try await harness.store.loadKey(keyID: key.keyID)?.reattestationRequired == true)
     }
 
-    @Test("tolerant, racing instances: a counter stored meanwhile over another form retires the key; a higher one is a race (409)")
-    func commitRace() async throws {
+    @Test(
+        "racing instances, either rule: a counter stored meanwhile over another form retires the key; a higher one is a race (409), the key kept (r14 F3: strict kept the clone's key)",
+        arguments: [CounterRule.tolerant, .strict])
+    func commitRace(rule: CounterRule) async throws {
         for (storedMeanwhile, expected) in [(UInt32(3), "requires_reattestation"), (4, "counter_out_of_order")] {
             let memory = MemoryAttestationStore()
             let store = StaleReadStore(memory)
-            let harness = try FlowHarness(store: store)
+            var configuration = FlowConfiguration()
+            configuration.counterRule = rule
+            let harness = try FlowHarness(store: store, configuration: configuration)
             let key = harness.device.key(0)
             try await harness.register(key)
             // This instance read the key at counter 2; another instance then accepted `storedMeanwhile`.

@@ -100,17 +100,26 @@ struct ServeOptionsTests {
         "a listen address that is neither an IP literal nor a host name stops serve at start, naming the setting and its source (before: only the bind failed)"
     )
     func listenAddresses() throws {
-        for good in ["127.0.0.1", "0.0.0.0", "::1", "::", "fe80::1", "::ffff:10.0.0.1", "localhost", "api.bank.example", "a-b.c9", "EXAMPLE.org"] {
+        let good = [
+            "127.0.0.1", "0.0.0.0", "::1", "::", "fe80::1", "fe80::1%lo", "fe80::1%eth0.5", "::ffff:10.0.0.1", "localhost", "localhost.",
+            "api.bank.example", "a-b.c9", "EXAMPLE.org",
+        ]
+        for good in good {
             #expect(try ServeSettings.resolve(flags: ["host": [good]], environment: [:]).text("host") == good)
             #expect(try ServeSettings.resolve(flags: [:], environment: ["FORMATTEST_ADMIN_HOST": good]).textIfSet("admin-host") == good)
         }
         let bad = [
-            "exa mple", "256.1.1.1", "1.2.3", "1.2.3.4.5", "foo_bar", "bad..name", "-lead.example", "trail-.example", "ex%ample", "a.b.",
-            "[::1]", "::1%eth0x", "host:8080", String(repeating: "a", count: 64) + ".example", String(repeating: "a.", count: 127) + "ab",
+            "exa mple", "256.1.1.1", "1.2.3", "1.2.3.4.5", "foo_bar", "bad..name", "-lead.example", "trail-.example", "ex%ample",
+            "[::1]", "::1%", "fe80::1%a b", "127.0.0.1%lo", "host:8080", String(repeating: "a", count: 64) + ".example",
+            String(repeating: "a.", count: 127) + "ab", "a..", ".",
+            // What the resolver reads as an IPv4 number spelled otherwise (r14 F2: 0x0 listened on every interface).
+            "0x0", "0x7f.1", "127.1", "0177.0.0.1", "0xdead", "0",
         ]
         for text in bad {
             let refused = #expect(throws: UsageError.self) { try ServeSettings.resolve(flags: ["host": [text]], environment: [:]) }
-            #expect(refused?.description == "--host (command line): must be an IPv4 or IPv6 address or a host name.", "\(text)")
+            #expect(
+                refused?.description == "--host (command line): must be an IPv4 address in dotted decimal, an IPv6 address or a host name.", "\(text)"
+            )
             let fromEnvironment = #expect(throws: UsageError.self) {
                 try ServeSettings.resolve(flags: [:], environment: ["FORMATTEST_ADMIN_HOST": text])
             }
@@ -122,17 +131,26 @@ struct ServeOptionsTests {
         "text that looks like other text is refused in every text setting, from any source: invalid UTF-8 (U+FFFD), zero-width and bidirectional characters, the byte-order mark, line separators"
     )
     func invisibleCharacters() throws {
-        let hidden = ["\u{FFFD}", "\u{200B}", "\u{200D}", "\u{202E}", "\u{2066}", "\u{FEFF}", "\u{2028}", "\u{E000}", "\u{AD}"]
+        let hidden = [
+            "\u{FFFD}", "\u{200B}", "\u{200D}", "\u{202E}", "\u{2066}", "\u{FEFF}", "\u{2028}", "\u{E000}", "\u{AD}",
+            // r14 F6: the no-break space, the Hangul filler, a variation selector; a space at the end.
+            "\u{A0}", "\u{3164}", "\u{FE0F}", " ",
+        ]
         for scalar in hidden {
             let issuer = "https://bank.example" + scalar
             let flag = #expect(throws: UsageError.self) { try ServeSettings.resolve(flags: ["issuer": [issuer]], environment: [:]) }
-            #expect(flag?.description == "--issuer (command line): must be non-empty text without control or invisible characters.")
+            #expect(
+                flag?.description
+                    == "--issuer (command line): must be non-empty text without control or invisible characters, or a space at either end.")
             let variable = #expect(throws: UsageError.self) {
                 try ServeSettings.resolve(flags: [:], environment: ["FORMATTEST_ISSUER": issuer])
             }
             #expect(variable?.description.hasPrefix("FORMATTEST_ISSUER (environment): must be non-empty text") == true)
         }
-        // Visible text beyond ASCII is text like any other.
+        let leading = #expect(throws: UsageError.self) { try ServeSettings.resolve(flags: ["issuer": [" https://bank.example"]], environment: [:]) }
+        #expect(leading != nil)
+        // Visible text beyond ASCII, and spaces inside, are text like any other.
+        #expect(try ServeSettings.resolve(flags: ["data-dir": ["/srv/My Data"]], environment: [:]).text("data-dir") == "/srv/My Data")
         #expect(try ServeSettings.resolve(flags: ["issuer": ["https://bänk.example/é"]], environment: [:]).text("issuer") == "https://bänk.example/é")
     }
 

@@ -150,6 +150,17 @@ struct ObservabilityTests {
         #expect(traces.stderr.contains("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is also set, to another URL"), "\(traces.stderr)")
     }
 
+    @Test("r14 F5: the start-up log names the OTLP endpoint without its user information or query, where a collector's credentials may be")
+    func otlpEndpointRedacted() async throws {
+        let files = try TemporaryFiles()
+        let endpoint = "http://collector:s3cr3tpw@127.0.0.1:\(Formattest.freePort())/?api_key=s3cr3tpw"
+        let (server, _) = try await ServeLauncher.start(["--log-level", "info", "--otlp-endpoint", endpoint], files: files)
+        #expect(await server.terminate(within: 10))
+        let log = await server.finish().stderr
+        #expect(log.contains("otlpEndpoint=http://***@127.0.0.1:") && log.contains("?***"), "\(log)")
+        #expect(!log.contains("s3cr3tpw"), "\(log)")
+    }
+
     @Test("serve --log-format: text stays the default; a value other than text or json stops the service (exit 2)")
     func logFormatSetting() async throws {
         let service = try Service([], logLevel: "info")

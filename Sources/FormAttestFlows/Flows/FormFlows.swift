@@ -338,10 +338,11 @@ public struct FormFlows: Sendable {
     func commitSigned(_ commit: AssertionCommit, form: SignedForm, now: Date) async throws(FlowError) {
         do throws(FlowError) {
             try await self.commit(commit)
-        } catch  where error.code == .counterOutOfOrder && self.configuration.counterRule == .tolerant {
+        } catch  where error.code == .counterOutOfOrder {
             // Another request (on this instance or another) advanced the counter between the
             // read and the commit's compare-and-set. If it stored this very counter over
-            // another form, the key signed one counter twice: the tolerant rule retires it.
+            // another form, the key signed one counter twice: either rule retires it (red team
+            // r14 F3: strict kept a key tolerant retired when the clone's two forms raced).
             // Otherwise this is a race an honest app can lose (409, the key kept), as before.
             guard let keyID = commit.keyID, let current = try await self.load(keyID), current.counter == commit.counter else { throw error }
             throw await self.lateCounter(commit.counter, key: current, form: form, reason: error.reason, now: now)
