@@ -16,7 +16,8 @@ import SQLiteAttestStore
 /// store shutdown in the application's service group.
 ///
 /// Environment: `PORT` (8080), `BANK_DATA` (`bank-data`: the SQLite database and the signing key,
-/// generated on the first start), `BANK_APP_ID` (the app id App Attest keys must be for).
+/// generated on the first start), `BANK_APP_ID` (the app id App Attest keys must be for),
+/// `BANK_BACKEND_SECRET_FILE` (required: the backend's secrets, which vouch for `username`).
 @main
 struct EmbeddedHummingbird {
     static func main() async throws {
@@ -32,10 +33,14 @@ struct EmbeddedHummingbird {
         configuration.issuer = "bank.example"
         configuration.audience = "bank.example"
         configuration.demoDirectory = nil
-        // Who vouches for a request's `username`: none here, so the body's is trusted as it is.
-        // A real deployment sets `.identityProvider(...)` or `.trustedBackend(...)` (docs/flows.md),
-        // as `formattest serve` requires.
-        configuration.callerAuthentication = .none
+        // Who vouches for a request's `username`: the bank's backend, by a secret it presents as a
+        // bearer token (one per line in the file; 32 characters at least). Never `.none` outside
+        // a demo: anyone could then act for any user (docs/threat-model.md).
+        guard let secretFile = environment["BANK_BACKEND_SECRET_FILE"] else {
+            logger.critical("set BANK_BACKEND_SECRET_FILE: the file of the backend's secrets (who vouches for a request's username)")
+            exit(2)
+        }
+        configuration.callerAuthentication = .trustedBackend(try BackendSecrets(fileText: String(contentsOfFile: secretFile, encoding: .utf8)))
 
         let store = try SQLiteAttestationStore(path: data.appendingPathComponent("formattest.sqlite").path)
         let signingKeys = try SigningKeyDirectory(directory: data.appendingPathComponent("signing-keys", isDirectory: true)).loadOrCreate()
