@@ -558,7 +558,7 @@ let package = Package(
             dependencies: [
                 "FormAttestServer", "FormAttestFlows", "FormAttestTokens", "FormAttestForm", "CanonicalJSON", "AppAttest",
                 "AppAttestSimulator", "FormAttestTestSupport", "RFC3339", "FormAttestEvidence", "FormAttestResponses",
-                "FormAttestDevSimulator", "WebAuthn", "TransparencyLog",
+                "FormAttestDevSimulator", "WebAuthn", "TransparencyLog", "SQLiteAttestStore",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

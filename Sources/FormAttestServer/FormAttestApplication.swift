@@ -46,7 +46,7 @@ public enum FormAttestApplication {
         let router = Router(context: AppRequestContext.self)
         service.addRoutes(to: router)
         // The store's first, so that the service group stops it last (see StoreShutdownService).
-        var services: [any Service] = [service.storeShutdown] + extra + [service.purge]
+        var services: [any Service] = [service.storeShutdown] + (service.housekeeping.map { [$0] } ?? []) + extra + [service.purge]
         if let admin = configuration.adminListener {
             // The operators' listener runs beside the public one, in the same service group.
             services.append(

@@ -68,10 +68,16 @@ public struct FormAttestService {
     /// ``ServerConfiguration/purgeInterval``. Housekeeping: no answer depends on it.
     public let purge: any Service
 
-    /// The background work, in the order to give a service group: ``storeShutdown``, then
-    /// ``purge``. Add them before the HTTP server (`Application(services:)` runs its own services
-    /// before its server, and so stops them after it).
-    public var services: [any Service] { [self.storeShutdown, self.purge] }
+    /// The store's own housekeeping (SQLite's write-ahead log checkpoints), for a store that has
+    /// some (``StoreHousekeeping``); `nil` otherwise. It stops at graceful shutdown, before the
+    /// store closes.
+    public let housekeeping: (any Service)?
+
+    /// The background work, in the order to give a service group: ``storeShutdown``,
+    /// ``housekeeping`` when the store has some, then ``purge``. Add them before the HTTP server
+    /// (`Application(services:)` runs its own services before its server, and so stops them
+    /// after it).
+    public var services: [any Service] { [self.storeShutdown] + (self.housekeeping.map { [$0] } ?? []) + [self.purge] }
 
     /// Builds the flows, the verifiers, the token signer, the rate limiter and, with evidence on,
     /// opens the evidence log.
@@ -102,6 +108,7 @@ public struct FormAttestService {
         self.configuration = configuration
         self.developmentDevice = developmentDevice
         self.storeShutdown = StoreShutdownService(store: store, logger: logger)
+        self.housekeeping = (store as? any StoreHousekeeping).map { StoreHousekeepingService(store: $0) }
         self.purge = PurgeService(
             store: store,
             interval: configuration.purgeInterval,

@@ -24,3 +24,16 @@ struct StoreShutdownService: Service {
         self.logger.info("store closed")
     }
 }
+
+/// Runs the store's own housekeeping (``StoreHousekeeping``: SQLite's write-ahead log
+/// checkpoints) until graceful shutdown begins. Registered after ``StoreShutdownService``, so that
+/// it stops before the store closes.
+struct StoreHousekeepingService: Service {
+    let store: any StoreHousekeeping
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown {
+            await self.store.runHousekeeping()
+        }
+    }
+}

@@ -97,7 +97,7 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
             try Self.migrator.migrate(self.database)
             self.keyReaders = try KeyReaders(path: path)
             self.group = GroupCommit(database: self.database, logger: logger)
-            self.checkpointer = try WALCheckpointer(path: path, group: self.group, logger: logger)
+            self.checkpointer = WALCheckpointer(path: path, group: self.group, logger: logger)
         } catch {
             throw Self.storeError(error)
         }
@@ -628,7 +628,6 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
         // Writes first: the queued ones commit, later ones are refused; then the connections
         // close (GRDB waits for running reads), after which every read throws.
         await self.group.close()
-        await self.checkpointer.stop()
         // GRDB's close blocks until the running reads released their connections, and a read
         // resumes on the concurrency pool: block a Dispatch thread, never one of the pool's.
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
@@ -1045,3 +1044,13 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
 }
 
 extension SQLiteAttestationStore: @unchecked Sendable {}
+
+extension SQLiteAttestationStore: StoreHousekeeping {
+    /// The write-ahead log's checkpoints (``WALCheckpointer``), until the calling task is
+    /// cancelled: the application runs it among its services (`formattest serve` does). Without
+    /// it the log grows to the writer's automatic checkpoint (``walAutocheckpointPages``, about
+    /// 40 MB), where that checkpoint runs inside a commit.
+    public func runHousekeeping() async {
+        await self.checkpointer.run()
+    }
+}

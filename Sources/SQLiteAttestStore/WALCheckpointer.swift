@@ -42,12 +42,17 @@ import Logging
 /// (or why it did not run). The writer keeps an automatic checkpoint at a high threshold
 /// (``SQLiteAttestationStore/walAutocheckpointPages``) as the bound on the log's size should this
 /// one fall behind or stop. Failures (a busy or full disk) are left to the next round.
-final class WALCheckpointer: Sendable {
+struct WALCheckpointer: Sendable {
     static let interval: Duration = .milliseconds(250)
     /// The log's size (in frames, 4 KB each) from which a round has the writer catch up.
     static let restartFrames = 1_000
 
-    private let task: Task<Void, Never>
+    /// The database; the PASSIVE rounds run on a connection of their own.
+    let path: String
+    /// The writer, which runs the catch-ups.
+    let group: GroupCommit
+    /// Receives the rounds (debug).
+    let logger: Logger
 
     /// What one checkpoint did (`PRAGMA wal_checkpoint`'s row).
     struct Round: Sendable {
@@ -66,29 +71,33 @@ final class WALCheckpointer: Sendable {
         }
     }
 
-    /// - Parameters:
-    ///   - path: the database; the PASSIVE rounds run on a connection of their own.
-    ///   - group: the writer, which runs the catch-ups.
-    ///   - logger: receives the rounds (debug).
-    /// - Throws: when the connection cannot be opened.
-    init(path: String, group: GroupCommit, logger: Logger) throws {
+    /// Checkpoints every ``interval`` until the calling task is cancelled (the store's
+    /// housekeeping, ``SQLiteAttestationStore/runHousekeeping()``), on a connection opened here
+    /// and closed on return. A connection that cannot be opened is logged and ends it: the store
+    /// works on, its log bounded by the writer's automatic checkpoint.
+    func run() async {
         var configuration = Configuration()
         configuration.label = "formattest.wal-checkpoint"
-        let connection = try DatabaseQueue(path: path, configuration: configuration)
-        self.task = Task.detached(priority: .utility) {
-            while !Task.isCancelled {
-                try? await Task.sleep(for: Self.interval)
-                guard !Task.isCancelled else { break }
-                guard let round = try? await connection.writeWithoutTransaction({ db in try Round.run(db) }) else { continue }
-                if round.frames > 0 { Self.log(logger, "passive", round) }
-                guard round.frames >= Self.restartFrames else { continue }
-                if let caughtUp = await group.checkpointIfIdle(force: true, { db in try Round.run(db) }) as? Round {
-                    Self.log(logger, "catch-up", caughtUp)
-                } else {
-                    logger.debug("wal checkpoint", metadata: ["mode": "catch-up not run: a purge step is queued or running, or the store is closing"])
-                }
+        let connection: DatabaseQueue
+        do {
+            connection = try DatabaseQueue(path: self.path, configuration: configuration)
+        } catch {
+            self.logger.warning("wal checkpoint: no connection, no checkpoints", metadata: ["error": "\(error)"])
+            return
+        }
+        defer { try? connection.close() }
+        while !Task.isCancelled {
+            try? await Task.sleep(for: Self.interval)
+            guard !Task.isCancelled else { break }
+            guard let round = try? await connection.writeWithoutTransaction({ db in try Round.run(db) }) else { continue }
+            if round.frames > 0 { Self.log(self.logger, "passive", round) }
+            guard round.frames >= Self.restartFrames else { continue }
+            if let caughtUp = await self.group.checkpointIfIdle(force: true, { db in try Round.run(db) }) as? Round {
+                Self.log(self.logger, "catch-up", caughtUp)
+            } else {
+                self.logger.debug(
+                    "wal checkpoint", metadata: ["mode": "catch-up not run: a purge step is queued or running, or the store is closing"])
             }
-            try? connection.close()
         }
     }
 
@@ -100,15 +109,5 @@ final class WALCheckpointer: Sendable {
                 "duration_ms": "\(GroupCommit.milliseconds(round.duration))",
             ]
         )
-    }
-
-    /// Stops checkpointing; returns once the connection is closed.
-    func stop() async {
-        self.task.cancel()
-        await self.task.value
-    }
-
-    deinit {
-        self.task.cancel()
     }
 }

@@ -12,6 +12,7 @@ import Hummingbird
 import HummingbirdTesting
 import Logging
 import NIOCore
+import SQLiteAttestStore
 import Testing
 
 /// FormAttest's routes mounted in an application someone else owns (``FormAttestService``): a
@@ -23,7 +24,7 @@ struct EmbeddingTests {
         harness.configuration.demoDirectory = nil
         let formAttest = try await FormAttestService(
             configuration: harness.configuration, store: harness.store, signingKeys: harness.keys, logger: Logger(label: "test"))
-        #expect(formAttest.services.count == 2, "the store's shutdown and the purge")
+        #expect(formAttest.services.count == 2 && formAttest.housekeeping == nil, "the store's shutdown and the purge (memory: no housekeeping)")
 
         let router = Router(context: AppRequestContext.self)
         router.get("bank/health") { _, _ in "bank ok" }
@@ -74,6 +75,21 @@ struct EmbeddingTests {
                 #expect((try? CanonicalJSON.parse(Array(response.body.readableBytesView)))?["error"] == nil)
             }
         }
+    }
+
+    @Test(
+        "on a store with housekeeping of its own (SQLite's checkpoints) the service's background work runs it, between the store's shutdown and the purge"
+    )
+    func housekeepingService() async throws {
+        let harness = try ServiceHarness()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("embedding-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try SQLiteAttestationStore(path: directory.appendingPathComponent("formattest.sqlite").path)
+        let formAttest = try await FormAttestService(
+            configuration: harness.configuration, store: store, signingKeys: harness.keys, logger: Logger(label: "test"))
+        #expect(formAttest.housekeeping != nil)
+        #expect(formAttest.services.count == 3)
+        await store.shutdown()
     }
 }
 

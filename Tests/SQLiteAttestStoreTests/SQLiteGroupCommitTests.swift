@@ -225,6 +225,7 @@ struct SQLiteGroupCommitTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let path = directory.appendingPathComponent("formattest.sqlite").path
         let store = try SQLiteAttestationStore(path: path)
+        let housekeeping = Task { await store.runHousekeeping() }
         let count = 20
         for index in 0..<count {
             try await store.insertKey(self.key(Self.id(1, index)))
@@ -244,6 +245,28 @@ struct SQLiteGroupCommitTests {
             try snapshot.close()
         }
         #expect(checkpointed == count)
+        housekeeping.cancel()
+        await housekeeping.value
+        await store.shutdown()
+    }
+
+    @Test("without its housekeeping run, the store starts no checkpoint of its own: the log stays in the -wal file")
+    func noHousekeepingNoCheckpoint() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sqlite-group-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("formattest.sqlite").path
+        let store = try SQLiteAttestationStore(path: path)
+        for index in 0..<20 { try await store.insertKey(self.key(Self.id(1, index))) }
+        // Ten of the checkpointer's intervals: nothing copied the log back into the file.
+        try await Task.sleep(for: .milliseconds(2_500))
+        let copy = directory.appendingPathComponent("copy.sqlite")
+        try FileManager.default.copyItem(atPath: path, toPath: copy.path)
+        let snapshot = try DatabaseQueue(path: copy.path)
+        let inFile = (try? await snapshot.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM keys") ?? 0 }) ?? 0
+        try snapshot.close()
+        #expect(inFile == 0, "\(inFile) keys in the database file")
+        let wal = ((try? FileManager.default.attributesOfItem(atPath: path + "-wal"))?[.size] as? Int) ?? 0
+        #expect(wal > 0, "the keys are in the log")
         await store.shutdown()
     }
 

@@ -42,6 +42,8 @@ struct SQLiteStoreTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let path = directory.appendingPathComponent("formattest.sqlite").path
         let store = try SQLiteAttestationStore(path: path)
+        // The store's housekeeping, as the application's service group runs it.
+        let housekeeping = Task { await store.runHousekeeping() }
         let now = Date()
         // One commit after the other, each a replay record with a hash unlike its neighbours':
         // every commit writes at least one 4 KB page to the log, 12 MB at the least for 3,000.
@@ -58,6 +60,8 @@ struct SQLiteStoreTests {
         let wal = ((try? FileManager.default.attributesOfItem(atPath: path + "-wal"))?[.size] as? Int) ?? 0
         let written = commits * 4096
         #expect(wal < written / 2, "the log holds \(wal) bytes after \(commits) commits (at least \(written) bytes written)")
+        housekeeping.cancel()
+        await housekeeping.value
         await store.shutdown()
     }
 
