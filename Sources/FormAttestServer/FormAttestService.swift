@@ -69,7 +69,7 @@ public struct FormAttestService {
     public let purge: any Service
 
     /// The store's own housekeeping (SQLite's write-ahead log checkpoints), for a store that has
-    /// some (``StoreHousekeeping``); `nil` otherwise. It stops at graceful shutdown, before the
+    /// some (`StoreHousekeeping`); `nil` otherwise. It stops at graceful shutdown, before the
     /// store closes.
     public let housekeeping: (any Service)?
 

@@ -1046,9 +1046,9 @@ public final class SQLiteAttestationStore: StepwiseAttestationStore {
 extension SQLiteAttestationStore: @unchecked Sendable {}
 
 extension SQLiteAttestationStore: StoreHousekeeping {
-    /// The write-ahead log's checkpoints (``WALCheckpointer``), until the calling task is
+    /// The write-ahead log's checkpoints (`WALCheckpointer`), until the calling task is
     /// cancelled: the application runs it among its services (`formattest serve` does). Without
-    /// it the log grows to the writer's automatic checkpoint (``walAutocheckpointPages``, about
+    /// it the log grows to the writer's automatic checkpoint (`walAutocheckpointPages`, about
     /// 40 MB), where that checkpoint runs inside a commit.
     public func runHousekeeping() async {
         await self.checkpointer.run()
